@@ -1,0 +1,19 @@
+"""Build the compiled kernels. Everything else lives in pyproject.toml."""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+extensions = [
+    Extension(
+        "recordkit.formats.ctf._kernel",
+        ["src/recordkit/formats/ctf/_kernel.pyx"],
+        include_dirs=[numpy.get_include()],
+        language="c++",
+        extra_compile_args=["-O3", "-std=c++17"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+]
+
+setup(ext_modules=cythonize(extensions, language_level=3, compiler_directives={
+    "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False,
+}))

@@ -1,0 +1,46 @@
+"""The Deserializer protocol every format implements.
+
+This is CNTK's contract, kept: a deserializer names its streams, describes its chunks
+(id, number of sequences, number of samples) without loading them, and loads one chunk
+at a time as columnar sequences. Randomizers, packers, MinibatchSource and conversion
+work against this protocol only, never against a file layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Protocol, runtime_checkable
+
+from recordkit.engine.chunk import ChunkData, Sequence
+from recordkit.engine.streams import StreamSpec
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """What is known about a chunk before loading it.
+
+    ``num_samples`` is the index's estimate of the chunk's samples (for CTF: the rows
+    of its sequences), which is what minibatch and epoch sizes are counted in.
+    ``offset``/``size`` are the chunk's byte range in its file, where that exists.
+    """
+    id: int
+    num_sequences: int
+    num_samples: int
+    offset: int = 0
+    size: int = 0
+
+
+@runtime_checkable
+class Deserializer(Protocol):
+    @property
+    def streams(self) -> list[StreamSpec]: ...
+
+    @property
+    def chunks(self) -> list[ChunkInfo]: ...
+
+    def load_chunk(self, chunk_id: int) -> ChunkData: ...
+
+
+def iter_sequences(deserializer: Deserializer) -> Iterator[Sequence]:
+    """Every sequence of a deserializer in storage order."""
+    for info in deserializer.chunks:
+        yield from deserializer.load_chunk(info.id)

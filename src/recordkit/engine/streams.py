@@ -1,0 +1,107 @@
+"""Stream declarations: what a caller expects to find in a data set.
+
+CNTK made callers declare every input (its name, the name used in the file, dense or
+sparse, its dimension); the same declaration drives every recordkit format.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_PRECISIONS = {
+    "float": np.dtype(np.float32), "float32": np.dtype(np.float32),
+    "double": np.dtype(np.float64), "float64": np.dtype(np.float64),
+}
+
+
+def resolve_precision(precision) -> np.dtype:
+    """Map CNTK's ``float``/``double`` (or a NumPy dtype) to float32/float64."""
+    if isinstance(precision, str):
+        key = precision.strip().lower()
+        if key in _PRECISIONS:
+            return _PRECISIONS[key]
+    else:
+        try:
+            dt = np.dtype(precision)
+        except TypeError:
+            dt = None
+        if dt in (np.dtype(np.float32), np.dtype(np.float64)):
+            return dt
+    raise ValueError(f"unsupported precision {precision!r}: expected 'float' (float32) or 'double' (float64)")
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One declared stream.
+
+    name: the name the caller uses; alias: the name used in the file (defaults to
+    ``name``); format: ``"dense"`` or ``"sparse"``; dim: values per dense sample, or
+    the exclusive upper bound of sparse indices; defines_mb_size: this stream's sample
+    count is the sequence length used for minibatch sizing.
+    """
+
+    name: str
+    format: str
+    dim: int
+    alias: str | None = None
+    defines_mb_size: bool = False
+    dtype: np.dtype | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("a stream needs a non-empty name")
+        fmt = str(self.format).strip().lower()
+        if fmt not in ("dense", "sparse"):
+            raise ValueError(f"stream {self.name!r}: format must be 'dense' or 'sparse', not {self.format!r}")
+        object.__setattr__(self, "format", fmt)
+        try:
+            dim = int(self.dim)
+        except (TypeError, ValueError):
+            raise ValueError(f"stream {self.name!r}: dim must be a positive integer, not {self.dim!r}") from None
+        if dim <= 0:
+            raise ValueError(f"stream {self.name!r}: dim must be a positive integer, not {self.dim!r}")
+        if fmt == "sparse" and dim > 2**31 - 1:
+            raise ValueError(f"stream {self.name!r}: sparse dim {dim} exceeds 2147483647")
+        object.__setattr__(self, "dim", dim)
+        alias = self.name if self.alias is None else str(self.alias)
+        if not alias:
+            raise ValueError(f"stream {self.name!r}: alias is empty")
+        object.__setattr__(self, "alias", alias)
+        if self.dtype is not None:
+            object.__setattr__(self, "dtype", resolve_precision(self.dtype))
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.format == "sparse"
+
+    @classmethod
+    def parse(cls, text: str) -> "StreamSpec":
+        """Parse the CLI form ``NAME=FORMAT:DIM[:ALIAS]``."""
+        name, sep, rest = text.partition("=")
+        parts = rest.split(":") if sep else []
+        if not sep or not name or len(parts) not in (2, 3):
+            raise ValueError(f"bad --stream {text!r}: expected NAME=FORMAT:DIM[:ALIAS], e.g. features=dense:784:F")
+        alias = parts[2] if len(parts) == 3 else None
+        return cls(name=name, format=parts[0], dim=parts[1], alias=alias)
+
+
+def check_streams(streams) -> list[StreamSpec]:
+    """Validate a list of streams as a set: unique names and aliases, at most one definesMBSize."""
+    streams = list(streams)
+    if not streams:
+        raise ValueError("no streams declared")
+    names, aliases = {}, {}
+    for s in streams:
+        if not isinstance(s, StreamSpec):
+            raise TypeError(f"expected StreamSpec, got {type(s).__name__}")
+        if s.name in names:
+            raise ValueError(f"stream name {s.name!r} declared twice")
+        if s.alias in aliases:
+            raise ValueError(f"alias {s.alias!r} is already mapped to stream {aliases[s.alias]!r}")
+        names[s.name] = s
+        aliases[s.alias] = s.name
+    defining = [s.name for s in streams if s.defines_mb_size]
+    if len(defining) > 1:
+        raise ValueError(f"only one stream may define the minibatch size, but {len(defining)} do: {', '.join(defining)}")
+    return streams

@@ -1,0 +1,99 @@
+"""The error and warning types every recordkit reader and writer raises.
+
+A user who feeds a corrupt file must learn *which* file and *where*: text formats
+locate problems as ``line:column`` (1-based, columns counted in bytes), binary
+formats as a byte offset plus the record or chunk index. ``FormatError`` carries
+those fields so callers can act on them programmatically, and formats them into a
+compiler-style message (``path:line:col: what was expected``) for people.
+"""
+from __future__ import annotations
+
+
+class RecordkitError(Exception):
+    """Base class of every error recordkit raises on purpose."""
+
+
+class FormatError(RecordkitError, ValueError):
+    """Malformed input, located in its file.
+
+    ``line``/``column`` are 1-based (text formats); ``offset`` is a byte offset
+    (binary formats, or the text offset where known); ``record`` names the record,
+    sequence or chunk index when that helps.
+    """
+
+    def __init__(self, path, message, *, line=None, column=None, offset=None, record=None):
+        self.path = str(path)
+        self.message = message
+        self.line = line
+        self.column = column
+        self.offset = offset
+        self.record = record
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        extra = []
+        if self.line is None and self.offset is not None:
+            extra.append(f"byte offset {self.offset}")
+        if self.record is not None:
+            extra.append(str(self.record))
+        suffix = f" ({', '.join(extra)})" if extra else ""
+        return f"{where}: {self.message}{suffix}"
+
+
+class ErrorBudgetExceeded(FormatError):
+    """Raised when more errors were found than ``max_errors`` allows.
+
+    The message is that of the error that broke the budget; ``errors_seen`` says
+    how many errors were counted in total, this one included.
+    """
+
+    def __init__(self, cause: FormatError, errors_seen: int, max_errors: int):
+        self.cause = cause
+        self.errors_seen = errors_seen
+        self.max_errors = max_errors
+        super().__init__(cause.path, cause.message, line=cause.line, column=cause.column,
+                         offset=cause.offset, record=cause.record)
+        if max_errors > 0:
+            self.args = (f"{self.args[0]} [error {errors_seen}: more than maxErrors={max_errors}]",)
+
+
+class RecordkitWarning(UserWarning):
+    """Something in the input was accepted but is probably not what the author meant."""
+
+
+class ErrorBudget:
+    """CNTK's ``maxErrors``: how many input errors to tolerate before failing.
+
+    Every error is counted once and, while the budget lasts, reported as a warning
+    with its location; the (max_errors + 1)th raises ``ErrorBudgetExceeded``. The
+    count spans the whole reader (index and every chunk), like CNTK's counter.
+    """
+
+    def __init__(self, max_errors: int = 0, *, warn=None):
+        if max_errors < 0:
+            raise ValueError(f"max_errors must be >= 0, not {max_errors}")
+        self.max_errors = int(max_errors)
+        self.count = 0
+        self._warn = warn
+
+    @property
+    def remaining(self) -> int:
+        return self.max_errors - self.count
+
+    def charge(self, error: FormatError, *, consequence: str = "") -> None:
+        """Count one error: warn about it, or raise when it breaks the budget."""
+        self.count += 1
+        if self.count > self.max_errors:
+            raise ErrorBudgetExceeded(error, self.count, self.max_errors)
+        if self._warn is not None:
+            self._warn(f"{error} [error {self.count} of at most {self.max_errors}{'; ' + consequence if consequence else ''}]")
+
+    def charge_unlocated(self, path, n: int, what: str) -> None:
+        """Count ``n`` errors whose details were not recorded (beyond the event cap)."""
+        for _ in range(n):
+            self.charge(FormatError(path, what))

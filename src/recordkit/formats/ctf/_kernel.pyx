@@ -1,0 +1,840 @@
+# distutils: language = c++
+# cython: language_level=3
+"""Compiled CTF kernels: the index scan, the chunk parser and the value formatter.
+
+Everything here runs without the GIL, so chunks parse in parallel threads. The
+kernels only *record* problems (error and warning events with byte positions and
+line numbers); turning them into messages, warnings and exceptions, and applying
+the error budget, is the Python layer's job (reader.py), which keeps this file a
+plain byte-level state machine.
+
+Lexical classes follow CNTK 2.7 (TextReaderConstants.h): space and TAB delimit
+values; every byte < 0x20 or >= 0x80 except '\n' is a column delimiter (so '\r'
+of CRLF files is skipped); '|' starts a sample, '|#' a comment running to the next
+'|' or end of line.
+"""
+from libc.stdint cimport uint64_t, int64_t, int32_t, uint32_t, uint8_t
+from libc.string cimport memchr, memcpy, memcmp
+from libc.stdlib cimport strtod, strtof, malloc, free
+from libc.stdio cimport snprintf
+from libcpp.vector cimport vector
+from libcpp.unordered_map cimport unordered_map
+from cython.operator cimport dereference as deref
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+# ---------------------------------------------------------------------------------------------
+# Event codes shared with reader.py (keep in sync with _messages there).
+# Errors that drop the whole sequence:
+DEF E_NUMBER = 1          # a value does not start like a number
+DEF E_SIGN = 2            # a sign not followed by a digit
+DEF E_EXPONENT = 3        # 'e' not followed by digits
+DEF E_AFTER_NUMBER = 4    # a number followed by a byte that cannot end it
+DEF E_SPARSE_INDEX = 5    # a sparse pair does not start with an index
+DEF E_INDEX_OVERFLOW = 6  # sparse index beyond 64 bits
+DEF E_INDEX_RANGE = 7     # sparse index >= dim
+DEF E_COLON = 8           # index not followed by ':'
+DEF E_TOO_MANY = 9        # more dense values than dim
+DEF E_NO_VALUES = 10      # input name with no values where the file ends
+DEF E_DUPLICATE_INPUT = 11  # the same input twice on one line
+# Errors that skip only themselves:
+DEF E_STRAY = 20          # a byte where '|' was expected
+DEF E_EMPTY_NAME = 21     # '|' not followed by a name
+DEF E_ID_ALONE = 22       # a sequence id with nothing else on its line
+# Index errors (the sequence is left out of the index):
+DEF E_DUPLICATE_ID = 30   # an id reused by a non-adjacent sequence
+DEF E_ID_OVERFLOW = 31    # an id beyond 64 bits
+DEF E_NO_ID = 32          # id mode, but the first content line has no id (cannot happen after mode detection)
+# Warnings:
+DEF W_PADDED = 40         # dense sample shorter than dim, zero padded
+DEF W_UNKNOWN = 41        # undeclared input skipped
+DEF W_EMPTY_SEQUENCE = 42 # sequence with no samples of any declared stream, left out
+
+cdef enum:
+    MAX_EVENTS = 256      # events recorded per chunk (all are counted)
+
+cdef struct Event:
+    int code
+    int64_t seq          # index of the sequence in the chunk (-1: none)
+    uint64_t line        # 1-based
+    uint64_t col         # 1-based byte column
+    int64_t stream       # stream index, or -1
+    uint64_t a           # code-specific (the offending byte, an index, a count...)
+    uint64_t b
+
+cdef uint64_t U64_DIV10 = 1844674407370955161ULL  # (2**64 - 1) // 10
+cdef uint64_t U64_MAX = 18446744073709551615ULL
+
+cdef inline bint is_digit(uint8_t c) noexcept nogil:
+    return c >= 48 and c <= 57
+
+cdef inline bint is_value_delim(uint8_t c) noexcept nogil:
+    return c == 32 or c == 9
+
+cdef inline bint is_column_delim(uint8_t c) noexcept nogil:
+    # space, TAB, and every non-printable byte except '\n'
+    return c == 32 or c == 9 or ((c < 32 or c >= 128) and c != 10)
+
+cdef inline bint is_printable(uint8_t c) noexcept nogil:
+    return c >= 32 and c < 128
+
+cdef double[23] POW10
+cdef int _k
+POW10[0] = 1.0
+for _k in range(1, 23):
+    POW10[_k] = POW10[_k - 1] * 10.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers
+
+cdef struct NumResult:
+    int err        # 0 or an E_* code
+    Py_ssize_t pos # end of the number, or where the error is
+    double d
+    float f
+
+cdef NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint dbl) noexcept nogil:
+    """Parse CNTK's number grammar [+-]digit+[.digit*][(e|E)[+-]digit+] starting at p[i].
+
+    Converts to the correctly rounded float32/float64: exact fast paths when the
+    decimal fits (Clinger), otherwise strtod/strtof on the validated token.
+    """
+    cdef NumResult r
+    cdef Py_ssize_t start = i
+    cdef bint neg = False
+    cdef uint64_t mant = 0
+    cdef int nd = 0
+    cdef int64_t exp10 = 0
+    cdef bint truncated = False
+    cdef bint exp_allowed = True
+    cdef int frac = 0
+    cdef uint8_t c
+    cdef int64_t e = 0
+    cdef int esign = 1
+    cdef char small[128]
+    cdef char* tok
+    cdef Py_ssize_t n
+    r.err = 0
+    r.d = 0.0
+    r.f = 0.0
+    c = p[i]
+    if c == 43 or c == 45:  # + -
+        neg = c == 45
+        i += 1
+        if i >= end or not is_digit(p[i]):
+            r.err = E_SIGN
+            r.pos = i
+            return r
+    elif not is_digit(c):
+        r.err = E_NUMBER
+        r.pos = i
+        return r
+    while i < end and is_digit(p[i]):
+        c = p[i] - 48
+        if mant == 0 and c == 0:
+            pass
+        elif nd < 19:
+            mant = mant * 10 + c
+            nd += 1
+        else:
+            exp10 += 1
+            if c != 0:
+                truncated = True
+        i += 1
+    if i < end and p[i] == 46:  # '.'
+        i += 1
+        while i < end and is_digit(p[i]):
+            c = p[i] - 48
+            if mant == 0 and c == 0:
+                exp10 -= 1
+            elif nd < 19:
+                mant = mant * 10 + c
+                nd += 1
+                exp10 -= 1
+            elif c != 0:
+                truncated = True
+            frac += 1
+            i += 1
+        exp_allowed = frac > 0
+    if exp_allowed and i < end and (p[i] == 101 or p[i] == 69):  # e E
+        i += 1
+        if i < end and (p[i] == 43 or p[i] == 45):
+            if p[i] == 45:
+                esign = -1
+            i += 1
+            if i >= end or not is_digit(p[i]):
+                r.err = E_EXPONENT
+                r.pos = i
+                return r
+        elif i >= end or not is_digit(p[i]):
+            r.err = E_EXPONENT
+            r.pos = i
+            return r
+        while i < end and is_digit(p[i]):
+            if e < 100000000:
+                e = e * 10 + (p[i] - 48)
+            i += 1
+        exp10 += esign * e
+    r.pos = i
+    if mant == 0:
+        r.d = -0.0 if neg else 0.0
+        r.f = <float>r.d
+        return r
+    if not truncated:
+        if dbl:
+            if mant <= (<uint64_t>1 << 53) and exp10 >= -22 and exp10 <= 22:
+                r.d = <double>mant * POW10[exp10] if exp10 >= 0 else <double>mant / POW10[-exp10]
+                if neg:
+                    r.d = -r.d
+                return r
+        else:
+            if mant <= (<uint64_t>1 << 24) and exp10 >= -10 and exp10 <= 10:
+                # operands exact in float32; double op then one rounding to float is correct (p' >= 2p+2)
+                r.d = <double>mant * POW10[exp10] if exp10 >= 0 else <double>mant / POW10[-exp10]
+                r.f = <float>r.d
+                if neg:
+                    r.f = -r.f
+                return r
+    n = i - start
+    if n < 127:
+        tok = small
+    else:
+        tok = <char*>malloc(n + 1)
+        if tok == NULL:
+            r.err = E_NUMBER
+            r.pos = start
+            return r
+    memcpy(tok, p + start, n)
+    tok[n] = 0
+    if dbl:
+        r.d = strtod(tok, NULL)
+    else:
+        r.f = strtof(tok, NULL)
+    if tok != small:
+        free(tok)
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+# Index scan
+
+cdef class IndexScanner:
+    """Scans a CTF file block by block into a sequence index.
+
+    feed() takes a buffer that starts at a line start and returns how many bytes it
+    consumed (whole lines only, unless final). The caller keeps the rest.
+    Sequences are recorded as (offset, size, key, first line, rows): rows counts the
+    non-blank lines, which is the size estimate chunk descriptions use.
+    """
+    cdef public int mode                # -1 undecided, 0 line mode, 1 id mode
+    cdef bint skip_ids
+    cdef uint64_t base                  # absolute offset of the next buffer
+    cdef uint64_t line_no               # 0-based number of the next line
+    cdef bint have_seq
+    cdef bint seq_bad
+    cdef uint64_t cur_id, cur_off, cur_first_line, cur_rows
+    cdef vector[uint64_t] offsets, sizes, keys, first_lines, rows
+    cdef vector[Event] errors
+    cdef public uint64_t error_count
+    cdef unordered_map[uint64_t, uint64_t] seen  # id -> 1-based line of first use
+    cdef public uint64_t content_start  # first byte after a UTF-8 BOM
+
+    def __cinit__(self, bint skip_sequence_ids):
+        self.mode = 0 if skip_sequence_ids else -1
+        self.skip_ids = skip_sequence_ids
+        self.base = 0
+        self.line_no = 0
+        self.have_seq = False
+        self.seq_bad = False
+        self.error_count = 0
+        self.content_start = 0
+
+    def set_content_start(self, uint64_t start):
+        self.content_start = start
+
+    cdef void _error(self, int code, uint64_t line, uint64_t col, uint64_t a, uint64_t b) noexcept nogil:
+        cdef Event ev
+        self.error_count += 1
+        if self.errors.size() < MAX_EVENTS:
+            ev.code = code
+            ev.seq = -1
+            ev.line = line
+            ev.col = col
+            ev.stream = -1
+            ev.a = a
+            ev.b = b
+            self.errors.push_back(ev)
+
+    cdef void _close(self, uint64_t end_off) noexcept nogil:
+        if self.have_seq and not self.seq_bad:
+            self.offsets.push_back(self.cur_off)
+            self.sizes.push_back(end_off - self.cur_off)
+            self.keys.push_back(self.cur_id)
+            self.first_lines.push_back(self.cur_first_line)
+            self.rows.push_back(self.cur_rows)
+        self.have_seq = False
+        self.seq_bad = False
+
+    cdef void _line(self, const uint8_t* p, Py_ssize_t s, Py_ssize_t e, uint64_t next_off) noexcept nogil:
+        # one line p[s:e] (without its '\n'); next_off = absolute offset of the following line
+        cdef uint64_t off = self.base + s
+        cdef Py_ssize_t q = s
+        cdef Py_ssize_t j
+        cdef uint64_t ident = 0
+        cdef bint overflow = False
+        cdef bint has_id
+        cdef bint blank
+        cdef uint8_t d
+        cdef unordered_map[uint64_t, uint64_t].iterator it
+        if off < self.content_start:           # the BOM belongs to nobody
+            q = s + <Py_ssize_t>(self.content_start - off)
+            off = self.content_start
+            s = q
+        while q < e and is_column_delim(p[q]):
+            q += 1
+        blank = q == e
+        if not blank and p[q] == 124 and q + 1 < e and p[q + 1] == 35:
+            # starts with a comment: blank if nothing but comments follows
+            blank = True
+            j = q + 2
+            while j < e:
+                if p[j] == 124 and (j + 1 >= e or p[j + 1] != 35):
+                    blank = False
+                    break
+                j += 1
+        if blank:
+            self.line_no += 1
+            return
+        has_id = is_digit(p[s])
+        if self.mode == -1:
+            self.mode = 1 if has_id else 0
+        if self.mode == 0:
+            self.have_seq = True
+            self.seq_bad = False
+            self.cur_off = off
+            self.cur_id = self.line_no
+            self.cur_first_line = self.line_no
+            self.cur_rows = 1
+            self._close(next_off)
+            self.line_no += 1
+            return
+        # id mode
+        if has_id:
+            j = s
+            while j < e and is_digit(p[j]):
+                d = p[j] - 48
+                if ident > U64_DIV10 or (ident == U64_DIV10 and d > 5):
+                    overflow = True
+                ident = ident * 10 + d
+                j += 1
+        if not has_id:
+            if self.have_seq:
+                self.cur_rows += 1
+            else:
+                self._error(E_NO_ID, self.line_no + 1, 1, 0, 0)
+            self.line_no += 1
+            return
+        if overflow:
+            self._close(off)
+            self._error(E_ID_OVERFLOW, self.line_no + 1, 1, 0, 0)
+            self.have_seq = True
+            self.seq_bad = True
+            self.cur_id = U64_MAX
+            self.cur_off = off
+            self.cur_first_line = self.line_no
+            self.cur_rows = 1
+            self.line_no += 1
+            return
+        if self.have_seq and not (self.seq_bad and self.cur_id == U64_MAX) and ident == self.cur_id:
+            self.cur_rows += 1
+            self.line_no += 1
+            return
+        self._close(off)
+        self.have_seq = True
+        self.seq_bad = False
+        self.cur_id = ident
+        self.cur_off = off
+        self.cur_first_line = self.line_no
+        self.cur_rows = 1
+        it = self.seen.find(ident)
+        if it != self.seen.end():
+            self._error(E_DUPLICATE_ID, self.line_no + 1, 1, ident, deref(it).second)
+            self.seq_bad = True
+        else:
+            self.seen[ident] = self.line_no + 1
+        self.line_no += 1
+
+    def feed(self, const uint8_t[::1] buf, bint final):
+        """Index the whole lines of buf (all of it when final); return bytes consumed."""
+        cdef Py_ssize_t n = buf.shape[0]
+        cdef const uint8_t* p
+        cdef Py_ssize_t s = 0
+        cdef const uint8_t* nl
+        cdef Py_ssize_t e
+        if n == 0:
+            if final:
+                self._close(self.base)
+            return 0
+        p = &buf[0]
+        with nogil:
+            while s < n:
+                nl = <const uint8_t*>memchr(p + s, 10, n - s)
+                if nl == NULL:
+                    if not final:
+                        break
+                    self._line(p, s, n, self.base + n)
+                    s = n
+                    break
+                e = nl - p
+                self._line(p, s, e, self.base + e + 1)
+                s = e + 1
+            if final:
+                self._close(self.base + s)
+            self.base += s
+        return s
+
+    def result(self):
+        """(offsets, sizes, keys, first_lines, rows) as uint64 arrays, plus error events."""
+        return (_u64(self.offsets), _u64(self.sizes), _u64(self.keys), _u64(self.first_lines),
+                _u64(self.rows), _events(self.errors))
+
+
+cdef object _u64(vector[uint64_t]& v):
+    cdef cnp.ndarray out = np.empty(v.size(), dtype=np.uint64)
+    if v.size():
+        memcpy(cnp.PyArray_DATA(out), v.data(), v.size() * sizeof(uint64_t))
+    return out
+
+cdef object _events(vector[Event]& v):
+    return [(ev.code, ev.seq, ev.line, ev.col, ev.stream, ev.a, ev.b) for ev in v]
+
+
+def make_chunks(const uint64_t[::1] offsets, const uint64_t[::1] sizes, uint64_t max_bytes):
+    """Group sequences (in file order) into chunks of at most max_bytes spanned bytes.
+
+    CNTK's rule (Index.cpp): a new chunk starts when the current one spans 0 bytes or
+    when adding the next sequence would exceed the maximum, so a chunk holds at least
+    one sequence and an oversized sequence gets a chunk of its own. Returns the index
+    of the first sequence of every chunk, plus a final entry = number of sequences.
+    """
+    cdef Py_ssize_t n = offsets.shape[0]
+    cdef vector[int64_t] starts
+    cdef Py_ssize_t i
+    cdef uint64_t chunk_start = 0
+    cdef uint64_t span = 0
+    cdef cnp.ndarray out
+    with nogil:
+        for i in range(n):
+            if i == 0:
+                starts.push_back(0)
+                chunk_start = offsets[0]
+                span = sizes[0]
+                continue
+            if span == 0 or (offsets[i] + sizes[i] - chunk_start) > max_bytes:
+                starts.push_back(i)
+                chunk_start = offsets[i]
+            span = offsets[i] + sizes[i] - chunk_start
+        starts.push_back(n)
+    out = np.empty(starts.size(), dtype=np.int64)
+    memcpy(cnp.PyArray_DATA(out), starts.data(), starts.size() * sizeof(int64_t))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk parser
+
+cdef struct StreamCfg:
+    const char* alias
+    Py_ssize_t alias_len
+    bint sparse
+    int64_t dim
+
+cdef cppclass StreamOut:
+    vector[float] vf
+    vector[double] vd
+    vector[int32_t] idx
+    vector[int64_t] ptr        # sparse: start of each sample in idx/v*, dense: unused
+    vector[int64_t] counts     # samples per kept sequence
+    int64_t nsamples
+
+cdef class ChunkParser:
+    """Parses the sequences of one chunk into per-stream columns.
+
+    Construct once per reader (stream configuration), call parse() per chunk; parse()
+    is re-entrant (all state is local), so several threads may parse chunks at once.
+    """
+    cdef object _aliases       # keeps the alias bytes alive
+    cdef vector[StreamCfg] cfg
+    cdef bint dbl
+    cdef int mb_stream
+    cdef object dtype
+
+    def __cinit__(self, list aliases, list sparse, list dims, bint double_precision, int mb_stream):
+        cdef StreamCfg c
+        cdef bytes a
+        self._aliases = [bytes(x) for x in aliases]
+        for k in range(len(self._aliases)):
+            a = self._aliases[k]
+            c.alias = a
+            c.alias_len = len(a)
+            c.sparse = sparse[k]
+            c.dim = dims[k]
+            self.cfg.push_back(c)
+        self.dbl = double_precision
+        self.mb_stream = mb_stream
+        self.dtype = np.float64 if double_precision else np.float32
+
+    def parse(self, const uint8_t[::1] buf, uint64_t base, const uint64_t[::1] offsets,
+              const uint64_t[::1] sizes, const uint64_t[::1] first_lines, uint64_t stop_after_errors):
+        """Parse sequences at absolute offsets (buf starts at absolute offset base).
+
+        Returns (kept, columns, errors, error_count, warnings, warning_counts, stopped):
+        kept = indexes (into the given sequences) of the sequences read; columns =
+        per stream (values, indices|None, indptr|None, counts); events as tuples.
+        Parsing stops early once stop_after_errors errors were seen (0 = never).
+        """
+        cdef size_t ns = self.cfg.size()
+        cdef vector[StreamOut] outs
+        cdef vector[int64_t] kept
+        cdef vector[Event] errors
+        cdef vector[Event] warns
+        cdef uint64_t counts[8]
+        cdef uint64_t nerr = 0
+        cdef Py_ssize_t nseq = offsets.shape[0]
+        cdef const uint8_t* p = NULL
+        cdef bint stopped = False
+        cdef Py_ssize_t i
+        cdef int k
+        for k in range(8):
+            counts[k] = 0
+        outs.resize(ns)
+        if buf.shape[0] > 0:
+            p = &buf[0]
+        with nogil:
+            for i in range(nseq):
+                if stop_after_errors and nerr >= stop_after_errors:
+                    stopped = True
+                    break
+                _parse_sequence(self, p, <Py_ssize_t>(offsets[i] - base), <Py_ssize_t>(offsets[i] - base + sizes[i]),
+                                <Py_ssize_t>buf.shape[0], first_lines[i] + 1, i, outs, kept, errors, warns, &nerr, counts)
+        columns = []
+        for k in range(<int>ns):
+            columns.append(_column(outs[k], self.cfg[k], self.dbl))
+        kept_arr = np.empty(kept.size(), dtype=np.int64)
+        if kept.size():
+            memcpy(cnp.PyArray_DATA(kept_arr), kept.data(), kept.size() * sizeof(int64_t))
+        return (kept_arr, columns, _events(errors), nerr, _events(warns),
+                {W_PADDED: counts[0], W_UNKNOWN: counts[1], W_EMPTY_SEQUENCE: counts[2]}, stopped)
+
+
+cdef object _column(StreamOut& o, StreamCfg& c, bint dbl):
+    cdef size_t nv = o.vd.size() if dbl else o.vf.size()
+    cdef cnp.ndarray vals = np.empty(nv, dtype=np.float64 if dbl else np.float32)
+    cdef cnp.ndarray counts = np.empty(o.counts.size(), dtype=np.int64)
+    cdef cnp.ndarray idx, ptr
+    if nv:
+        if dbl:
+            memcpy(cnp.PyArray_DATA(vals), o.vd.data(), nv * sizeof(double))
+        else:
+            memcpy(cnp.PyArray_DATA(vals), o.vf.data(), nv * sizeof(float))
+    if o.counts.size():
+        memcpy(cnp.PyArray_DATA(counts), o.counts.data(), o.counts.size() * sizeof(int64_t))
+    if not c.sparse:
+        return (vals.reshape(-1, c.dim), None, None, counts)
+    idx = np.empty(o.idx.size(), dtype=np.int32)
+    if o.idx.size():
+        memcpy(cnp.PyArray_DATA(idx), o.idx.data(), o.idx.size() * sizeof(int32_t))
+    ptr = np.empty(o.ptr.size() + 1, dtype=np.int64)
+    if o.ptr.size():
+        memcpy(cnp.PyArray_DATA(ptr), o.ptr.data(), o.ptr.size() * sizeof(int64_t))
+    ptr[o.ptr.size()] = o.idx.size()
+    return (vals, idx, ptr, counts)
+
+
+cdef inline void _event(vector[Event]& v, int code, int64_t seq, uint64_t line, uint64_t col,
+                        int64_t stream, uint64_t a, uint64_t b) noexcept nogil:
+    cdef Event ev
+    if v.size() < MAX_EVENTS:
+        ev.code = code
+        ev.seq = seq
+        ev.line = line
+        ev.col = col
+        ev.stream = stream
+        ev.a = a
+        ev.b = b
+        v.push_back(ev)
+
+cdef inline uint64_t _byte_at(const uint8_t* p, Py_ssize_t i, Py_ssize_t end) noexcept nogil:
+    # the offending byte for messages: 256 = end of file
+    return p[i] if i < end else 256
+
+cdef inline Py_ssize_t _skip_to_bar_or_eol(const uint8_t* p, Py_ssize_t i, Py_ssize_t end) noexcept nogil:
+    while i < end and p[i] != 124 and p[i] != 10:
+        i += 1
+    return i
+
+cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t buf_end,
+                          uint64_t line, Py_ssize_t seq_index, vector[StreamOut]& outs, vector[int64_t]& kept,
+                          vector[Event]& errors, vector[Event]& warns, uint64_t* nerr, uint64_t* counts) noexcept nogil:
+    cdef size_t ns = self.cfg.size()
+    cdef size_t k
+    cdef Py_ssize_t line_start = pos
+    cdef Py_ssize_t name_start, name_end, q
+    cdef int s
+    cdef StreamCfg* c
+    cdef NumResult num
+    cdef int64_t nvals, d
+    cdef uint64_t index
+    cdef bint ovf
+    cdef int err = 0
+    cdef Py_ssize_t err_pos = 0
+    cdef int64_t err_stream = -1
+    cdef uint64_t err_a = 0, err_b = 0
+    cdef vector[size_t] mark_v, mark_idx, mark_ptr
+    cdef vector[int64_t] seq_samples
+    cdef vector[uint64_t] seen_row
+    cdef uint64_t row = 0
+    cdef bint row_has_id
+    cdef int row_items
+    cdef Py_ssize_t row_id_end
+    cdef bint any_sample = False
+    mark_v.resize(ns)
+    mark_idx.resize(ns)
+    mark_ptr.resize(ns)
+    seq_samples.resize(ns)
+    seen_row.resize(ns)
+    for k in range(ns):
+        mark_v[k] = outs[k].vd.size() if self.dbl else outs[k].vf.size()
+        mark_idx[k] = outs[k].idx.size()
+        mark_ptr[k] = outs[k].ptr.size()
+        seq_samples[k] = 0
+        seen_row[k] = 0
+    while pos < end and err == 0:
+        # ---- one row
+        row += 1
+        line_start = pos
+        row_has_id = is_digit(p[pos])
+        while pos < end and is_digit(p[pos]):
+            pos += 1
+        row_id_end = pos
+        row_items = 0
+        while pos < end and err == 0:
+            if p[pos] == 10:
+                break
+            if is_column_delim(p[pos]):
+                pos += 1
+                continue
+            row_items += 1
+            if p[pos] != 124:
+                nerr[0] += 1
+                _event(errors, E_STRAY, seq_index, line, pos - line_start + 1, -1, p[pos], 0)
+                pos = _skip_to_bar_or_eol(p, pos + 1, end)
+                continue
+            if pos + 1 < end and p[pos + 1] == 35:  # comment
+                pos = _skip_to_bar_or_eol(p, pos + 2, end)
+                continue
+            name_start = pos + 1
+            name_end = name_start
+            while name_end < end and is_printable(p[name_end]) and p[name_end] != 124 and not is_value_delim(p[name_end]):
+                name_end += 1
+            if name_end == name_start:
+                nerr[0] += 1
+                _event(errors, E_EMPTY_NAME, seq_index, line, pos - line_start + 1, -1, _byte_at(p, name_end, end), 0)
+                pos = _skip_to_bar_or_eol(p, name_start, end)
+                continue
+            s = -1
+            for k in range(ns):
+                if self.cfg[k].alias_len == name_end - name_start and \
+                        memcmp(self.cfg[k].alias, p + name_start, name_end - name_start) == 0:
+                    s = <int>k
+                    break
+            if s < 0:
+                counts[1] += 1
+                _event(warns, W_UNKNOWN, seq_index, line, pos - line_start + 1, -1, name_start, name_end - name_start)
+                pos = _skip_to_bar_or_eol(p, name_end, end)
+                continue
+            if seen_row[s] == row:
+                err, err_pos, err_stream = E_DUPLICATE_INPUT, pos, s
+                break
+            seen_row[s] = row
+            c = &self.cfg[s]
+            pos = name_end
+            nvals = 0
+            if not c.sparse:
+                while True:
+                    while pos < end and is_value_delim(p[pos]):
+                        pos += 1
+                    if pos >= end or not is_printable(p[pos]) or p[pos] == 124:
+                        break
+                    if nvals == c.dim:
+                        err, err_pos, err_stream, err_a = E_TOO_MANY, pos, s, <uint64_t>c.dim
+                        break
+                    num = parse_number(p, pos, end, self.dbl)
+                    if num.err:
+                        err, err_pos, err_stream, err_a = num.err, num.pos, s, _byte_at(p, num.pos, end)
+                        break
+                    pos = num.pos
+                    if pos < end and is_printable(p[pos]) and p[pos] != 124 and not is_value_delim(p[pos]):
+                        err, err_pos, err_stream, err_a = E_AFTER_NUMBER, pos, s, p[pos]
+                        break
+                    if self.dbl:
+                        outs[s].vd.push_back(num.d)
+                    else:
+                        outs[s].vf.push_back(num.f)
+                    nvals += 1
+                if err:
+                    break
+                if nvals == 0 and pos >= buf_end:
+                    err, err_pos, err_stream = E_NO_VALUES, name_start - 1, s
+                    break
+                if nvals < c.dim:
+                    counts[0] += 1
+                    _event(warns, W_PADDED, seq_index, line, name_start - line_start, s, <uint64_t>nvals, <uint64_t>c.dim)
+                    if self.dbl:
+                        outs[s].vd.resize(outs[s].vd.size() + (c.dim - nvals), 0.0)
+                    else:
+                        outs[s].vf.resize(outs[s].vf.size() + (c.dim - nvals), 0.0)
+            else:
+                outs[s].ptr.push_back(<int64_t>outs[s].idx.size())
+                while True:
+                    while pos < end and is_value_delim(p[pos]):
+                        pos += 1
+                    if pos >= end or not is_printable(p[pos]) or p[pos] == 124:
+                        break
+                    if not is_digit(p[pos]):
+                        err, err_pos, err_stream, err_a = E_SPARSE_INDEX, pos, s, p[pos]
+                        break
+                    index = 0
+                    ovf = False
+                    q = pos
+                    while q < end and is_digit(p[q]):
+                        if index > U64_DIV10 or (index == U64_DIV10 and p[q] - 48 > 5):
+                            ovf = True
+                        index = index * 10 + (p[q] - 48)
+                        q += 1
+                    if ovf:
+                        err, err_pos, err_stream = E_INDEX_OVERFLOW, pos, s
+                        break
+                    if index >= <uint64_t>c.dim:
+                        err, err_pos, err_stream, err_a, err_b = E_INDEX_RANGE, pos, s, index, <uint64_t>c.dim
+                        break
+                    if q >= end or p[q] != 58:
+                        err, err_pos, err_stream, err_a, err_b = E_COLON, q, s, _byte_at(p, q, end), index
+                        break
+                    q += 1
+                    if q >= end:
+                        err, err_pos, err_stream, err_a = E_NUMBER, q, s, 256
+                        break
+                    num = parse_number(p, q, end, self.dbl)
+                    if num.err:
+                        err, err_pos, err_stream, err_a = num.err, num.pos, s, _byte_at(p, num.pos, end)
+                        break
+                    pos = num.pos
+                    if pos < end and is_printable(p[pos]) and p[pos] != 124 and not is_value_delim(p[pos]):
+                        err, err_pos, err_stream, err_a = E_AFTER_NUMBER, pos, s, p[pos]
+                        break
+                    outs[s].idx.push_back(<int32_t>index)
+                    if self.dbl:
+                        outs[s].vd.push_back(num.d)
+                    else:
+                        outs[s].vf.push_back(num.f)
+                    nvals += 1
+                if err:
+                    break
+                if nvals == 0 and pos >= buf_end:
+                    err, err_pos, err_stream = E_NO_VALUES, name_start - 1, s
+                    break
+            seq_samples[s] += 1
+            any_sample = True
+        if err:
+            break
+        if row_has_id and row_items == 0:
+            nerr[0] += 1
+            _event(errors, E_ID_ALONE, seq_index, line, row_id_end - line_start + 1, -1, 0, 0)
+        # end of row
+        if pos < end and p[pos] == 10:
+            pos += 1
+        line += 1
+    if err:
+        nerr[0] += 1
+        _event(errors, err, seq_index, line, err_pos - line_start + 1, err_stream, err_a, err_b)
+    if err or not any_sample:
+        # roll back everything this sequence appended
+        for k in range(ns):
+            if self.dbl:
+                outs[k].vd.resize(mark_v[k])
+            else:
+                outs[k].vf.resize(mark_v[k])
+            outs[k].idx.resize(mark_idx[k])
+            outs[k].ptr.resize(mark_ptr[k])
+        if not err:
+            counts[2] += 1
+            _event(warns, W_EMPTY_SEQUENCE, seq_index, line - row, 1, -1, 0, 0)
+        return
+    for k in range(ns):
+        outs[k].counts.push_back(seq_samples[k])
+    kept.push_back(seq_index)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writer support: shortest round-trip formatting
+
+cdef inline int _fmt(char* out, double v, bint dbl) noexcept nogil:
+    """Shortest %g text that reads back to the same float32/float64."""
+    cdef int prec
+    cdef int n = 0
+    cdef int lo = 6 if not dbl else 15
+    cdef int hi = 9 if not dbl else 17
+    for prec in range(lo, hi + 1):
+        n = snprintf(out, 40, "%.*g", prec, v)
+        if dbl:
+            if strtod(out, NULL) == v:
+                return n
+        elif strtof(out, NULL) == <float>v:
+            return n
+    return n
+
+
+def format_dense_rows(const double[:, ::1] rows, bint dbl):
+    """Each row as ``v v v`` text (list of bytes), shortest round-trip formatting."""
+    cdef Py_ssize_t nr = rows.shape[0], nc = rows.shape[1]
+    cdef Py_ssize_t i, j
+    cdef vector[char] buf
+    cdef char tmp[48]
+    cdef int n
+    out = []
+    for i in range(nr):
+        buf.clear()
+        with nogil:
+            for j in range(nc):
+                if j:
+                    buf.push_back(32)
+                n = _fmt(tmp, rows[i, j], dbl)
+                buf.insert(buf.end(), tmp, tmp + n)
+        out.append(buf.data()[:buf.size()] if buf.size() else b"")
+    return out
+
+
+def format_sparse_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] values, bint dbl):
+    """Each sample as ``i:v i:v`` text (list of bytes)."""
+    cdef Py_ssize_t nr = indptr.shape[0] - 1
+    cdef Py_ssize_t i, j
+    cdef vector[char] buf
+    cdef char tmp[72]
+    cdef int n
+    out = []
+    for i in range(nr):
+        buf.clear()
+        with nogil:
+            for j in range(indptr[i], indptr[i + 1]):
+                if j > indptr[i]:
+                    buf.push_back(32)
+                n = snprintf(tmp, 24, "%lld:", <long long>indices[j])
+                n += _fmt(tmp + n, values[j], dbl)
+                buf.insert(buf.end(), tmp, tmp + n)
+        out.append(buf.data()[:buf.size()] if buf.size() else b"")
+    return out

@@ -1,0 +1,150 @@
+"""The CTF sequence index: one scan of the file, grouped into chunks, optionally cached.
+
+The index is what lets a reader load one chunk at a time: for every sequence its byte
+offset and size, its key (the sequence id, or the 0-based line number in line mode),
+the line it starts on (so errors can say ``line:column`` without rescanning) and its
+row count (non-blank lines: the size estimate chunk descriptions use).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from recordkit.formats.ctf import _kernel
+
+BLOCK_SIZE = 4 << 20
+CACHE_MAGIC = "recordkit-ctf-index"
+CACHE_VERSION = 1
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class CTFIndex:
+    offsets: np.ndarray      # uint64, absolute byte offset of each sequence
+    sizes: np.ndarray        # uint64, bytes up to the next sequence (or EOF)
+    keys: np.ndarray         # uint64
+    first_lines: np.ndarray  # uint64, 0-based line of the sequence's first line
+    rows: np.ndarray         # uint64, non-blank lines in the sequence
+    id_mode: bool            # True: lines carry sequence ids
+    errors: list             # index error events (duplicate / overflowing ids)
+    error_count: int
+    file_size: int
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def chunk_bounds(self, chunk_size: int) -> np.ndarray:
+        """First sequence of each chunk (+ a final entry): CNTK's greedy byte chunking."""
+        if len(self.offsets) == 0:
+            return np.zeros(1, dtype=np.int64)
+        limit = max(1, min(int(chunk_size), self.file_size))
+        return _kernel.make_chunks(self.offsets, self.sizes, limit)
+
+
+def scan(path: str, *, skip_sequence_ids: bool) -> CTFIndex:
+    """Index a CTF file in one sequential pass of BLOCK_SIZE reads."""
+    scanner = _kernel.IndexScanner(skip_sequence_ids)
+    buf = bytearray(BLOCK_SIZE)
+    filled = 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        first = True
+        while True:
+            if filled == len(buf):
+                buf.extend(bytes(len(buf)))  # one line longer than the buffer: grow
+            view = memoryview(buf)
+            n = f.readinto(view[filled:])
+            filled += n
+            final = n == 0
+            if first and filled:
+                first = False
+                if buf[:2] == b"\xff\xfe":
+                    from recordkit.errors import FormatError
+                    raise FormatError(path, "found a UTF-16 byte order mark: only UTF-8/ASCII CTF files are supported",
+                                      line=1, column=1)
+                if buf[:3] == _UTF8_BOM:
+                    scanner.set_content_start(3)
+            consumed = scanner.feed(view[:filled], final)
+            del view
+            if final:
+                break
+            if consumed:
+                buf[:filled - consumed] = buf[consumed:filled]
+                filled -= consumed
+    offsets, sizes, keys, first_lines, rows, errors = scanner.result()
+    return CTFIndex(offsets, sizes, keys, first_lines, rows, scanner.mode == 1, errors,
+                    int(scanner.error_count), size)
+
+
+# ------------------------------------------------------------------------------------------
+# Cache (cacheIndex)
+
+def cache_path(path: str, skip_sequence_ids: bool) -> str:
+    return f"{path}.{int(bool(skip_sequence_ids))}.rkindex"
+
+
+def load_cached(path: str, skip_sequence_ids: bool) -> CTFIndex | None:
+    """The cached index if it is newer than the input and intact; otherwise None.
+
+    A cache is trusted only if it parses, names this format and version, was built
+    from a file of the current size and modification time, and its arrays are
+    consistent with that size: anything else is ignored (and later rebuilt).
+    """
+    cpath = cache_path(path, skip_sequence_ids)
+    try:
+        st_in = os.stat(path)
+        st_cache = os.stat(cpath)
+        if st_cache.st_mtime_ns < st_in.st_mtime_ns:
+            return None
+        with np.load(cpath, allow_pickle=False) as z:
+            meta = z["meta"]
+            if str(z["magic"]) != CACHE_MAGIC or int(meta[0]) != CACHE_VERSION:
+                return None
+            if int(meta[1]) != st_in.st_size or int(meta[2]) != st_in.st_mtime_ns:
+                return None
+            arrays = [np.asarray(z[k], dtype=np.uint64) for k in ("offsets", "sizes", "keys", "first_lines", "rows")]
+            id_mode = bool(meta[3])
+    except Exception:  # damaged, truncated, foreign: never trusted
+        return None
+    offsets, sizes = arrays[0], arrays[1]
+    n = len(offsets)
+    if any(len(a) != n for a in arrays) or n == 0:
+        return None
+    ends = offsets + sizes
+    if ends.max() > st_in.st_size or (n > 1 and np.any(offsets[1:] < ends[:-1])) or np.any(sizes == 0):
+        return None
+    return CTFIndex(*arrays, id_mode=id_mode, errors=[], error_count=0, file_size=st_in.st_size)
+
+
+def write_cache(path: str, skip_sequence_ids: bool, index: CTFIndex) -> None:
+    """Write the cache beside the input (temp file + rename), best effort.
+
+    Indexes that found errors are not cached, so the errors are reported again on
+    the next open instead of silently disappearing.
+    """
+    if index.error_count:
+        return
+    cpath = cache_path(path, skip_sequence_ids)
+    try:
+        st = os.stat(path)
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(cpath) + ".", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(cpath)))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, magic=np.array(CACHE_MAGIC),
+                         meta=np.array([CACHE_VERSION, st.st_size, st.st_mtime_ns, int(index.id_mode)],
+                                       dtype=np.int64),
+                         offsets=index.offsets, sizes=index.sizes, keys=index.keys,
+                         first_lines=index.first_lines, rows=index.rows)
+            os.replace(tmp, cpath)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except Exception:
+        pass  # best effort, like CNTK: a read-only directory just means no cache

@@ -1,0 +1,107 @@
+"""CTFWriter: sequences out as CNTK text, one line per time step.
+
+Every line starts with the sequence key (id mode), so multi-sample sequences and
+sequences where a stream has fewer samples than another both read back exactly.
+Values are written in the shortest text that reads back to the same float32/float64
+(formatting runs in the compiled kernel), sparse samples as ``index:value`` pairs in
+stored order. Output goes to a temporary file that is renamed into place on close.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from recordkit.atomic import AtomicFile
+from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
+from recordkit.formats.ctf import _kernel
+
+
+class CTFWriter:
+    """Write sequences to ``path`` (atomically: the file appears on ``close()``)."""
+
+    def __init__(self, path, streams, *, precision="float"):
+        self._streams = check_streams(streams)
+        self.dtype = resolve_precision(precision)
+        self._double = self.dtype == np.float64
+        self._out = AtomicFile(path)
+        self._prefix = {s.name: b"|" + s.alias.encode("utf-8") + b" " for s in self._streams}
+        self._next_key = 0
+        self.sequences_written = 0
+
+    def write(self, data: dict, key: int | None = None) -> None:
+        """Write one sequence: ``{stream name: (samples, dim) array or sparse matrix}``."""
+        if key is None:
+            key = self._next_key
+        key = int(key)
+        if key < 0 or key > 2**64 - 1:
+            raise ValueError(f"sequence key {key} is outside 0..2**64-1")
+        self._next_key = key + 1
+        texts = []
+        longest = 0
+        for spec in self._streams:
+            value = data.get(spec.name)
+            rows = [] if value is None else self._format(spec, value)
+            texts.append(rows)
+            longest = max(longest, len(rows))
+        unknown = set(data) - {s.name for s in self._streams}
+        if unknown:
+            raise ValueError(f"sequence {key}: streams {sorted(unknown)} are not declared")
+        if longest == 0:
+            raise ValueError(f"sequence {key} has no samples in any stream: CTF cannot represent it")
+        head = str(key).encode("ascii")
+        lines = []
+        for t in range(longest):
+            parts = [head]
+            for spec, rows in zip(self._streams, texts):
+                if t < len(rows):
+                    parts.append(b"\t" + self._prefix[spec.name] + rows[t] if rows[t] else b"\t|" + spec.alias.encode())
+            lines.append(b"".join(parts))
+        self._out.write(b"\n".join(lines) + b"\n")
+        self.sequences_written += 1
+
+    def _format(self, spec: StreamSpec, value) -> list[bytes]:
+        if spec.is_sparse:
+            m = value.tocsr() if sp.issparse(value) else sp.csr_matrix(np.asarray(value))
+            if m.ndim != 2 or m.shape[1] != spec.dim:
+                raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {m.shape}")
+            vals = np.asarray(m.data, dtype=np.float64)
+            if not np.all(np.isfinite(vals)):
+                raise ValueError(f"stream '{spec.name}': CTF cannot represent inf or nan")
+            return _kernel.format_sparse_rows(np.asarray(m.indptr, dtype=np.int64),
+                                              np.asarray(m.indices, dtype=np.int64), vals, self._double)
+        arr = np.asarray(value)
+        if arr.ndim == 1:
+            arr = arr.reshape(1, -1)
+        if arr.ndim != 2 or arr.shape[1] != spec.dim:
+            raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"stream '{spec.name}': CTF cannot represent inf or nan")
+        arr = np.ascontiguousarray(arr.astype(self.dtype).astype(np.float64))
+        return _kernel.format_dense_rows(arr, self._double)
+
+    def close(self) -> None:
+        self._out.commit()
+
+    def abort(self) -> None:
+        self._out.discard()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_ctf(path, streams, sequences, *, precision="float") -> int:
+    """Write an iterable of ``Sequence`` (or ``(key, data)`` pairs); returns how many."""
+    with CTFWriter(path, streams, precision=precision) as w:
+        for seq in sequences:
+            if isinstance(seq, tuple):
+                key, data = seq
+            else:
+                key, data = seq.key, seq.data
+            w.write(data, key=key)
+    return w.sequences_written
