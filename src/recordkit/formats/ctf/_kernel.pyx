@@ -670,12 +670,12 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
                         pos += 1
                     if pos >= end or not is_printable(p[pos]) or p[pos] == 124:
                         break
-                    if nvals == c.dim:
-                        err, err_pos, err_stream, err_a = E_TOO_MANY, pos, s, <uint64_t>c.dim
-                        break
                     num = parse_number(p, pos, end, self.dbl)
                     if num.err:
                         err, err_pos, err_stream, err_a = num.err, num.pos, s, _byte_at(p, num.pos, end)
+                        break
+                    if nvals == c.dim:
+                        err, err_pos, err_stream, err_a = E_TOO_MANY, pos, s, <uint64_t>c.dim
                         break
                     pos = num.pos
                     if pos < end and is_printable(p[pos]) and p[pos] != 124 and not is_value_delim(p[pos]):

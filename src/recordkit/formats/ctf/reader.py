@@ -97,7 +97,7 @@ class CTFReader:
     def load_chunk(self, chunk_id: int) -> ChunkData:
         if chunk_id in self._memory:
             return self._memory[chunk_id]
-        raw = self._parse_chunk(chunk_id, self._stop_after())
+        raw = self._parse_chunk(chunk_id, self._stop_after(chunk_id))
         data = self._finish_chunk(chunk_id, raw)
         if self.keep_data_in_memory:
             self._memory[chunk_id] = data
@@ -127,7 +127,7 @@ class CTFReader:
             for i in range(n):
                 while nxt < n and nxt < i + prefetch:
                     if nxt not in self._memory:
-                        pending[nxt] = pool.submit(self._parse_chunk, nxt, self._stop_after())
+                        pending[nxt] = pool.submit(self._parse_chunk, nxt, self._stop_after(nxt))
                     nxt += 1
                 if i in self._memory:
                     yield self._memory[i]
@@ -176,8 +176,11 @@ class CTFReader:
             infos.append(ChunkInfo(c, hi - lo, int(rows_cum[hi] - rows_cum[lo]), start, end - start))
         return infos
 
-    def _stop_after(self) -> int:
-        # the kernel may stop once it has seen enough errors to break the budget
+    def _stop_after(self, chunk_id: int) -> int:
+        # the kernel may stop once it has seen enough errors to break the budget;
+        # a chunk whose errors were already counted is parsed to the end (0 = never stop)
+        if chunk_id in self._charged:
+            return 0
         return max(self.budget.remaining, 0) + 1
 
     def _parse_chunk(self, chunk_id: int, stop_after: int):

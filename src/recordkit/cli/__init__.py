@@ -1,0 +1,1 @@
+"""The ``recordkit`` command line."""

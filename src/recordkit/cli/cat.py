@@ -1,0 +1,40 @@
+"""``recordkit cat``: every sequence as one JSON object per line, in file order."""
+from __future__ import annotations
+
+import sys
+
+from recordkit.cli import output, sources
+from recordkit.cli.progress import byte_progress
+
+
+def register(sub) -> None:
+    p = sub.add_parser("cat", help="print every sequence as a JSON line",
+                       description="Print one JSON object per sequence: "
+                                   '{"key": ID, "NAME": [SAMPLE, ...], ...}; dense samples are lists of '
+                                   'DIM numbers, sparse samples {"indices": [...], "values": [...]}.')
+    p.add_argument("path")
+    sources.add_ctf_arguments(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    reader = sources.open_ctf(args)
+    specs = reader.streams
+    out = sys.stdout.buffer
+    total = sum(c.size for c in reader.chunks)
+    with reader, byte_progress(total, "cat", stdout_shared=True) as bar:
+        for chunk, info in zip(reader.iter_chunks(threads=2), reader.chunks):
+            lines = [output.dumps(rec) for rec in output.chunk_records(chunk, specs)]
+            if lines:
+                out.write(b"\n".join(lines) + b"\n")
+            bar.update(info.size)
+    out.flush()
+    report_tolerated(reader)
+    return 0
+
+
+def report_tolerated(reader) -> None:
+    s = reader.summary()
+    if s["errors"]:
+        print(f"recordkit: {reader.path}: {s['errors']} error(s) tolerated (max {reader.budget.max_errors}); "
+              f"the affected sequences were skipped", file=sys.stderr)

@@ -1,0 +1,51 @@
+"""Opening a data source from command-line arguments (shared by cat, stats, ...)."""
+from __future__ import annotations
+
+import argparse
+
+from recordkit.engine.streams import StreamSpec
+
+
+def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stream", action="append", default=[], metavar="NAME=FORMAT:DIM[:ALIAS]",
+                   help="declare a stream, e.g. features=dense:784:F or labels=sparse:10 (repeatable)")
+    p.add_argument("--max-errors", type=int, default=0, metavar="N",
+                   help="tolerate N malformed inputs (each is reported and its sequence skipped)")
+    p.add_argument("--skip-sequence-ids", action="store_true",
+                   help="ignore sequence ids: every line is a sequence of its own")
+    p.add_argument("--precision", choices=["float", "double"], default="float",
+                   help="element type: float (float32, default) or double (float64)")
+    p.add_argument("--defines-mb-size", metavar="NAME",
+                   help="the stream whose sample count is the sequence length")
+    p.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES",
+                   help="index chunk size in bytes (default 32 MiB)")
+    p.add_argument("--cache-index", action="store_true",
+                   help="write the index beside the input and reuse it while it is newer than the input")
+    p.add_argument("--trace-level", type=int, default=1, choices=[0, 1, 2],
+                   help="0: errors only, 1: warnings too (default), 2: information too")
+
+
+def parse_streams(args) -> list[StreamSpec]:
+    if not args.stream:
+        raise SystemExit("recordkit: error: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+    streams = []
+    for text in args.stream:
+        try:
+            spec = StreamSpec.parse(text)
+        except ValueError as e:
+            raise SystemExit(f"recordkit: error: {e}")
+        if spec.name == "key":
+            raise SystemExit("recordkit: error: 'key' is reserved for the sequence key; choose another stream name")
+        if args.defines_mb_size == spec.name:
+            spec = StreamSpec(spec.name, spec.format, spec.dim, spec.alias, defines_mb_size=True)
+        streams.append(spec)
+    if args.defines_mb_size and not any(s.defines_mb_size for s in streams):
+        raise SystemExit(f"recordkit: error: --defines-mb-size {args.defines_mb_size}: no such stream")
+    return streams
+
+
+def open_ctf(args):
+    from recordkit.formats.ctf import CTFReader
+    return CTFReader(args.path, parse_streams(args), precision=args.precision, max_errors=args.max_errors,
+                     skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
+                     chunk_size=args.chunk_size, cache_index=args.cache_index)

@@ -1,0 +1,151 @@
+"""Bad input: located errors (file:line:column), the maxErrors budget, what gets dropped."""
+import pytest
+
+from helpers import dense, read_all, sparse, write
+from recordkit import FormatError
+from recordkit.errors import ErrorBudgetExceeded
+from recordkit.formats.ctf import CTFReader
+
+
+def fails(tmp_path, text, streams, **kw):
+    p = write(tmp_path, text)
+    with pytest.raises(FormatError) as e:
+        read_all(p, streams, **kw)
+    return e.value
+
+
+@pytest.mark.parametrize("text,line,col,what", [
+    ("|a 1\n|a 2,0\n", 2, 5, "unexpected ',' after a number"),
+    ("|a 1\n|a x\n", 2, 4, "expected a number, found 'x'"),
+    ("|a .5\n", 1, 4, "expected a number, found '.'"),
+    ("|a inf\n", 1, 4, "expected a number, found 'i'"),
+    ("|a -\n", 1, 5, "expected a digit after the sign, found end of line"),
+    ("|a 1e\n", 1, 6, "expected exponent digits"),
+    ("|a 1e+\n", 1, 7, "expected exponent digits"),
+    ("|a 1.e5\n", 1, 6, "unexpected 'e' after a number"),
+    ("|a 2.0f\n", 1, 7, "unexpected 'f' after a number"),
+    ("|a 2#0\n", 1, 5, "unexpected '#' after a number"),
+    ("|a 1 2 3\n", 1, 8, "too many values for dense input 'a'"),
+    ("|a 1 |a 2\n", 1, 6, "input 'a' appears twice on one line"),
+])
+def test_malformed_dense_values_name_file_line_and_column(tmp_path, text, line, col, what):
+    err = fails(tmp_path, text, [dense("a", 2)])
+    assert (err.line, err.column) == (line, col)
+    assert what in str(err)
+    assert str(err).startswith(str(tmp_path / "data.ctf") + f":{line}:{col}: ")
+
+
+@pytest.mark.parametrize("text,col,what", [
+    ("|s 10:1\n", 4, "sparse index 10 in input 's' is out of range: expected 0 <= index < dim 10"),
+    ("|s -2:1\n", 4, "expected INDEX:VALUE"),
+    ("|s 2 \n", 5, "expected ':' after index 2, found ' '"),
+    ("|s 2::2\n", 6, "expected a number, found ':'"),
+    ("|s 2.0:2.0\n", 5, "expected ':' after index 2, found '.'"),
+    ("|s 1:2:3\n", 7, "unexpected ':' after a number"),
+    ("|s 99999999999999999999999:1\n", 4, "does not fit in 64 bits"),
+])
+def test_malformed_sparse_values(tmp_path, text, col, what):
+    err = fails(tmp_path, text, [sparse("s", 10)])
+    assert (err.line, err.column) == (1, col) and what in str(err)
+
+
+@pytest.mark.parametrize("tail", ["", "\t", " ", "     "])
+def test_input_name_without_values_at_end_of_file_is_an_error(tmp_path, tail):
+    err = fails(tmp_path, "|A 1\n|A" + tail, [dense("A", 1)])
+    assert "has no values" in str(err) and err.line == 2
+
+
+@pytest.mark.parametrize("tail", [" -", " +", " 12.+", " 12.+e", " 1:"])
+def test_cut_off_numbers_at_end_of_file_are_errors(tmp_path, tail):
+    fails(tmp_path, "|A" + tail, [dense("A", 1)])
+
+
+def test_stray_text_and_nameless_bar_are_errors(tmp_path):
+    err = fails(tmp_path, "|a 1\noops |a 2\n", [dense("a", 1)])
+    assert "unexpected 'o': expected '|' followed by an input name" in str(err) and (err.line, err.column) == (2, 1)
+    err = fails(tmp_path, "|a 1 oops |b 2\n", [dense("a", 1), dense("b", 1)])
+    assert "malformed value in input 'a': expected a number, found 'o'" in str(err) and err.column == 6
+    err = fails(tmp_path, "|a 1 | 3\n", [dense("a", 1)])
+    assert "'|' is followed by ' ': expected an input name" in str(err)
+
+
+def test_sequence_id_reused_non_consecutively_is_an_error(tmp_path):
+    err = fails(tmp_path, "100 |a 1\n200 |a 2\n100 |a 3\n", [dense("a", 1)])
+    assert (err.line, err.column) == (3, 1)
+    assert "sequence id 100 was already used by the sequence starting on line 1" in str(err)
+
+
+def test_sequence_id_overflow_is_an_error(tmp_path):
+    err = fails(tmp_path, "18446744073709551616 |a 1\n", [dense("a", 1)])
+    assert "does not fit in 64 bits" in str(err) and err.line == 1
+
+
+def test_error_budget_drops_bad_sequences_and_keeps_reading(tmp_path):
+    text = "1 |a 1 |b 1\n1 |a 2 |b 2\n2 |a x |b 3\n2 |a 4 |b 4\n3 |a 5 |b 5\n4 |a 6 |b 99\n5 |a 7 |b 7\n"
+    p = write(tmp_path, text)
+    seqs, reader, warns = read_all(p, [dense("a", 1), dense("b", 1)], max_errors=2)
+    # sequence 2 (bad value) and 4 (too many values? no: b has dim 1, 99 is one value) ...
+    assert [k for k, _ in seqs] == [1, 3, 4, 5]
+    assert reader.errors_counted == 1
+    assert any(":3:6: malformed value in input 'a'" in w and "sequence 2 skipped" in w for w in warns)
+    # features and labels of a kept sequence stay paired
+    assert dict(seqs)[1]["a"].ravel().tolist() == dict(seqs)[1]["b"].ravel().tolist() == [1, 2]
+
+
+def test_the_error_after_the_budget_fails_and_counts(tmp_path):
+    text = "|a x\n|a 1\n|a y\n|a 2\n|a z\n"
+    p = write(tmp_path, text)
+    seqs, reader, warns = read_all(p, [dense("a", 1)], max_errors=3)
+    assert [k for k, _ in seqs] == [1, 3] and reader.errors_counted == 3 and len(warns) == 3
+    with pytest.raises(ErrorBudgetExceeded) as e:
+        read_all(p, [dense("a", 1)], max_errors=2)
+    assert e.value.line == 5 and e.value.errors_seen == 3 and "maxErrors=2" in str(e.value)
+
+
+def test_stray_sample_is_skipped_alone_under_a_budget(tmp_path):
+    p = write(tmp_path, "|a 1 | 5 |b 2\n")
+    seqs, reader, _ = read_all(p, [dense("a", 1), dense("b", 1)], max_errors=1)
+    assert seqs[0][1]["a"].tolist() == [[1]] and seqs[0][1]["b"].tolist() == [[2]]
+    assert reader.errors_counted == 1
+
+
+def test_duplicate_id_under_budget_skips_the_repeated_sequence(tmp_path):
+    p = write(tmp_path, "1 |a 1\n2 |a 2\n1 |a 3\n1 |a 4\n3 |a 5\n")
+    seqs, reader, _ = read_all(p, [dense("a", 1)], max_errors=1)
+    assert [k for k, _ in seqs] == [1, 2, 3] and dict(seqs)[1].get("a").ravel().tolist() == [1]
+
+
+def test_id_alone_on_a_line_is_an_error(tmp_path):
+    err = fails(tmp_path, "1 |a 1\n1\n", [dense("a", 1)])
+    assert err.line == 2 and "sequence id with no samples" in str(err)
+
+
+def test_errors_are_counted_once_even_when_a_chunk_is_read_again(tmp_path):
+    p = write(tmp_path, "|a 1\n|a x\n|a 2\n")
+    r = CTFReader(p, [dense("a", 1)], max_errors=1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = r.load_chunk(0)
+        second = r.load_chunk(0)
+    assert r.errors_counted == 1 and first.keys.tolist() == second.keys.tolist() == [0, 2]
+
+
+def test_bad_stream_declarations_are_rejected():
+    from recordkit import StreamSpec
+    with pytest.raises(ValueError, match="format must be"):
+        StreamSpec("a", "dens", 3)
+    with pytest.raises(ValueError, match="positive"):
+        StreamSpec("a", "dense", 0)
+    with pytest.raises(ValueError, match="exceeds 2147483647"):
+        StreamSpec("a", "sparse", 2**31)
+    with pytest.raises(ValueError, match="already mapped"):
+        from recordkit.engine.streams import check_streams
+        check_streams([StreamSpec("a", "dense", 1, "x"), StreamSpec("b", "dense", 1, "x")])
+    with pytest.raises(ValueError, match="NAME=FORMAT:DIM"):
+        StreamSpec.parse("features:dense:3")
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        CTFReader(tmp_path / "nope.ctf", [dense("a", 1)])

@@ -1,0 +1,72 @@
+"""Dense values parse to the correctly rounded float32/float64, as strtod would."""
+import ctypes
+import ctypes.util
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from helpers import dense, read_all, write
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+_libc.strtof.restype = ctypes.c_float
+_libc.strtof.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+
+
+def strtof(text: str) -> np.float32:
+    """C's strtof: the decimal rounded once, straight to float32 (numpy's astype goes via double)."""
+    return np.float32(_libc.strtof(text.encode(), None))
+
+
+ACCEPTED = ["1e3", "-2.5E-2", "+3", "5.", "02.0", "0", "-0", "1.5e+2", "123456789012345678901234567890",
+            "0.000000000000000000000000000001234", "3.4028235e38", "1e-45", "1e-310", "4.9e-324",
+            "0.1", "0.30000000000000004", "9007199254740993", "16777217", "1.00000005960464477539",
+            "7.038531e-26", "1.17549435e-38", "2.2250738585072011e-308", "1e400", "-1e400"]
+
+
+@pytest.mark.parametrize("precision,dtype", [("float", np.float32), ("double", np.float64)])
+def test_accepted_number_forms_are_correctly_rounded(tmp_path, precision, dtype):
+    p = write(tmp_path, "".join(f"|v {t}\n" for t in ACCEPTED))
+    seqs, reader, warns = read_all(p, [dense("v", 1)], precision=precision)
+    got = [d["v"][0, 0] for _, d in seqs]
+    expected = [np.float64(float(t)) if dtype is np.float64 else strtof(t) for t in ACCEPTED]
+    for text, g, e in zip(ACCEPTED, got, expected):
+        assert g.dtype == dtype
+        assert (np.isnan(g) and np.isnan(e)) or (g == e and np.signbit(g) == np.signbit(e)), text
+    assert reader.errors_counted == 0
+
+
+def test_negative_zero_keeps_its_sign(tmp_path):
+    p = write(tmp_path, "|v -0 -0.0\n")
+    seqs, _, _ = read_all(p, [dense("v", 2)], precision="double")
+    assert np.signbit(seqs[0][1]["v"]).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=20),
+       st.sampled_from(["repr", "%.3g", "%.9g", "%.17g", "%e"]))
+def test_double_values_match_python_float(tmp_path_factory, values, style):
+    texts = [repr(v) if style == "repr" else style % v for v in values]
+    texts = [t.replace("inf", "1e400") for t in texts]
+    p = write(tmp_path_factory.mktemp("n"), "|v " + " ".join(texts) + "\n")
+    seqs, _, _ = read_all(p, [dense("v", len(values))], precision="double")
+    assert seqs[0][1]["v"][0].tolist() == [float(t) for t in texts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=20),
+       st.sampled_from(["%.6g", "%.9g", "%.12g", "%.8e", "%.3f"]))
+def test_float_values_are_rounded_once_from_decimal(tmp_path_factory, values, style):
+    texts = [style % v for v in values]
+    p = write(tmp_path_factory.mktemp("n"), "|v " + " ".join(texts) + "\n")
+    seqs, _, _ = read_all(p, [dense("v", len(values))], precision="float")
+    expected = np.array([strtof(t) for t in texts], dtype=np.float32)
+    np.testing.assert_array_equal(seqs[0][1]["v"][0], expected)
+
+
+def test_float32_is_not_double_rounded(tmp_path):
+    # 7.038531e-26 rounds differently via double (a classic double-rounding case)
+    p = write(tmp_path, "|v 7.038531e-26\n")
+    seqs, _, _ = read_all(p, [dense("v", 1)], precision="float")
+    assert seqs[0][1]["v"][0, 0] == strtof("7.038531e-26")
+    assert strtof("7.038531e-26") != np.float32(7.038531e-26)
