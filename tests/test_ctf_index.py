@@ -1,0 +1,165 @@
+"""The sequence index: chunking by bytes, the index cache, parallel chunk loading."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+from helpers import dense, read_all, sparse, write
+from recordkit.formats.ctf import CTFReader
+from recordkit.formats.ctf import index as ctf_index
+
+
+def corpus(tmp_path, n=200):
+    lines = []
+    for i in range(n):
+        for t in range(1 + i % 3):
+            lines.append(f"{i} |a {i}.{t} {t} |s {i % 7}:{t + 1}")
+    return write(tmp_path, "\n".join(lines) + "\n")
+
+
+STREAMS = [dense("a", 2), sparse("s", 7)]
+
+
+def test_chunks_respect_chunk_size_and_never_split_a_sequence(tmp_path):
+    p = corpus(tmp_path)
+    r = CTFReader(p, STREAMS, chunk_size=500)
+    assert len(r.chunks) > 5
+    size = os.path.getsize(p)
+    assert r.chunks[0].offset == 0 and r.chunks[-1].offset + r.chunks[-1].size == size
+    for a, b in zip(r.chunks, r.chunks[1:]):
+        assert a.offset + a.size == b.offset
+        assert a.size <= 500 or a.num_sequences == 1
+    assert sum(c.num_sequences for c in r.chunks) == 200
+    assert sum(c.num_samples for c in r.chunks) == sum(1 + i % 3 for i in range(200))
+    keys = np.concatenate([r.load_chunk(c.id).keys for c in r.chunks])
+    assert keys.tolist() == list(range(200))
+
+
+def test_sequence_larger_than_chunk_size_gets_its_own_chunk(tmp_path):
+    p = write(tmp_path, "1 |a 1 1\n2 |a 2 2\n2 |a 2 2\n2 |a 2 2\n3 |a 3 3\n")
+    r = CTFReader(p, [dense("a", 2)], chunk_size=10)
+    assert [c.num_sequences for c in r.chunks] == [1, 1, 1]
+    assert r.chunks[1].num_samples == 3
+
+
+def test_parallel_and_serial_chunk_loading_agree(tmp_path):
+    p = corpus(tmp_path)
+    r = CTFReader(p, STREAMS, chunk_size=300)
+    serial = list(r.iter_chunks(threads=1))
+    parallel = list(CTFReader(p, STREAMS, chunk_size=300).iter_chunks(threads=2))
+    assert len(serial) == len(parallel) == len(r.chunks)
+    for a, b in zip(serial, parallel):
+        assert a.keys.tolist() == b.keys.tolist()
+        np.testing.assert_array_equal(a.columns["a"].values, b.columns["a"].values)
+        np.testing.assert_array_equal(a.columns["s"].indptr, b.columns["s"].indptr)
+
+
+def test_chunk_boundaries_do_not_change_the_data(tmp_path):
+    p = corpus(tmp_path)
+    ref = [(k, d["a"].tolist(), d["s"].toarray().tolist()) for k, d in read_all(p, STREAMS)[0]]
+    for cs in (1, 64, 1000, 1 << 30):
+        got = [(k, d["a"].tolist(), d["s"].toarray().tolist()) for k, d in read_all(p, STREAMS, chunk_size=cs)[0]]
+        assert got == ref
+
+
+def test_blocks_smaller_than_a_line_are_handled(tmp_path, monkeypatch):
+    monkeypatch.setattr(ctf_index, "BLOCK_SIZE", 7)
+    p = corpus(tmp_path, 30)
+    small = [(k, d["a"].tolist()) for k, d in read_all(p, STREAMS)[0]]
+    monkeypatch.setattr(ctf_index, "BLOCK_SIZE", 4 << 20)
+    assert small == [(k, d["a"].tolist()) for k, d in read_all(p, STREAMS)[0]]
+
+
+def test_index_cache_is_written_and_reused(tmp_path):
+    p = corpus(tmp_path)
+    r1 = CTFReader(p, STREAMS, cache_index=True)
+    cache = ctf_index.cache_path(str(p), False)
+    assert os.path.exists(cache) and not r1.index_from_cache
+    r2 = CTFReader(p, STREAMS, cache_index=True)
+    assert r2.index_from_cache
+    np.testing.assert_array_equal(r1.index.offsets, r2.index.offsets)
+    np.testing.assert_array_equal(r1.index.keys, r2.index.keys)
+    assert [c for c in r1.chunks] == [c for c in r2.chunks]
+    assert not any(n.endswith(".tmp") for n in os.listdir(tmp_path))
+
+
+def test_stale_index_cache_is_rebuilt(tmp_path):
+    p = corpus(tmp_path)
+    CTFReader(p, STREAMS, cache_index=True)
+    time.sleep(0.01)
+    p.write_text("5 |a 1 2 |s 1:1\n6 |a 3 4 |s 2:1\n")
+    r = CTFReader(p, STREAMS, cache_index=True)
+    assert not r.index_from_cache
+    assert [s.key for s in r] == [5, 6]
+    assert CTFReader(p, STREAMS, cache_index=True).index_from_cache
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "wrong-offsets"])
+def test_damaged_index_cache_is_ignored_and_rebuilt(tmp_path, damage):
+    p = corpus(tmp_path)
+    CTFReader(p, STREAMS, cache_index=True)
+    cache = ctf_index.cache_path(str(p), False)
+    data = open(cache, "rb").read()
+    if damage == "truncate":
+        open(cache, "wb").write(data[: len(data) // 2])
+    elif damage == "garbage":
+        open(cache, "wb").write(os.urandom(len(data)))
+    elif damage == "empty":
+        open(cache, "wb").write(b"")
+    else:
+        idx = ctf_index.load_cached(str(p), False)
+        idx.offsets = idx.offsets + 1000000
+        ctf_index.write_cache(str(p), False, idx)
+    os.utime(cache, None)
+    r = CTFReader(p, STREAMS, cache_index=True)
+    assert not r.index_from_cache
+    assert [s.key for s in r] == list(range(200))
+
+
+def test_cache_depends_on_skip_sequence_ids(tmp_path):
+    p = corpus(tmp_path, 5)
+    CTFReader(p, STREAMS, cache_index=True)
+    r = CTFReader(p, STREAMS, cache_index=True, skip_sequence_ids=True)
+    assert not r.index_from_cache and len(r.index) == sum(1 + i % 3 for i in range(5))
+
+
+def test_reader_does_not_modify_its_input(tmp_path):
+    p = corpus(tmp_path)
+    before = (p.read_bytes(), os.stat(p).st_mtime_ns)
+    list(CTFReader(p, STREAMS, cache_index=True))
+    assert (p.read_bytes(), os.stat(p).st_mtime_ns) == before
+
+
+def test_keep_data_in_memory_parses_each_chunk_once(tmp_path):
+    p = corpus(tmp_path)
+    r = CTFReader(p, STREAMS, keep_data_in_memory=True, chunk_size=400)
+    a = r.load_chunk(2)
+    assert r.load_chunk(2) is a
+
+
+def test_peak_memory_follows_chunk_size_not_file_size(tmp_path):
+    # a 40 MB file read in 1 MiB chunks must not need memory proportional to the file
+    import resource
+    import subprocess
+    import sys
+    line = "|a " + " ".join(["1.5"] * 50) + "\n"
+    p = tmp_path / "big.ctf"
+    with open(p, "w") as f:
+        block = line * 10000
+        for _ in range(int(40e6 // len(block)) + 1):
+            f.write(block)
+    code = (
+        "import resource,sys\n"
+        "from recordkit import StreamSpec\nfrom recordkit.formats.ctf import CTFReader\n"
+        "r = CTFReader(sys.argv[1], [StreamSpec('a','dense',50)], chunk_size=1<<20)\n"
+        "n = sum(c.num_samples for c in r.iter_chunks(threads=2))\n"
+        "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True).stdout
+    n, rss_kb = map(int, out.split())
+    assert n == os.path.getsize(p) // len(line)
+    base = subprocess.run([sys.executable, "-c", "import resource, numpy, scipy.sparse, recordkit.formats.ctf;"
+                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+                          capture_output=True, text=True, check=True).stdout
+    assert rss_kb - int(base) < 25 * 1024, (rss_kb, base)  # well under the 40 MB file
