@@ -3,16 +3,19 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-extensions = [
-    Extension(
-        "recordkit.formats.ctf._kernel",
-        ["src/recordkit/formats/ctf/_kernel.pyx"],
+def kernel(module: str) -> Extension:
+    """One compiled kernel: src/recordkit/<module path>.pyx, C++17, numpy headers."""
+    return Extension(
+        f"recordkit.{module}",
+        [f"src/recordkit/{module.replace('.', '/')}.pyx"],
         include_dirs=[numpy.get_include()],
         language="c++",
         extra_compile_args=["-O3", "-std=c++17"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-]
+    )
+
+
+extensions = [kernel("formats.ctf._kernel"), kernel("formats.cbf._kernel")]
 
 setup(ext_modules=cythonize(extensions, language_level=3, compiler_directives={
     "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False,

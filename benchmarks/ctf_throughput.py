@@ -45,7 +45,8 @@ RECORDKIT_SNIPPET = textwrap.dedent("""
         n = nseq = 0
         for chunk in r.iter_chunks(threads=threads):
             n += chunk.num_samples
-            nseq += getattr(chunk, "num_sequences", 0)
+            ns = getattr(chunk, "num_sequences", None)
+            nseq += ns if ns is not None else len(chunk)
         dt = time.perf_counter() - t0
         close = getattr(r, "close", None)
         if close is not None:
@@ -134,8 +135,8 @@ def main(argv=None):
     ap.add_argument("--chunk-size", default=None, help="CTFReader(chunk_size=...) for the main table, e.g. 4M (default: reader default)")
     ap.add_argument("--rss-chunk-sizes", default="4M,32M",
                     help="extra recordkit runs (one each) showing peak RSS per chunk size; '' to skip (default 4M,32M)")
-    ap.add_argument("--repeat", type=int, default=2, help="timed reads per reader, best is reported (default 2)")
-    ap.add_argument("--cntk-mb-sizes", default="4096,16384,65536",
+    ap.add_argument("--repeat", type=int, default=3, help="timed reads per reader (CNTK: per minibatch size), best is reported (default 3)")
+    ap.add_argument("--cntk-mb-sizes", default="512,1024,4096,16384",
                     help="CNTK minibatch sizes (samples) to try; the fastest is reported")
     ap.add_argument("--json", default=None, help="also write all results to this JSON file")
     args = ap.parse_args(argv)

@@ -1,6 +1,6 @@
 """Time CNTK 2.7's C++ CTF reader on one corpus (run under the oracle's Python 3.6).
 
-    cntk-oracle python benchmarks/oracle_ctf_read.py CORPUS STREAMS_JSON [--mb-sizes 4096,16384,65536] [--repeat 2]
+    cntk-oracle python benchmarks/oracle_ctf_read.py CORPUS STREAMS_JSON [--mb-sizes 512,1024,4096,16384] [--repeat 2]
 
 STREAMS_JSON is a JSON list (or a path to a JSON file holding a list) of
 {"name", "alias", "format": "dense"|"sparse", "dim"}.
@@ -72,7 +72,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("corpus")
     ap.add_argument("streams", help="JSON list of stream specs, or a path to a JSON file")
-    ap.add_argument("--mb-sizes", default="4096,16384,65536")
+    ap.add_argument("--mb-sizes", default="512,1024,4096,16384")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     spec = args.streams

@@ -1,0 +1,283 @@
+# distutils: language = c++
+# cython: language_level=3
+"""Compiled CBF kernels: validate-and-gather a chunk, and encode a chunk.
+
+A CBF chunk interleaves small u32/i32 headers with each sequence's values, so a
+stream's values are not contiguous across sequences. `decode_chunk` walks the chunk
+once to validate every count against the bytes that hold it (and sparse indices
+against the dimension), then gathers each stream into one contiguous column with
+memcpy. `encode_chunk` is the inverse. Both run without the GIL.
+"""
+from libc.stdint cimport uint64_t, int64_t, int32_t, uint32_t, uint8_t
+from libc.string cimport memcpy
+from libcpp.vector cimport vector
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+# problem codes, interpreted in reader.py
+DEF P_TRUNCATED_META = 1     # the per-sequence sample counts run past the chunk
+DEF P_TRUNCATED = 2          # a sequence's data runs past the chunk (a = sequence, b = bytes needed)
+DEF P_NEGATIVE_NNZ = 3       # nnz < 0
+DEF P_INDEX_RANGE = 4        # a sparse index outside [0, dim) (a = index value)
+DEF P_NNZ_SUM = 5            # per-sample nnz counts do not add up to NNZ (a = sum, b = NNZ)
+DEF P_NEGATIVE_COUNT = 6     # a per-sample nnz < 0
+DEF P_TRAILING = 7           # bytes left over after the last stream (a = count)
+
+cdef struct Problem:
+    int code
+    int64_t stream
+    int64_t seq
+    int64_t offset   # byte offset inside the chunk
+    int64_t a
+    int64_t b
+
+cdef inline uint32_t rd_u32(const uint8_t* p) noexcept nogil:
+    cdef uint32_t v
+    memcpy(&v, p, 4)
+    return v
+
+cdef inline int32_t rd_i32(const uint8_t* p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef bint _walk(const uint8_t* p, int64_t n, int64_t nseq, const uint8_t* sparse, const int64_t* dims,
+                const int64_t* esize, int64_t nstreams, int64_t* samples, int64_t* nnz, int64_t* counts,
+                Problem* prob, bint validate_indices) noexcept nogil:
+    """Pass 1: check every length against the chunk and count samples/nnz per stream.
+
+    counts[s * nseq + q] = samples of stream s in sequence q.
+    """
+    cdef int64_t pos = 4 * nseq
+    cdef int64_t s, q, ns, z, k, need, total
+    cdef int32_t idx, c
+    if pos > n:
+        prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED_META, -1, -1, 0, pos, n
+        return False
+    for s in range(nstreams):
+        samples[s] = 0
+        nnz[s] = 0
+        for q in range(nseq):
+            if pos + 4 > n:
+                prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED, s, q, pos, 4, n - pos
+                return False
+            ns = rd_u32(p + pos)
+            counts[s * nseq + q] = ns
+            if not sparse[s]:
+                # guard the multiplication: ns and dim are both attacker-controlled u32
+                if ns > 0 and ns > (n - pos - 4) // (dims[s] * esize[s]):
+                    prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = \
+                        P_TRUNCATED, s, q, pos, 4 + ns * esize[s], n - pos
+                    return False
+                need = 4 + ns * dims[s] * esize[s]
+                if pos + need > n:
+                    prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED, s, q, pos, need, n - pos
+                    return False
+                pos += need
+                samples[s] += ns
+                continue
+            if pos + 8 > n:
+                prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED, s, q, pos, 8, n - pos
+                return False
+            z = rd_i32(p + pos + 4)
+            if z < 0:
+                prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_NEGATIVE_NNZ, s, q, pos + 4, z, 0
+                return False
+            need = 8 + z * esize[s] + z * 4 + ns * 4
+            if pos + need > n:
+                prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED, s, q, pos, need, n - pos
+                return False
+            if validate_indices:
+                k = pos + 8 + z * esize[s]
+                for total in range(z):
+                    idx = rd_i32(p + k + 4 * total)
+                    if idx < 0 or idx >= dims[s]:
+                        prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = \
+                            P_INDEX_RANGE, s, q, k + 4 * total, idx, dims[s]
+                        return False
+            k = pos + 8 + z * esize[s] + z * 4
+            total = 0
+            for c in range(<int32_t>ns):
+                idx = rd_i32(p + k + 4 * c)
+                if idx < 0:
+                    prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_NEGATIVE_COUNT, s, q, k + 4 * c, idx, 0
+                    return False
+                total += idx
+            if total != z:
+                prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_NNZ_SUM, s, q, k, total, z
+                return False
+            pos += need
+            samples[s] += ns
+            nnz[s] += z
+    if pos != n:
+        prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRAILING, -1, -1, pos, n - pos, 0
+        return False
+    return True
+
+
+def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, list esizes,
+                 bint allow_trailing=False):
+    """Validate a chunk and gather its streams into contiguous columns.
+
+    Returns (meta_counts uint32[nseq], columns, problem) where columns[s] is
+    (values bytes-array, indices int32 | None, indptr int64 | None, counts int64[nseq])
+    and problem is None or (code, stream, seq, offset, a, b). ``allow_trailing``
+    accepts bytes after the last stream (CNTK's last chunk runs into the header).
+    """
+    cdef int64_t n = buf.shape[0]
+    cdef int64_t ns = len(dims)
+    cdef vector[uint8_t] sp_
+    cdef vector[int64_t] dm, es, samples, nnz, counts
+    cdef Problem prob
+    cdef const uint8_t* p = &buf[0] if n > 0 else NULL
+    cdef bint ok
+    cdef int64_t s
+    for s in range(ns):
+        sp_.push_back(1 if sparse[s] else 0)
+        dm.push_back(dims[s])
+        es.push_back(esizes[s])
+    samples.resize(ns)
+    nnz.resize(ns)
+    counts.resize(ns * nseq if nseq > 0 else 1)
+    prob.code = 0
+    with nogil:
+        ok = _walk(p, n, nseq, sp_.data(), dm.data(), es.data(), ns, samples.data(), nnz.data(), counts.data(),
+                   &prob, True)
+    if not ok and not (allow_trailing and prob.code == P_TRAILING):
+        return None, None, (prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b)
+    meta = np.frombuffer(bytes(buf[:4 * nseq]), dtype="<u4").copy() if nseq else np.zeros(0, np.uint32)
+    outs = []
+    arrays = []
+    for s in range(ns):
+        vals = np.empty(samples[s] * dims[s] * esizes[s] if not sparse[s] else nnz[s] * esizes[s], dtype=np.uint8)
+        c = np.empty(nseq, dtype=np.int64)
+        for q in range(nseq):
+            c[q] = counts[s * nseq + q]
+        if sparse[s]:
+            ind = np.empty(nnz[s], dtype=np.int32)
+            ptr = np.empty(samples[s] + 1, dtype=np.int64)
+        else:
+            ind = None
+            ptr = None
+        arrays.append((vals, ind, ptr, c))
+    _gather(buf, nseq, sp_, dm, es, arrays)
+    return meta, arrays, None
+
+
+cdef void _gather(const uint8_t[::1] buf, int64_t nseq, vector[uint8_t]& sp_, vector[int64_t]& dm,
+                  vector[int64_t]& es, list arrays):
+    """Pass 2: memcpy each sequence's values (and indices, nnz counts) into the columns."""
+    cdef int64_t s, q, pos, ns, z, vo, io, po, j, acc
+    cdef uint8_t[::1] vals
+    cdef int32_t[::1] ind
+    cdef int64_t[::1] ptr
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] > 0 else NULL
+    cdef int32_t cnt
+    pos = 4 * nseq
+    for s in range(<int64_t>dm.size()):
+        vals = arrays[s][0]
+        vo = 0
+        if sp_[s]:
+            ind = arrays[s][1]
+            ptr = arrays[s][2]
+            io = 0
+            po = 0
+            acc = 0
+        with nogil:
+            for q in range(nseq):
+                ns = rd_u32(p + pos)
+                if not sp_[s]:
+                    if ns:
+                        memcpy(&vals[vo], p + pos + 4, ns * dm[s] * es[s])
+                    vo += ns * dm[s] * es[s]
+                    pos += 4 + ns * dm[s] * es[s]
+                    continue
+                z = rd_i32(p + pos + 4)
+                if z:
+                    memcpy(&vals[vo], p + pos + 8, z * es[s])
+                    memcpy(&ind[io], p + pos + 8 + z * es[s], z * 4)
+                vo += z * es[s]
+                io += z
+                for j in range(ns):
+                    ptr[po] = acc
+                    cnt = rd_i32(p + pos + 8 + z * es[s] + z * 4 + 4 * j)
+                    acc += cnt
+                    po += 1
+                pos += 8 + z * es[s] + z * 4 + ns * 4
+            if sp_[s]:
+                ptr[po] = acc
+
+
+def encode_chunk(const uint32_t[::1] meta, list columns, list sparse, list dims, list esizes):
+    """Encode sequences into one CBF chunk (bytes).
+
+    columns[s] = (values as uint8 view of the element type, indices int32 | None,
+    indptr int64 | None, seq_offsets int64[nseq+1] over samples).
+    """
+    cdef int64_t nseq = meta.shape[0]
+    cdef int64_t ns = len(columns)
+    cdef int64_t s, q, a, b, z, lo, hi, j, esz, dim, total = 4 * nseq
+    cdef const uint8_t[::1] vals
+    cdef const int32_t[::1] ind
+    cdef const int64_t[::1] ptr
+    cdef const int64_t[::1] so
+    cdef uint8_t[::1] out
+    cdef int64_t pos
+    cdef uint32_t u
+    cdef int32_t i32
+    cdef bint is_sp
+    for s in range(ns):
+        so = columns[s][3]
+        esz = esizes[s]
+        dim = dims[s]
+        if sparse[s]:
+            ptr = columns[s][2]
+            total += nseq * 8 + (ptr[so[nseq]] - ptr[so[0]]) * (esz + 4) + (so[nseq] - so[0]) * 4
+        else:
+            total += nseq * 4 + (so[nseq] - so[0]) * dim * esz
+    buf = np.empty(total, dtype=np.uint8)
+    out = buf
+    pos = 0
+    if nseq:
+        memcpy(&out[0], &meta[0], 4 * nseq)
+    pos = 4 * nseq
+    for s in range(ns):
+        so = columns[s][3]
+        esz = esizes[s]
+        dim = dims[s]
+        vals = columns[s][0]
+        is_sp = sparse[s]
+        if is_sp:
+            ind = columns[s][1]
+            ptr = columns[s][2]
+        with nogil:
+            for q in range(nseq):
+                a = so[q]
+                b = so[q + 1]
+                u = <uint32_t>(b - a)
+                memcpy(&out[pos], &u, 4)
+                pos += 4
+                if not is_sp:
+                    if b > a:
+                        memcpy(&out[pos], &vals[a * dim * esz], (b - a) * dim * esz)
+                    pos += (b - a) * dim * esz
+                    continue
+                lo = ptr[a]
+                hi = ptr[b]
+                z = hi - lo
+                i32 = <int32_t>z
+                memcpy(&out[pos], &i32, 4)
+                pos += 4
+                if z:
+                    memcpy(&out[pos], &vals[lo * esz], z * esz)
+                    memcpy(&out[pos + z * esz], &ind[lo], z * 4)
+                pos += z * esz + z * 4
+                for j in range(a, b):
+                    i32 = <int32_t>(ptr[j + 1] - ptr[j])
+                    memcpy(&out[pos], &i32, 4)
+                    pos += 4
+    return buf

@@ -1,0 +1,225 @@
+"""CBFReader: the CNTK binary format as a chunked deserializer.
+
+The file is memory-mapped; opening it validates the prefix, header and offset table,
+and each chunk is validated as it is loaded (every count against the bytes holding
+it, sparse indices against the dimension, per-sample non-zero counts against NNZ)
+by the compiled kernel, which then gathers each stream into one contiguous column.
+Errors name the file, the byte offset and the chunk.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, resolve_precision
+from recordkit.errors import FormatError
+from recordkit.formats.cbf import _kernel, layout
+
+_PROBLEMS = {
+    1: "the per-sequence sample counts run past the chunk",
+    2: "sequence data runs past the end of the chunk",
+    3: "negative non-zero count",
+    4: "sparse index out of range",
+    5: "per-sample non-zero counts do not add up to the sequence's NNZ",
+    6: "negative per-sample non-zero count",
+    7: "bytes left over after the last stream of the chunk",
+}
+
+
+class CBFReader:
+    """Read a CBF file.
+
+    ``streams``: None for every stream of the file under its own name; or a list of
+    ``StreamSpec`` / a ``{name: name_in_file}`` dict to select streams and rename them
+    (CNTK's ``alias``: the stream of the file named by the alias is delivered as
+    ``name``). ``precision``: None keeps each stream's element type; 'float' or
+    'double' converts. ``keep_data_in_memory`` caches loaded chunks.
+    """
+
+    def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False):
+        self.path = os.fspath(path)
+        self._fh = open(self.path, "rb")
+        try:
+            size = os.fstat(self._fh.fileno()).st_size
+            if size == 0:
+                raise FormatError(self.path, "file is empty: not a CBF file", offset=0)
+            self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self.header = layout.read_header(self.path, self._mm)
+        except BaseException:
+            self._fh.close()
+            raise
+        self.dtype = None if precision is None else resolve_precision(precision)
+        self.keep_data_in_memory = bool(keep_data_in_memory)
+        self._memory: dict[int, ChunkData] = {}
+        self._selected = self._select(streams)
+        table = self.header.table
+        starts = np.concatenate([[0], np.cumsum(table["sequences"].astype(np.int64))])
+        self._first_key = starts
+        self._chunks = []
+        for k in range(len(table)):
+            a, b = self.header.chunk_range(k)
+            self._chunks.append(ChunkInfo(k, int(table["sequences"][k]), int(table["samples"][k]), a, b - a))
+
+    # -- streams ----------------------------------------------------------------------------------
+    def _select(self, streams):
+        file_streams = {s.name: (i, s) for i, s in enumerate(self.header.streams)}
+        if streams is None:
+            pairs = [(s.name, s.name) for s in self.header.streams]
+        elif isinstance(streams, dict):
+            pairs = list(streams.items())
+        else:
+            pairs = []
+            for spec in streams:
+                if not isinstance(spec, StreamSpec):
+                    raise TypeError(f"expected StreamSpec, got {type(spec).__name__}")
+                in_file = spec.alias
+                if in_file in file_streams:
+                    fs = file_streams[in_file][1]
+                    if spec.format != fs.format or spec.dim != fs.dim:
+                        raise ValueError(f"{self.path}: stream '{spec.name}' is declared {spec.format} dim {spec.dim}, "
+                                         f"but the file's stream '{in_file}' is {fs.format} dim {fs.dim}")
+                pairs.append((spec.name, in_file))
+        selected = []
+        names = set()
+        for name, in_file in pairs:
+            if in_file not in file_streams:
+                raise ValueError(f"{self.path}: no stream '{in_file}' in the file "
+                                 f"(it has: {', '.join(file_streams) or 'none'})")
+            if name in names:
+                raise ValueError(f"stream name '{name}' is used twice")
+            names.add(name)
+            i, fs = file_streams[in_file]
+            dtype = self.dtype or fs.dtype
+            selected.append((i, StreamSpec(name, fs.format, fs.dim, alias=in_file, dtype=dtype)))
+        if not selected:
+            raise ValueError(f"{self.path}: no streams selected")
+        return selected
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return [spec for _, spec in self._selected]
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    @property
+    def version(self) -> int:
+        return self.header.version
+
+    @property
+    def num_sequences(self) -> int:
+        return int(self._first_key[-1])
+
+    # -- loading ------------------------------------------------------------------------------------
+    def load_chunk(self, chunk_id: int) -> ChunkData:
+        if chunk_id in self._memory:
+            return self._memory[chunk_id]
+        data = self._decode(chunk_id)
+        if self.keep_data_in_memory:
+            self._memory[chunk_id] = data
+        return data
+
+    def sequence_lengths(self, chunk_id: int) -> np.ndarray:
+        """The per-sequence sample counts stored at the start of a chunk (no decoding)."""
+        info = self._chunks[chunk_id]
+        n = info.num_sequences
+        return np.frombuffer(self._mm, dtype="<u4", count=n, offset=info.offset).astype(np.int64)
+
+    def _decode(self, chunk_id: int) -> ChunkData:
+        info = self._chunks[chunk_id]
+        hs = self.header.streams
+        view = memoryview(self._mm)[info.offset:info.offset + info.size]
+        try:
+            meta, columns, problem = _kernel.decode_chunk(
+                view, info.num_sequences, [s.format == "sparse" for s in hs], [s.dim for s in hs],
+                [s.dtype.itemsize for s in hs])
+        finally:
+            view.release()
+        if problem is not None:
+            code, stream, seq, offset, a, b = problem
+            what = _PROBLEMS.get(code, f"problem {code}")
+            detail = ""
+            if code == 2:
+                detail = f": needs {a} bytes, {b} left"
+            elif code == 4:
+                detail = f": index {a}, expected 0 <= index < dim {b}"
+            elif code == 5:
+                detail = f": they add up to {a}, NNZ is {b}"
+            elif code == 7:
+                detail = f": {a} bytes"
+            where = f"chunk {chunk_id}"
+            if stream >= 0:
+                where += f", stream '{hs[stream].name}', sequence {seq} of the chunk"
+            raise FormatError(self.path, what + detail, offset=info.offset + offset, record=where)
+        total = int(meta.astype(np.int64).sum())
+        if total != info.num_samples:
+            raise FormatError(self.path, f"the offset table says chunk {chunk_id} has {info.num_samples} samples, "
+                                         f"its sequences add up to {total}", offset=info.offset,
+                              record=f"chunk {chunk_id}")
+        cols = {}
+        for i, spec in self._selected:
+            vals, ind, ptr, counts = columns[i]
+            fs = hs[i]
+            values = vals.view(fs.dtype)
+            if spec.dtype != fs.dtype:
+                values = values.astype(spec.dtype)
+            seq_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=seq_offsets[1:])
+            if fs.format == "sparse":
+                cols[spec.name] = SparseColumn(values, ind, ptr, seq_offsets, fs.dim)
+            else:
+                cols[spec.name] = DenseColumn(values.reshape(-1, fs.dim), seq_offsets)
+        first = int(self._first_key[chunk_id])
+        keys = np.arange(first, first + info.num_sequences, dtype=np.uint64)
+        return ChunkData(chunk_id, keys, meta.astype(np.int64), cols)
+
+    def iter_chunks(self, threads: int = 2, prefetch: int | None = None) -> Iterator[ChunkData]:
+        """Every chunk in file order, decoded ``threads`` at a time."""
+        n = len(self._chunks)
+        if threads <= 1 or n <= 1:
+            for i in range(n):
+                yield self.load_chunk(i)
+            return
+        prefetch = max(threads, prefetch or threads)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-cbf") as pool:
+            pending = {}
+            nxt = 0
+            for i in range(n):
+                while nxt < n and nxt < i + prefetch:
+                    pending[nxt] = pool.submit(self.load_chunk, nxt)
+                    nxt += 1
+                try:
+                    yield pending.pop(i).result()
+                except BaseException:
+                    for fut in pending.values():
+                        fut.cancel()
+                    raise
+
+    def __iter__(self) -> Iterator[Sequence]:
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        if getattr(self, "_mm", None) is not None:
+            self._memory.clear()
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # arrays still reference the map; it closes when they are gone
+            self._mm = None
+        if getattr(self, "_fh", None) is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
