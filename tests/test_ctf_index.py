@@ -163,3 +163,20 @@ def test_peak_memory_follows_chunk_size_not_file_size(tmp_path):
                            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
                           capture_output=True, text=True, check=True).stdout
     assert rss_kb - int(base) < 25 * 1024, (rss_kb, base)  # well under the 40 MB file
+
+
+def test_parallel_pieces_report_the_same_errors_as_a_serial_read(tmp_path):
+    import warnings
+    lines = [f"{i} |a {'x' if i % 37 == 5 else i} 0 |s {i % 7}:1" for i in range(400)]
+    p = write(tmp_path, "\n".join(lines) + "\n")
+
+    def run(threads):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = CTFReader(p, STREAMS, max_errors=50, chunk_size=2000)
+            keys = np.concatenate([c.keys for c in r.iter_chunks(threads=threads)])
+        return keys.tolist(), r.errors_counted, [str(w.message) for w in caught]
+
+    serial, parallel = run(1), run(2)
+    assert serial == parallel
+    assert serial[1] == 11 and 5 not in serial[0] and 42 not in serial[0] and len(serial[0]) == 389

@@ -97,7 +97,31 @@ cdef struct NumResult:
     double d
     float f
 
-cdef NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint dbl) noexcept nogil:
+cdef NumResult _convert_slow(const uint8_t* p, Py_ssize_t start, NumResult r, bint dbl) noexcept nogil:
+    """strtod/strtof on a validated token: the rare path (long mantissas, large exponents)."""
+    cdef char small[128]
+    cdef char* tok
+    cdef Py_ssize_t n = r.pos - start
+    if n < 127:
+        tok = small
+    else:
+        tok = <char*>malloc(n + 1)
+        if tok == NULL:
+            r.err = E_NUMBER
+            r.pos = start
+            return r
+    memcpy(tok, p + start, n)
+    tok[n] = 0
+    if dbl:
+        r.d = strtod(tok, NULL)
+    else:
+        r.f = strtof(tok, NULL)
+    if tok != small:
+        free(tok)
+    return r
+
+
+cdef inline NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint dbl) noexcept nogil:
     """Parse CNTK's number grammar [+-]digit+[.digit*][(e|E)[+-]digit+] starting at p[i].
 
     Converts to the correctly rounded float32/float64: exact fast paths when the
@@ -115,9 +139,7 @@ cdef NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint
     cdef uint8_t c
     cdef int64_t e = 0
     cdef int esign = 1
-    cdef char small[128]
-    cdef char* tok
-    cdef Py_ssize_t n
+    cdef double v
     r.err = 0
     r.d = 0.0
     r.f = 0.0
@@ -133,13 +155,14 @@ cdef NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint
         r.err = E_NUMBER
         r.pos = i
         return r
-    while i < end and is_digit(p[i]):
+    while i < end:
         c = p[i] - 48
-        if mant == 0 and c == 0:
-            pass
-        elif nd < 19:
-            mant = mant * 10 + c
-            nd += 1
+        if c > 9:
+            break
+        if nd < 19:
+            if mant != 0 or c != 0:
+                mant = mant * 10 + c
+                nd += 1
         else:
             exp10 += 1
             if c != 0:
@@ -147,13 +170,14 @@ cdef NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint
         i += 1
     if i < end and p[i] == 46:  # '.'
         i += 1
-        while i < end and is_digit(p[i]):
+        while i < end:
             c = p[i] - 48
-            if mant == 0 and c == 0:
-                exp10 -= 1
-            elif nd < 19:
-                mant = mant * 10 + c
-                nd += 1
+            if c > 9:
+                break
+            if nd < 19:
+                if mant != 0 or c != 0:
+                    mant = mant * 10 + c
+                    nd += 1
                 exp10 -= 1
             elif c != 0:
                 truncated = True
@@ -187,36 +211,15 @@ cdef NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint
     if not truncated:
         if dbl:
             if mant <= (<uint64_t>1 << 53) and exp10 >= -22 and exp10 <= 22:
-                r.d = <double>mant * POW10[exp10] if exp10 >= 0 else <double>mant / POW10[-exp10]
-                if neg:
-                    r.d = -r.d
+                v = <double>mant * POW10[exp10] if exp10 >= 0 else <double>mant / POW10[-exp10]
+                r.d = -v if neg else v
                 return r
-        else:
-            if mant <= (<uint64_t>1 << 24) and exp10 >= -10 and exp10 <= 10:
-                # operands exact in float32; double op then one rounding to float is correct (p' >= 2p+2)
-                r.d = <double>mant * POW10[exp10] if exp10 >= 0 else <double>mant / POW10[-exp10]
-                r.f = <float>r.d
-                if neg:
-                    r.f = -r.f
-                return r
-    n = i - start
-    if n < 127:
-        tok = small
-    else:
-        tok = <char*>malloc(n + 1)
-        if tok == NULL:
-            r.err = E_NUMBER
-            r.pos = start
+        elif mant <= (<uint64_t>1 << 24) and exp10 >= -10 and exp10 <= 10:
+            # operands exact in float32; one double op then one rounding to float is correct (p' >= 2p+2)
+            v = <double>mant * POW10[exp10] if exp10 >= 0 else <double>mant / POW10[-exp10]
+            r.f = <float>(-v if neg else v)
             return r
-    memcpy(tok, p + start, n)
-    tok[n] = 0
-    if dbl:
-        r.d = strtod(tok, NULL)
-    else:
-        r.f = strtof(tok, NULL)
-    if tok != small:
-        free(tok)
-    return r
+    return _convert_slow(p, start, r, dbl)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,6 +464,13 @@ cdef cppclass StreamOut:
     vector[int64_t] counts     # samples per kept sequence
     int64_t nsamples
 
+cdef cppclass Scratch:
+    # per-parse scratch space, reused by every sequence (no allocation per sequence)
+    vector[size_t] mark_v, mark_idx, mark_ptr
+    vector[int64_t] seq_samples
+    vector[uint64_t] seen_row
+
+
 cdef class ChunkParser:
     """Parses the sequences of one chunk into per-stream columns.
 
@@ -489,7 +499,8 @@ cdef class ChunkParser:
         self.dtype = np.float64 if double_precision else np.float32
 
     def parse(self, const uint8_t[::1] buf, uint64_t base, const uint64_t[::1] offsets,
-              const uint64_t[::1] sizes, const uint64_t[::1] first_lines, uint64_t stop_after_errors):
+              const uint64_t[::1] sizes, const uint64_t[::1] first_lines, uint64_t stop_after_errors,
+              uint64_t rows_hint=0):
         """Parse sequences at absolute offsets (buf starts at absolute offset base).
 
         Returns (kept, columns, errors, error_count, warnings, warning_counts, stopped):
@@ -509,9 +520,25 @@ cdef class ChunkParser:
         cdef bint stopped = False
         cdef Py_ssize_t i
         cdef int k
+        cdef Scratch sc
         for k in range(8):
             counts[k] = 0
         outs.resize(ns)
+        sc.mark_v.resize(ns)
+        sc.mark_idx.resize(ns)
+        sc.mark_ptr.resize(ns)
+        sc.seq_samples.resize(ns)
+        sc.seen_row.resize(ns)
+        for k in range(<int>ns):
+            # each line holds at most one sample per stream: rows bound the dense output
+            if not self.cfg[k].sparse:
+                if self.dbl:
+                    outs[k].vd.reserve(rows_hint * self.cfg[k].dim)
+                else:
+                    outs[k].vf.reserve(rows_hint * self.cfg[k].dim)
+            else:
+                outs[k].ptr.reserve(rows_hint)
+            outs[k].counts.reserve(nseq)
         if buf.shape[0] > 0:
             p = &buf[0]
         with nogil:
@@ -520,7 +547,8 @@ cdef class ChunkParser:
                     stopped = True
                     break
                 _parse_sequence(self, p, <Py_ssize_t>(offsets[i] - base), <Py_ssize_t>(offsets[i] - base + sizes[i]),
-                                <Py_ssize_t>buf.shape[0], first_lines[i] + 1, i, outs, kept, errors, warns, &nerr, counts)
+                                <Py_ssize_t>buf.shape[0], first_lines[i] + 1, i, outs, kept, errors, warns, &nerr, counts,
+                                sc)
         columns = []
         for k in range(<int>ns):
             columns.append(_column(outs[k], self.cfg[k], self.dbl))
@@ -579,7 +607,8 @@ cdef inline Py_ssize_t _skip_to_bar_or_eol(const uint8_t* p, Py_ssize_t i, Py_ss
 
 cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t buf_end,
                           uint64_t line, Py_ssize_t seq_index, vector[StreamOut]& outs, vector[int64_t]& kept,
-                          vector[Event]& errors, vector[Event]& warns, uint64_t* nerr, uint64_t* counts) noexcept nogil:
+                          vector[Event]& errors, vector[Event]& warns, uint64_t* nerr, uint64_t* counts,
+                          Scratch& sc) noexcept nogil:
     cdef size_t ns = self.cfg.size()
     cdef size_t k
     cdef Py_ssize_t line_start = pos
@@ -594,25 +623,17 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
     cdef Py_ssize_t err_pos = 0
     cdef int64_t err_stream = -1
     cdef uint64_t err_a = 0, err_b = 0
-    cdef vector[size_t] mark_v, mark_idx, mark_ptr
-    cdef vector[int64_t] seq_samples
-    cdef vector[uint64_t] seen_row
     cdef uint64_t row = 0
     cdef bint row_has_id
     cdef int row_items
     cdef Py_ssize_t row_id_end
     cdef bint any_sample = False
-    mark_v.resize(ns)
-    mark_idx.resize(ns)
-    mark_ptr.resize(ns)
-    seq_samples.resize(ns)
-    seen_row.resize(ns)
     for k in range(ns):
-        mark_v[k] = outs[k].vd.size() if self.dbl else outs[k].vf.size()
-        mark_idx[k] = outs[k].idx.size()
-        mark_ptr[k] = outs[k].ptr.size()
-        seq_samples[k] = 0
-        seen_row[k] = 0
+        sc.mark_v[k] = outs[k].vd.size() if self.dbl else outs[k].vf.size()
+        sc.mark_idx[k] = outs[k].idx.size()
+        sc.mark_ptr[k] = outs[k].ptr.size()
+        sc.seq_samples[k] = 0
+        sc.seen_row[k] = 0
     while pos < end and err == 0:
         # ---- one row
         row += 1
@@ -657,10 +678,10 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
                 _event(warns, W_UNKNOWN, seq_index, line, pos - line_start + 1, -1, name_start, name_end - name_start)
                 pos = _skip_to_bar_or_eol(p, name_end, end)
                 continue
-            if seen_row[s] == row:
+            if sc.seen_row[s] == row:
                 err, err_pos, err_stream = E_DUPLICATE_INPUT, pos, s
                 break
-            seen_row[s] = row
+            sc.seen_row[s] = row
             c = &self.cfg[s]
             pos = name_end
             nvals = 0
@@ -748,7 +769,7 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
                 if nvals == 0 and pos >= buf_end:
                     err, err_pos, err_stream = E_NO_VALUES, name_start - 1, s
                     break
-            seq_samples[s] += 1
+            sc.seq_samples[s] += 1
             any_sample = True
         if err:
             break
@@ -766,17 +787,17 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
         # roll back everything this sequence appended
         for k in range(ns):
             if self.dbl:
-                outs[k].vd.resize(mark_v[k])
+                outs[k].vd.resize(sc.mark_v[k])
             else:
-                outs[k].vf.resize(mark_v[k])
-            outs[k].idx.resize(mark_idx[k])
-            outs[k].ptr.resize(mark_ptr[k])
+                outs[k].vf.resize(sc.mark_v[k])
+            outs[k].idx.resize(sc.mark_idx[k])
+            outs[k].ptr.resize(sc.mark_ptr[k])
         if not err:
             counts[2] += 1
             _event(warns, W_EMPTY_SEQUENCE, seq_index, line - row, 1, -1, 0, 0)
         return
     for k in range(ns):
-        outs[k].counts.push_back(seq_samples[k])
+        outs[k].counts.push_back(sc.seq_samples[k])
     kept.push_back(seq_index)
 
 

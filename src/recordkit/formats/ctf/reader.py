@@ -97,11 +97,9 @@ class CTFReader:
     def load_chunk(self, chunk_id: int) -> ChunkData:
         if chunk_id in self._memory:
             return self._memory[chunk_id]
-        raw = self._parse_chunk(chunk_id, self._stop_after(chunk_id))
-        data = self._finish_chunk(chunk_id, raw)
-        if self.keep_data_in_memory:
-            self._memory[chunk_id] = data
-        return data
+        lo, hi = int(self._bounds[chunk_id]), int(self._bounds[chunk_id + 1])
+        piece = self._parse_piece(chunk_id, lo, hi, self._stop_after(chunk_id))
+        return self._finish_chunk(chunk_id, [piece])
 
     # -- conveniences --------------------------------------------------------------------------
     @property
@@ -113,35 +111,50 @@ class CTFReader:
         """Sequences in the index (before any is dropped for errors)."""
         return len(self.index)
 
-    def iter_chunks(self, threads: int = 2, prefetch: int | None = None) -> Iterator[ChunkData]:
-        """Every chunk in file order, parsed ``threads`` at a time in the background."""
+    def iter_chunks(self, threads: int = 2, prefetch: int = 1) -> Iterator[ChunkData]:
+        """Every chunk in file order, parsed by ``threads`` threads (GIL released).
+
+        Each chunk is cut into ``threads`` pieces of about equal bytes, so even a file
+        of one or two chunks keeps every thread busy; ``prefetch`` chunks are parsed
+        ahead of the one being consumed.
+        """
         n = len(self._chunks)
-        if threads <= 1 or n <= 1:
+        if threads <= 1:
             for i in range(n):
                 yield self.load_chunk(i)
             return
-        prefetch = max(threads, prefetch or threads)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
-            pending = {}
+            pending: dict[int, list] = {}
             nxt = 0
-            for i in range(n):
-                while nxt < n and nxt < i + prefetch:
-                    if nxt not in self._memory:
-                        pending[nxt] = pool.submit(self._parse_chunk, nxt, self._stop_after(nxt))
-                    nxt += 1
-                if i in self._memory:
-                    yield self._memory[i]
-                    continue
-                try:
-                    raw = pending.pop(i).result()
-                    data = self._finish_chunk(i, raw)
-                except BaseException:
-                    for fut in pending.values():
-                        fut.cancel()
-                    raise
-                if self.keep_data_in_memory:
-                    self._memory[i] = data
-                yield data
+            try:
+                for i in range(n):
+                    while nxt < n and nxt <= i + max(prefetch, 0):
+                        if nxt not in self._memory:
+                            stop = self._stop_after(nxt)
+                            pending[nxt] = [pool.submit(self._parse_piece, nxt, lo, hi, stop)
+                                            for lo, hi in self._pieces(nxt, threads)]
+                        nxt += 1
+                    if i in self._memory:
+                        yield self._memory[i]
+                        continue
+                    pieces = [f.result() for f in pending.pop(i)]
+                    yield self._finish_chunk(i, pieces)
+            finally:
+                for futures in pending.values():
+                    for f in futures:
+                        f.cancel()
+
+    def _pieces(self, chunk_id: int, parts: int) -> list[tuple[int, int]]:
+        """Split a chunk's sequences into up to ``parts`` runs of about equal bytes."""
+        lo, hi = int(self._bounds[chunk_id]), int(self._bounds[chunk_id + 1])
+        if parts <= 1 or hi - lo < 2:
+            return [(lo, hi)]
+        offs = self.index.offsets
+        start, stop = int(offs[lo]), int(offs[hi - 1] + self.index.sizes[hi - 1])
+        targets = start + (stop - start) * np.arange(1, parts) // parts
+        cuts = np.searchsorted(offs[lo:hi], targets.astype(np.uint64)) + lo
+        edges = sorted({lo, hi, *[int(c) for c in cuts if lo < c < hi]})
+        return list(zip(edges[:-1], edges[1:]))
 
     def __iter__(self) -> Iterator[Sequence]:
         for chunk in self.iter_chunks():
@@ -183,31 +196,37 @@ class CTFReader:
             return 0
         return max(self.budget.remaining, 0) + 1
 
-    def _parse_chunk(self, chunk_id: int, stop_after: int):
-        info = self._chunks[chunk_id]
-        lo, hi = int(self._bounds[chunk_id]), int(self._bounds[chunk_id + 1])
+    def _parse_piece(self, chunk_id: int, lo: int, hi: int, stop_after: int):
+        """Read and parse sequences [lo, hi) of the index (part or all of a chunk)."""
+        idx = self.index
+        start = int(idx.offsets[lo])
+        size = int(idx.offsets[hi - 1] + idx.sizes[hi - 1]) - start
         fd = self._fd
         if fd is None:
             raise ValueError(f"{self.path}: reader is closed")
-        buf = os.pread(fd, info.size, info.offset)
-        if len(buf) != info.size:
-            raise FormatError(self.path, f"file shrank while reading: chunk {chunk_id} expected {info.size} bytes "
-                                         f"at offset {info.offset}, got {len(buf)}", offset=info.offset)
-        idx = self.index
-        parsed = self._parser.parse(buf, info.offset, idx.offsets[lo:hi], idx.sizes[lo:hi],
-                                    idx.first_lines[lo:hi], stop_after)
+        buf = os.pread(fd, size, start)
+        if len(buf) != size:
+            raise FormatError(self.path, f"file shrank while reading: chunk {chunk_id} expected {size} bytes "
+                                         f"at offset {start}, got {len(buf)}", offset=start)
+        rows = int(idx.rows[lo:hi].sum())
+        parsed = self._parser.parse(buf, start, idx.offsets[lo:hi], idx.sizes[lo:hi], idx.first_lines[lo:hi],
+                                    stop_after, rows)
         return lo, buf, parsed
 
-    def _finish_chunk(self, chunk_id: int, raw) -> ChunkData:
-        lo, buf, (kept, columns, errors, nerr, warns, wcounts, stopped) = raw
+    def _finish_chunk(self, chunk_id: int, pieces) -> ChunkData:
+        """Charge the pieces' events (once per chunk), then join them into one ChunkData."""
         with self._lock:
             if chunk_id not in self._charged:
-                self._charge_events(chunk_id, lo, buf, errors, nerr, warns, wcounts)
+                for lo, buf, (kept, columns, errors, nerr, warns, wcounts, stopped) in pieces:
+                    self._charge_events(chunk_id, lo, buf, errors, nerr, warns, wcounts)
                 self._charged.add(chunk_id)
-        keys = self.index.keys[lo + kept] if len(kept) else np.zeros(0, dtype=np.uint64)
+        kept = np.concatenate([p[0] + p[2][0] for p in pieces])  # absolute index of each sequence read
+        keys = self.index.keys[kept] if len(kept) else np.zeros(0, dtype=np.uint64)
         cols = {}
         counts_all = []
-        for spec, (vals, ind, ptr, counts) in zip(self._streams, columns):
+        for s, spec in enumerate(self._streams):
+            parts = [p[2][1][s] for p in pieces]
+            vals, ind, ptr, counts = parts[0] if len(parts) == 1 else _join_columns(parts, spec.is_sparse)
             seq_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
             np.cumsum(counts, out=seq_offsets[1:])
             if spec.is_sparse:
@@ -219,7 +238,10 @@ class CTFReader:
             lengths = counts_all[self._mb_stream].copy()
         else:
             lengths = np.max(np.vstack(counts_all), axis=0) if len(kept) else np.zeros(0, dtype=np.int64)
-        return ChunkData(chunk_id, keys, lengths, cols)
+        data = ChunkData(chunk_id, keys, lengths, cols)
+        if self.keep_data_in_memory:
+            self._memory[chunk_id] = data
+        return data
 
     def _charge_index_errors(self, idx) -> None:
         for code, _seq, line, col, _stream, a, b in idx.errors:
@@ -280,3 +302,19 @@ class CTFReader:
             "unknown_inputs": self.warning_counts.get(msg.W_UNKNOWN, 0),
             "empty_sequences": self.warning_counts.get(msg.W_EMPTY_SEQUENCE, 0),
         }
+
+
+def _join_columns(parts, sparse: bool):
+    """Concatenate one stream's columns parsed from consecutive pieces of a chunk."""
+    vals = np.concatenate([p[0] for p in parts])
+    counts = np.concatenate([p[3] for p in parts])
+    if not sparse:
+        return vals, None, None, counts
+    ind = np.concatenate([p[1] for p in parts])
+    ptrs = []
+    base = 0
+    for p in parts:
+        ptrs.append(p[2][:-1] + base)
+        base += int(p[2][-1])
+    ptrs.append(np.array([base], dtype=np.int64))
+    return vals, ind, np.concatenate(ptrs), counts
