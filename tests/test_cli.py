@@ -119,3 +119,100 @@ def test_no_progress_bar_when_not_a_terminal(tmp_path):
     out = subprocess.run([sys.executable, "-m", "recordkit.cli.main", "stats", str(p), *STREAM_ARGS],
                          capture_output=True, text=True)
     assert out.returncode == 0 and out.stderr == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# CBF: convert, inspect, cat/stats with streams from the header
+
+def convert_sample(tmp_path, capsys, *extra):
+    src = write(tmp_path, SAMPLE)
+    out = tmp_path / "s.cbf"
+    code, _, err = run(capsys, "convert", str(src), str(out), *STREAM_ARGS, *extra)
+    assert code == 0, err
+    return src, out, err
+
+
+def test_convert_ctf_to_cbf_and_cat_gives_the_same_records(tmp_path, capsys):
+    src, out, err = convert_sample(tmp_path, capsys)
+    assert "converted 2 sequences" in err and "MB/s" in err
+    _, ctf_lines, _ = run(capsys, "cat", str(src), *STREAM_ARGS)
+    _, cbf_lines, _ = run(capsys, "cat", str(out))
+    strip = lambda text: [{k: v for k, v in json.loads(x).items() if k != "key"} for x in text.splitlines()]
+    assert strip(ctf_lines) == strip(cbf_lines)
+    assert [json.loads(x)["key"] for x in cbf_lines.splitlines()] == [0, 1]
+
+
+def test_convert_with_a_ctf2bin_header_file(tmp_path, capsys):
+    src = write(tmp_path, SAMPLE)
+    header = write(tmp_path, "A a dense 3\nB b sparse 10\n", "header.txt")
+    code, _, err = run(capsys, "convert", str(src), str(tmp_path / "h.cbf"), "--header", str(header))
+    assert code == 0, err
+    _, out, _ = run(capsys, "inspect", str(tmp_path / "h.cbf"), "--json")
+    info = json.loads(out)
+    assert [s["name"] for s in info["streams"]] == ["A", "B"] and info["sequences"] == 2
+
+
+def test_bad_header_file_names_its_line(tmp_path, capsys):
+    src = write(tmp_path, SAMPLE)
+    header = write(tmp_path, "A a dense 3\nB b sparse\n", "header.txt")
+    code, _, err = run(capsys, "convert", str(src), str(tmp_path / "h.cbf"), "--header", str(header))
+    assert code == 1 and f"{header}:2:1: expected 'name alias dense|sparse dim'" in err
+
+
+def test_convert_cbf_back_to_ctf(tmp_path, capsys):
+    src, cbf, _ = convert_sample(tmp_path, capsys, "--precision", "double")
+    back = tmp_path / "back.ctf"
+    code, _, err = run(capsys, "convert", str(cbf), str(back))
+    assert code == 0, err
+    _, a, _ = run(capsys, "cat", str(back), "--stream", "A=dense:3", "--stream", "B=sparse:10", "--precision", "double")
+    _, b, _ = run(capsys, "cat", str(src), *STREAM_ARGS, "--precision", "double")
+    assert [{k: v for k, v in json.loads(x).items() if k != "key"} for x in a.splitlines()] == \
+           [{k: v for k, v in json.loads(x).items() if k != "key"} for x in b.splitlines()]
+
+
+def test_cbf_cat_stream_option_renames_and_selects(tmp_path, capsys):
+    _, cbf, _ = convert_sample(tmp_path, capsys)
+    code, out, err = run(capsys, "cat", str(cbf), "--stream", "labels=sparse:10:B")
+    assert code == 0, err
+    assert list(json.loads(out.splitlines()[0])) == ["key", "labels"]
+    code, _, err = run(capsys, "cat", str(cbf), "--stream", "labels=dense:10:B")
+    assert code == 2 and "declared dense dim 10" in err
+
+
+def test_cbf_stats_match_ctf_stats(tmp_path, capsys):
+    src, cbf, _ = convert_sample(tmp_path, capsys)
+    _, a, _ = run(capsys, "stats", str(src), *STREAM_ARGS, "--json")
+    _, b, _ = run(capsys, "stats", str(cbf), "--json")
+    assert json.loads(a) == json.loads(b)
+
+
+def test_inspect_cbf_text_and_json(tmp_path, capsys):
+    _, cbf, _ = convert_sample(tmp_path, capsys)
+    code, out, _ = run(capsys, "inspect", str(cbf))
+    assert code == 0 and "CBF" in out and "version 1" in out and "A" in out and "sequence lengths" in out
+    _, out, _ = run(capsys, "inspect", str(cbf), "--json")
+    info = json.loads(out)
+    assert info["chunks"][0]["sequences"] == 2 and info["sequence_lengths"]["max"] == 2
+    assert info["streams"][1] == {"name": "B", "format": "sparse", "dtype": "float32", "dim": 10}
+
+
+def test_inspect_ctf_shows_the_index(tmp_path, capsys):
+    p = write(tmp_path, SAMPLE)
+    code, out, _ = run(capsys, "inspect", str(p), "--json")
+    info = json.loads(out)
+    assert code == 0 and info["mode"] == "sequence ids" and info["sequences"] == 2 and info["samples"] == 3
+
+
+def test_corrupt_cbf_is_a_located_error(tmp_path, capsys):
+    _, cbf, _ = convert_sample(tmp_path, capsys)
+    data = bytearray(cbf.read_bytes())
+    data[0] = 0
+    cbf.write_bytes(bytes(data))
+    code, _, err = run(capsys, "cat", str(cbf))
+    assert code == 1 and "byte offset 0" in err
+
+
+def test_convert_refuses_unknown_output_extension(tmp_path, capsys):
+    src = write(tmp_path, SAMPLE)
+    with pytest.raises(SystemExit, match="--to"):
+        main(["convert", str(src), str(tmp_path / "x.weird"), *STREAM_ARGS])

@@ -13,6 +13,10 @@ class RecordkitError(Exception):
     """Base class of every error recordkit raises on purpose."""
 
 
+class UsageError(RecordkitError, ValueError):
+    """The caller asked for something inconsistent (streams that do not match a file, ...)."""
+
+
 class FormatError(RecordkitError, ValueError):
     """Malformed input, located in its file.
 

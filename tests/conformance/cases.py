@@ -325,18 +325,9 @@ CASES: list[Case] = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# CNTKBinaryReaderTests.cpp: listed so the closing note can account for them
+# CNTKBinaryReaderTests.cpp: all six run in test_cntk_cbf_conformance.py (its own table there)
 
-_CBF = "CBF (CNTK binary format) reader: separate issue"
-CBF_CASES: list[Case] = [
-    Case(f"cbf-{name}", f"CNTKBinaryReader_{name}", f"cbf_{name.lower()}", "pending", None, control,
-         variants=PLAIN, pending=_CBF)
-    for name, control in [
-        ("Simple_dense", "Simple_dense.txt"), ("MNIST_dense", "MNIST_dense.txt"),
-        ("10x10_dense", "10x10_dense.txt"), ("50x20_jagged_sequences_dense", "50x20_jagged_sequences_dense.txt"),
-        ("10x10_sparse", "10x10_sparse.txt"), ("50x20_jagged_sequences_sparse", "50x20_jagged_sequences_sparse.txt"),
-    ]
-]
+CBF_CASES: list[Case] = []
 
 BY_ID = {c.id: c for c in CASES + CBF_CASES}
 

@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    reader = sources.open_ctf(args)
+    reader = sources.open_source(args)
     specs = reader.streams
     out = sys.stdout.buffer
     total = sum(c.size for c in reader.chunks)
@@ -34,6 +34,9 @@ def run(args) -> int:
 
 
 def report_tolerated(reader) -> None:
+    """After a run under an error budget: how many errors were tolerated (stderr)."""
+    if not hasattr(reader, "summary"):
+        return
     s = reader.summary()
     if s["errors"]:
         print(f"recordkit: {reader.path}: {s['errors']} error(s) tolerated (max {reader.budget.max_errors}); "

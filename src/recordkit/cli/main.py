@@ -6,7 +6,7 @@ import sys
 import warnings
 
 from recordkit import __version__
-from recordkit.errors import RecordkitError
+from recordkit.errors import RecordkitError, UsageError
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -14,13 +14,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from recordkit.cli import cat, demo, stats
+    from recordkit.cli import cat, convert, demo, inspect_cmd, stats
     parser = argparse.ArgumentParser(prog="recordkit", description=(
-        "Read, write and inspect deep-learning record formats (CNTK text format today)."))
+        "Read, write, convert and inspect deep-learning record formats (CNTK CTF and CBF)."))
     parser.add_argument("--version", action="version", version=f"recordkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (cat, stats, demo):
+    for module in (cat, stats, convert, inspect_cmd, demo):
         module.register(sub)
     return parser
 
@@ -32,6 +32,9 @@ def main(argv=None) -> int:
     warnings.simplefilter("always")
     try:
         return int(args.run(args) or 0)
+    except UsageError as e:
+        print(f"recordkit: error: {e}", file=sys.stderr)
+        return 2
     except RecordkitError as e:
         print(f"recordkit: error: {e}", file=sys.stderr)
         return 1

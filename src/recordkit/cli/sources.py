@@ -1,9 +1,14 @@
-"""Opening a data source from command-line arguments (shared by cat, stats, ...)."""
+"""Opening a data source from command-line arguments (shared by cat, stats, convert, ...).
+
+CTF files need their streams declared (``--stream``); CBF files carry them in their
+header, so there ``--stream NAME=FORMAT:DIM:ALIAS`` only selects and renames.
+"""
 from __future__ import annotations
 
 import argparse
 
 from recordkit.engine.streams import StreamSpec
+from recordkit.errors import RecordkitError, UsageError
 
 
 def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,8 +18,9 @@ def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
                    help="tolerate N malformed inputs (each is reported and its sequence skipped)")
     p.add_argument("--skip-sequence-ids", action="store_true",
                    help="ignore sequence ids: every line is a sequence of its own")
-    p.add_argument("--precision", choices=["float", "double"], default="float",
-                   help="element type: float (float32, default) or double (float64)")
+    p.add_argument("--precision", choices=["float", "double"], default=None,
+                   help="element type: float (float32; the CTF default) or double (float64); "
+                        "CBF keeps the file's types unless this is given")
     p.add_argument("--defines-mb-size", metavar="NAME",
                    help="the stream whose sample count is the sequence length")
     p.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES",
@@ -44,8 +50,35 @@ def parse_streams(args) -> list[StreamSpec]:
     return streams
 
 
-def open_ctf(args):
+def open_ctf(args, path=None, streams=None):
     from recordkit.formats.ctf import CTFReader
-    return CTFReader(args.path, parse_streams(args), precision=args.precision, max_errors=args.max_errors,
-                     skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
-                     chunk_size=args.chunk_size, cache_index=args.cache_index)
+    return CTFReader(path or args.path, streams or parse_streams(args), precision=args.precision or "float",
+                     max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
+                     trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index)
+
+
+def open_cbf(args, path=None):
+    from recordkit.formats.cbf import CBFReader
+    selection = None
+    if args.stream:
+        selection = []
+        for text in args.stream:
+            try:
+                selection.append(StreamSpec.parse(text))
+            except ValueError as e:
+                raise SystemExit(f"recordkit: error: {e}")
+    try:
+        return CBFReader(path or args.path, selection, precision=args.precision)
+    except ValueError as e:
+        if isinstance(e, RecordkitError):
+            raise
+        raise UsageError(str(e)) from None
+
+
+def open_source(args, path=None):
+    """A reader for ``path`` (default ``args.path``), its format sniffed from the content."""
+    from recordkit.formats.detect import sniff
+    path = path or args.path
+    if sniff(path) == "cbf":
+        return open_cbf(args, path)
+    return open_ctf(args, path)

@@ -58,7 +58,7 @@ def compute(reader, progress=None) -> dict:
 
 
 def run(args) -> int:
-    reader = sources.open_ctf(args)
+    reader = sources.open_source(args)
     with reader, byte_progress(sum(c.size for c in reader.chunks), "stats") as bar:
         result = compute(reader, bar)
     if args.json:

@@ -136,8 +136,10 @@ def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, l
     cdef const uint8_t* p = &buf[0] if n > 0 else NULL
     cdef bint ok
     cdef int64_t s
+    cdef uint8_t flag
     for s in range(ns):
-        sp_.push_back(1 if sparse[s] else 0)
+        flag = 1 if sparse[s] else 0  # via a typed local: Cython would bind a conditional to a dangling reference
+        sp_.push_back(flag)
         dm.push_back(dims[s])
         es.push_back(esizes[s])
     samples.resize(ns)

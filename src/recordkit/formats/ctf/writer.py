@@ -59,6 +59,48 @@ class CTFWriter:
         self._out.write(b"\n".join(lines) + b"\n")
         self.sequences_written += 1
 
+    def write_chunk(self, chunk) -> None:
+        """Write every sequence of a ChunkData (from any reader), keys included.
+
+        Values are formatted a whole column at a time in the compiled kernel.
+        """
+        texts = []
+        for spec in self._streams:
+            col = chunk.columns.get(spec.name)
+            if col is None:
+                raise ValueError(f"chunk has no stream '{spec.name}'")
+            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, "
+                                 f"the data is {'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            vals = np.asarray(col.values, dtype=np.float64)
+            if not np.all(np.isfinite(vals)):
+                raise ValueError(f"stream '{spec.name}': CTF cannot represent inf or nan")
+            if spec.is_sparse:
+                rows = _kernel.format_sparse_rows(np.asarray(col.indptr, dtype=np.int64),
+                                                  np.asarray(col.indices, dtype=np.int64),
+                                                  np.ascontiguousarray(vals), self._double)
+            else:
+                rows = _kernel.format_dense_rows(np.ascontiguousarray(vals.astype(self.dtype).astype(np.float64)),
+                                                 self._double)
+            texts.append((self._prefix[spec.name], b"\t|" + spec.alias.encode(), rows, col.seq_offsets))
+        out = []
+        for i in range(len(chunk)):
+            head = str(int(chunk.keys[i])).encode("ascii")
+            spans = [(int(so[i]), int(so[i + 1])) for _, _, _, so in texts]
+            longest = max((b - a for a, b in spans), default=0)
+            if longest == 0:
+                raise ValueError(f"sequence {int(chunk.keys[i])} has no samples in any stream: CTF cannot represent it")
+            for t in range(longest):
+                parts = [head]
+                for (prefix, bare, rows, _), (a, b) in zip(texts, spans):
+                    if a + t < b:
+                        row = rows[a + t]
+                        parts.append(b"\t" + prefix + row if row else bare)
+                out.append(b"".join(parts))
+        if out:
+            self._out.write(b"\n".join(out) + b"\n")
+        self.sequences_written += len(chunk)
+
     def _format(self, spec: StreamSpec, value) -> list[bytes]:
         if spec.is_sparse:
             m = value.tocsr() if sp.issparse(value) else sp.csr_matrix(np.asarray(value))

@@ -1,0 +1,194 @@
+"""CBFWriter: sequences (or whole chunks of them) in, CBF chunks out.
+
+Sequences are buffered until the chunk being built reaches ``chunk_size`` bytes
+(checked after each complete sequence, so a chunk is never split inside a sequence
+and holds at least one), then encoded by the compiled kernel and appended. The
+header and the offset table go at the end; the file is written to a temporary name
+and renamed on ``close()``. Each sequence's meta sample count (the chunk prefix) is
+the maximum over its streams, as CNTK's converter writes it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from recordkit.atomic import AtomicFile
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
+from recordkit.formats.cbf import _kernel, layout
+
+DEFAULT_CHUNK_SIZE = 32 << 20
+
+
+class CBFWriter:
+    """Write a CBF file. ``streams`` name the streams (``name`` is stored in the header)."""
+
+    def __init__(self, path, streams, *, precision="float", chunk_size: int = DEFAULT_CHUNK_SIZE):
+        self._streams = check_streams(streams)
+        self.dtype = resolve_precision(precision)
+        if int(chunk_size) <= 0:
+            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+        self.chunk_size = int(chunk_size)
+        self._out = AtomicFile(path)
+        self._out.write(layout.PREFIX.pack(layout.MAGIC, layout.VERSION))
+        self._pos = layout.PREFIX.size
+        self._table = []
+        self._pending: list[tuple[ChunkData, int, int]] = []  # (chunk, first seq, end seq)
+        self._pending_bytes = 0
+        self._esize = self.dtype.itemsize
+        self.sequences_written = 0
+        self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=self.dtype) for s in self._streams]
+
+    # -- input ------------------------------------------------------------------------------------
+    def write(self, data: dict, key=None) -> None:
+        """Add one sequence: ``{stream name: (samples, dim) array or sparse matrix}``.
+
+        CBF stores no keys: sequences are numbered by position (``key`` is ignored).
+        """
+        unknown = set(data) - {s.name for s in self._streams}
+        if unknown:
+            raise ValueError(f"streams {sorted(unknown)} are not declared")
+        cols = {}
+        lengths = []
+        for spec in self._streams:
+            value = data.get(spec.name)
+            if spec.is_sparse:
+                m = sp.csr_matrix((0, spec.dim)) if value is None else (
+                    value.tocsr() if sp.issparse(value) else sp.csr_matrix(np.atleast_2d(np.asarray(value))))
+                if m.shape[1] != spec.dim:
+                    raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {m.shape}")
+                n = m.shape[0]
+                cols[spec.name] = SparseColumn(np.asarray(m.data), np.asarray(m.indices, dtype=np.int32),
+                                               np.asarray(m.indptr, dtype=np.int64), np.array([0, n]), spec.dim)
+            else:
+                arr = np.zeros((0, spec.dim)) if value is None else np.asarray(value)
+                if arr.ndim == 1:
+                    arr = arr.reshape(1, -1)
+                if arr.ndim != 2 or arr.shape[1] != spec.dim:
+                    raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {arr.shape}")
+                n = arr.shape[0]
+                cols[spec.name] = DenseColumn(arr, np.array([0, n]))
+            lengths.append(n)
+        self.write_chunk(ChunkData(-1, np.zeros(1, np.uint64), np.array([max(lengths)]), cols))
+
+    def write_chunk(self, chunk: ChunkData) -> None:
+        """Add every sequence of a ChunkData (from any reader), splitting into CBF chunks by size."""
+        cols = self._columns_of(chunk)
+        n = len(chunk)
+        if n == 0:
+            return
+        sizes = np.full(n, 4, dtype=np.int64)
+        for spec, col in zip(self._streams, cols):
+            counts = np.diff(col.seq_offsets)
+            if spec.is_sparse:
+                nnz = np.diff(col.indptr[col.seq_offsets])
+                sizes += 8 + nnz * (self._esize + 4) + counts * 4
+            else:
+                sizes += 4 + counts * spec.dim * self._esize
+        start = 0
+        cum = np.cumsum(sizes)
+        while start < n:
+            room = self.chunk_size - self._pending_bytes
+            base = cum[start - 1] if start else 0
+            # the chunk closes after the first sequence that brings it to chunk_size or more
+            end = int(np.searchsorted(cum, base + room, side="left")) + 1
+            end = min(max(end, start + 1), n)
+            self._pending.append((chunk, start, end))
+            self._pending_bytes += int(cum[end - 1] - base)
+            if self._pending_bytes >= self.chunk_size:
+                self._flush()
+            start = end
+
+    def _columns_of(self, chunk: ChunkData):
+        cols = []
+        for spec in self._streams:
+            col = chunk.columns.get(spec.name)
+            if col is None:
+                raise ValueError(f"chunk has no stream '{spec.name}'")
+            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+                kind = "sparse" if col.is_sparse else "dense"
+                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, "
+                                 f"the data is {kind} dim {col.dim}")
+            if spec.is_sparse and len(col.indices) and (col.indices.min() < 0 or col.indices.max() >= spec.dim):
+                raise ValueError(f"stream '{spec.name}': sparse index outside [0, {spec.dim})")
+            cols.append(col)
+        return cols
+
+    # -- output -----------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        if len(self._pending) == 1:
+            chunk, a, b = self._pending[0]
+            meta_src = [(chunk, a, b)]
+        else:
+            meta_src = self._pending
+        # columns restricted to the pending sequences (no copy when they come from one chunk)
+        columns = []
+        for s, spec in enumerate(self._streams):
+            parts = []
+            for chunk, a, b in meta_src:
+                col = chunk.columns[spec.name]
+                parts.append((col, a, b))
+            columns.append(self._encode_input(spec, parts))
+        meta = np.concatenate([self._meta(chunk, a, b) for chunk, a, b in meta_src]).astype(np.uint32)
+        blob = _kernel.encode_chunk(meta, columns, [s.is_sparse for s in self._streams],
+                                    [s.dim for s in self._streams], [self._esize] * len(self._streams))
+        self._table.append((self._pos, len(meta), int(meta.astype(np.int64).sum())))
+        self._out.write(memoryview(blob))
+        self._pos += len(blob)
+        self.sequences_written += len(meta)
+        self._pending = []
+        self._pending_bytes = 0
+
+    def _meta(self, chunk, a, b) -> np.ndarray:
+        counts = [np.diff(chunk.columns[s.name].seq_offsets[a:b + 1]) for s in self._streams]
+        return np.max(np.vstack(counts), axis=0)
+
+    def _encode_input(self, spec, parts):
+        """(values bytes, indices, indptr, seq_offsets) for encode_chunk, in the writer's dtype."""
+        if len(parts) == 1:
+            col, a, b = parts[0]
+            so = np.ascontiguousarray(col.seq_offsets[a:b + 1], dtype=np.int64)
+            vals = np.ascontiguousarray(col.values, dtype=self.dtype)
+            if spec.is_sparse:
+                return (vals.view(np.uint8), np.ascontiguousarray(col.indices, dtype=np.int32),
+                        np.ascontiguousarray(col.indptr, dtype=np.int64), so)
+            return vals.reshape(-1).view(np.uint8), None, None, so
+        # several sources: gather the pending sequences into one column
+        vals, inds, ptrs, counts = [], [], [], []
+        base = 0
+        for col, a, b in parts:
+            lo, hi = int(col.seq_offsets[a]), int(col.seq_offsets[b])
+            counts.append(np.diff(col.seq_offsets[a:b + 1]))
+            if spec.is_sparse:
+                plo, phi = int(col.indptr[lo]), int(col.indptr[hi])
+                vals.append(col.values[plo:phi])
+                inds.append(col.indices[plo:phi])
+                ptrs.append(col.indptr[lo:hi] - plo + base)
+                base += phi - plo
+            else:
+                vals.append(col.values[lo:hi])
+        so = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
+        v = np.ascontiguousarray(np.concatenate(vals), dtype=self.dtype)
+        if spec.is_sparse:
+            ptr = np.concatenate(ptrs + [np.array([base])]).astype(np.int64)
+            return v.view(np.uint8), np.concatenate(inds).astype(np.int32), ptr, so
+        return v.reshape(-1).view(np.uint8), None, None, so
+
+    def close(self) -> None:
+        self._flush()
+        self._out.write(layout.encode_header(self._header_streams, self._table, self._pos))
+        self._out.commit()
+
+    def abort(self) -> None:
+        self._out.discard()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

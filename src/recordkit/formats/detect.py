@@ -1,0 +1,35 @@
+"""Which format a path holds: by content first (magic numbers), then by extension."""
+from __future__ import annotations
+
+import os
+import struct
+
+from recordkit.formats.cbf import layout as cbf_layout
+
+CTF_EXTENSIONS = {".ctf", ".txt", ".text"}
+CBF_EXTENSIONS = {".cbf", ".bin"}
+
+
+def sniff(path) -> str:
+    """'cbf' or 'ctf' for an existing file: its magic number, else its extension, else CTF.
+
+    The extension matters for damaged files: a ``.cbf`` whose magic number is gone
+    should be reported as a broken CBF file, not parsed as text.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if len(head) == 8 and struct.unpack("<Q", head)[0] == cbf_layout.MAGIC:
+        return "cbf"
+    return by_extension(path, "ctf")
+
+
+def by_extension(path, default: str | None = None) -> str | None:
+    """'cbf'/'ctf' from a file name (for outputs, which do not exist yet)."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext in CBF_EXTENSIONS:
+        return "cbf"
+    if ext in CTF_EXTENSIONS:
+        return "ctf"
+    return default
