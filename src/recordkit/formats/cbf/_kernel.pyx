@@ -215,14 +215,17 @@ cdef void _gather(const uint8_t[::1] buf, int64_t nseq, vector[uint8_t]& sp_, ve
 
 
 def encode_chunk(const uint32_t[::1] meta, list columns, list sparse, list dims, list esizes):
-    """Encode sequences into one CBF chunk (bytes).
+    """Encode sequences into one CBF chunk (a uint8 array).
 
-    columns[s] = (values as uint8 view of the element type, indices int32 | None,
-    indptr int64 | None, seq_offsets int64[nseq+1] over samples).
+    columns[s] is a list of parts, each (values as a uint8 view of the element type,
+    indices int32 | None, indptr int64 | None, seq_offsets int64): the part's
+    sequences are seq_offsets[q]..seq_offsets[q+1] (absolute sample positions in its
+    arrays). Parts follow each other, so a chunk can gather sequences from several
+    input chunks without concatenating them first.
     """
     cdef int64_t nseq = meta.shape[0]
     cdef int64_t ns = len(columns)
-    cdef int64_t s, q, a, b, z, lo, hi, j, esz, dim, total = 4 * nseq
+    cdef int64_t s, q, a, b, z, lo, hi, j, esz, dim, total = 4 * nseq, pq
     cdef const uint8_t[::1] vals
     cdef const int32_t[::1] ind
     cdef const int64_t[::1] ptr
@@ -233,53 +236,60 @@ def encode_chunk(const uint32_t[::1] meta, list columns, list sparse, list dims,
     cdef int32_t i32
     cdef bint is_sp
     for s in range(ns):
-        so = columns[s][3]
         esz = esizes[s]
         dim = dims[s]
-        if sparse[s]:
-            ptr = columns[s][2]
-            total += nseq * 8 + (ptr[so[nseq]] - ptr[so[0]]) * (esz + 4) + (so[nseq] - so[0]) * 4
-        else:
-            total += nseq * 4 + (so[nseq] - so[0]) * dim * esz
+        is_sp = sparse[s]
+        pq = 0
+        for part in columns[s]:
+            so = part[3]
+            pq += so.shape[0] - 1
+            if is_sp:
+                ptr = part[2]
+                total += (so.shape[0] - 1) * 8 + (ptr[so[so.shape[0] - 1]] - ptr[so[0]]) * (esz + 4) \
+                    + (so[so.shape[0] - 1] - so[0]) * 4
+            else:
+                total += (so.shape[0] - 1) * 4 + (so[so.shape[0] - 1] - so[0]) * dim * esz
+        if pq != nseq:
+            raise ValueError(f"stream {s}: parts hold {pq} sequences, meta has {nseq}")
     buf = np.empty(total, dtype=np.uint8)
     out = buf
-    pos = 0
     if nseq:
         memcpy(&out[0], &meta[0], 4 * nseq)
     pos = 4 * nseq
     for s in range(ns):
-        so = columns[s][3]
         esz = esizes[s]
         dim = dims[s]
-        vals = columns[s][0]
         is_sp = sparse[s]
-        if is_sp:
-            ind = columns[s][1]
-            ptr = columns[s][2]
-        with nogil:
-            for q in range(nseq):
-                a = so[q]
-                b = so[q + 1]
-                u = <uint32_t>(b - a)
-                memcpy(&out[pos], &u, 4)
-                pos += 4
-                if not is_sp:
-                    if b > a:
-                        memcpy(&out[pos], &vals[a * dim * esz], (b - a) * dim * esz)
-                    pos += (b - a) * dim * esz
-                    continue
-                lo = ptr[a]
-                hi = ptr[b]
-                z = hi - lo
-                i32 = <int32_t>z
-                memcpy(&out[pos], &i32, 4)
-                pos += 4
-                if z:
-                    memcpy(&out[pos], &vals[lo * esz], z * esz)
-                    memcpy(&out[pos + z * esz], &ind[lo], z * 4)
-                pos += z * esz + z * 4
-                for j in range(a, b):
-                    i32 = <int32_t>(ptr[j + 1] - ptr[j])
+        for part in columns[s]:
+            vals = part[0]
+            so = part[3]
+            if is_sp:
+                ind = part[1]
+                ptr = part[2]
+            with nogil:
+                for q in range(so.shape[0] - 1):
+                    a = so[q]
+                    b = so[q + 1]
+                    u = <uint32_t>(b - a)
+                    memcpy(&out[pos], &u, 4)
+                    pos += 4
+                    if not is_sp:
+                        if b > a:
+                            memcpy(&out[pos], &vals[a * dim * esz], (b - a) * dim * esz)
+                        pos += (b - a) * dim * esz
+                        continue
+                    lo = ptr[a]
+                    hi = ptr[b]
+                    z = hi - lo
+                    i32 = <int32_t>z
                     memcpy(&out[pos], &i32, 4)
                     pos += 4
+                    if z:
+                        memcpy(&out[pos], &vals[lo * esz], z * esz)
+                        memcpy(&out[pos + z * esz], &ind[lo], z * 4)
+                    pos += z * esz + z * 4
+                    for j in range(a, b):
+                        i32 = <int32_t>(ptr[j + 1] - ptr[j])
+                        memcpy(&out[pos], &i32, 4)
+                        pos += 4
     return buf

@@ -6,8 +6,15 @@ and holds at least one), then encoded by the compiled kernel and appended. The
 header and the offset table go at the end; the file is written to a temporary name
 and renamed on ``close()``. Each sequence's meta sample count (the chunk prefix) is
 the maximum over its streams, as CNTK's converter writes it.
+
+Encoding and writing a chunk run on a background thread (the kernel and the file
+write release the GIL), so a conversion parses the next input chunk meanwhile; at
+most ``MAX_IN_FLIGHT`` chunks wait, which bounds memory.
 """
 from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,6 +25,7 @@ from recordkit.engine.streams import StreamSpec, check_streams, resolve_precisio
 from recordkit.formats.cbf import _kernel, layout
 
 DEFAULT_CHUNK_SIZE = 32 << 20
+MAX_IN_FLIGHT = 2
 
 
 class CBFWriter:
@@ -38,6 +46,8 @@ class CBFWriter:
         self._esize = self.dtype.itemsize
         self.sequences_written = 0
         self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=self.dtype) for s in self._streams]
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
+        self._in_flight: deque = deque()
 
     # -- input ------------------------------------------------------------------------------------
     def write(self, data: dict, key=None) -> None:
@@ -118,12 +128,8 @@ class CBFWriter:
     def _flush(self) -> None:
         if not self._pending:
             return
-        if len(self._pending) == 1:
-            chunk, a, b = self._pending[0]
-            meta_src = [(chunk, a, b)]
-        else:
-            meta_src = self._pending
-        # columns restricted to the pending sequences (no copy when they come from one chunk)
+        meta_src = self._pending
+        # per stream, the pending sequences as parts of their source columns (no copies)
         columns = []
         for s, spec in enumerate(self._streams):
             parts = []
@@ -132,56 +138,61 @@ class CBFWriter:
                 parts.append((col, a, b))
             columns.append(self._encode_input(spec, parts))
         meta = np.concatenate([self._meta(chunk, a, b) for chunk, a, b in meta_src]).astype(np.uint32)
+        self._pending = []
+        self._pending_bytes = 0
+        while len(self._in_flight) >= MAX_IN_FLIGHT:
+            self._in_flight.popleft().result()
+        self._in_flight.append(self._io.submit(self._encode_and_write, meta, columns))
+
+    def _encode_and_write(self, meta, columns) -> None:
+        # runs on the single writer thread: chunks are appended in submission order
         blob = _kernel.encode_chunk(meta, columns, [s.is_sparse for s in self._streams],
                                     [s.dim for s in self._streams], [self._esize] * len(self._streams))
         self._table.append((self._pos, len(meta), int(meta.astype(np.int64).sum())))
         self._out.write(memoryview(blob))
         self._pos += len(blob)
         self.sequences_written += len(meta)
-        self._pending = []
-        self._pending_bytes = 0
+
+    def _drain(self) -> None:
+        try:
+            while self._in_flight:
+                self._in_flight.popleft().result()
+        finally:
+            self._io.shutdown(wait=True)
 
     def _meta(self, chunk, a, b) -> np.ndarray:
         counts = [np.diff(chunk.columns[s.name].seq_offsets[a:b + 1]) for s in self._streams]
         return np.max(np.vstack(counts), axis=0)
 
     def _encode_input(self, spec, parts):
-        """(values bytes, indices, indptr, seq_offsets) for encode_chunk, in the writer's dtype."""
-        if len(parts) == 1:
-            col, a, b = parts[0]
+        """The encoder's parts for one stream: each (values bytes, indices, indptr, seq_offsets),
+        in the writer's dtype, referring to the sources' arrays without gathering them."""
+        out = []
+        for col, a, b in parts:
             so = np.ascontiguousarray(col.seq_offsets[a:b + 1], dtype=np.int64)
             vals = np.ascontiguousarray(col.values, dtype=self.dtype)
             if spec.is_sparse:
-                return (vals.view(np.uint8), np.ascontiguousarray(col.indices, dtype=np.int32),
-                        np.ascontiguousarray(col.indptr, dtype=np.int64), so)
-            return vals.reshape(-1).view(np.uint8), None, None, so
-        # several sources: gather the pending sequences into one column
-        vals, inds, ptrs, counts = [], [], [], []
-        base = 0
-        for col, a, b in parts:
-            lo, hi = int(col.seq_offsets[a]), int(col.seq_offsets[b])
-            counts.append(np.diff(col.seq_offsets[a:b + 1]))
-            if spec.is_sparse:
-                plo, phi = int(col.indptr[lo]), int(col.indptr[hi])
-                vals.append(col.values[plo:phi])
-                inds.append(col.indices[plo:phi])
-                ptrs.append(col.indptr[lo:hi] - plo + base)
-                base += phi - plo
+                out.append((vals.view(np.uint8), np.ascontiguousarray(col.indices, dtype=np.int32),
+                            np.ascontiguousarray(col.indptr, dtype=np.int64), so))
             else:
-                vals.append(col.values[lo:hi])
-        so = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
-        v = np.ascontiguousarray(np.concatenate(vals), dtype=self.dtype)
-        if spec.is_sparse:
-            ptr = np.concatenate(ptrs + [np.array([base])]).astype(np.int64)
-            return v.view(np.uint8), np.concatenate(inds).astype(np.int32), ptr, so
-        return v.reshape(-1).view(np.uint8), None, None, so
+                out.append((vals.reshape(-1).view(np.uint8), None, None, so))
+        return out
 
     def close(self) -> None:
-        self._flush()
+        try:
+            self._flush()
+            self._drain()
+        except BaseException:
+            self.abort()
+            raise
         self._out.write(layout.encode_header(self._header_streams, self._table, self._pos))
         self._out.commit()
 
     def abort(self) -> None:
+        for fut in self._in_flight:
+            fut.cancel()
+        self._io.shutdown(wait=True)
+        self._in_flight.clear()
         self._out.discard()
 
     def __enter__(self):
