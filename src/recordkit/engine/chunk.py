@@ -40,6 +40,11 @@ class DenseColumn:
     def sequence(self, i: int) -> np.ndarray:
         return self.values[self.seq_offsets[i]:self.seq_offsets[i + 1]]
 
+    def take(self, seqs: np.ndarray) -> "DenseColumn":
+        """The column of sequences ``seqs`` (in that order)."""
+        rows, offsets = _sample_rows(self.seq_offsets, seqs)
+        return DenseColumn(self.values[rows], offsets)
+
 
 @dataclass
 class SparseColumn:
@@ -65,10 +70,34 @@ class SparseColumn:
         indptr = self.indptr[a:b + 1] - lo
         return sp.csr_matrix((self.values[lo:hi], self.indices[lo:hi], indptr), shape=(b - a, self.dim))
 
+    def take(self, seqs: np.ndarray) -> "SparseColumn":
+        """The column of sequences ``seqs`` (in that order)."""
+        rows, offsets = _sample_rows(self.seq_offsets, seqs)
+        nnz_rows, ptr = _sample_rows(self.indptr, rows)
+        return SparseColumn(self.values[nnz_rows], self.indices[nnz_rows], ptr, offsets, self.dim)
+
     def sample(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(indices, values) of sample ``j`` of this column."""
         lo, hi = self.indptr[j], self.indptr[j + 1]
         return self.indices[lo:hi], self.values[lo:hi]
+
+
+def _sample_rows(offsets: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated ranges offsets[i]:offsets[i+1] for i in items, and the new offsets.
+
+    Vectorized (no per-item Python): the ranges' positions are built with one repeat
+    and one cumulative sum.
+    """
+    items = np.asarray(items, dtype=np.int64)
+    starts = offsets[items]
+    counts = offsets[items + 1] - starts
+    new_offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(counts, out=new_offsets[1:])
+    total = int(new_offsets[-1])
+    if total == 0:
+        return np.zeros(0, dtype=np.int64), new_offsets
+    rows = np.arange(total, dtype=np.int64) - np.repeat(new_offsets[:-1] - starts, counts)
+    return rows, new_offsets
 
 
 @dataclass
@@ -96,6 +125,9 @@ class ChunkData:
     keys: np.ndarray
     lengths: np.ndarray
     columns: dict
+    # index in the chunk's description of each sequence here; None = 0..n-1. Differs when
+    # sequences were dropped for errors (the chunk description counted them).
+    positions: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -111,6 +143,43 @@ class ChunkData:
     def sequence(self, i: int) -> Sequence:
         return Sequence(int(self.keys[i]), {name: col.sequence(i) for name, col in self.columns.items()})
 
+    def take(self, seqs) -> "ChunkData":
+        """A ChunkData of the sequences at indexes ``seqs`` (in that order)."""
+        seqs = np.asarray(seqs, dtype=np.int64)
+        return ChunkData(self.chunk_id, self.keys[seqs], self.lengths[seqs],
+                         {name: col.take(seqs) for name, col in self.columns.items()},
+                         None if self.positions is None else self.positions[seqs])
+
+    def position_lookup(self, num_described: int) -> np.ndarray:
+        """For each described sequence index, its index here, or -1 if it was dropped."""
+        out = np.full(num_described, -1, dtype=np.int64)
+        pos = np.arange(len(self.keys)) if self.positions is None else self.positions
+        out[pos] = np.arange(len(self.keys))
+        return out
+
     def __iter__(self):
         for i in range(len(self.keys)):
             yield self.sequence(i)
+
+
+def concat_chunks(chunks: list[ChunkData]) -> ChunkData:
+    """One ChunkData holding the sequences of several, in order (columns concatenated)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    cols = {}
+    for name, first in chunks[0].columns.items():
+        parts = [c.columns[name] for c in chunks]
+        counts = np.concatenate([np.diff(p.seq_offsets) for p in parts])
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        if first.is_sparse:
+            ptrs, base = [], 0
+            for p in parts:
+                ptrs.append(p.indptr[:-1] + base)
+                base += int(p.indptr[-1])
+            ptr = np.concatenate(ptrs + [np.array([base], dtype=np.int64)])
+            cols[name] = SparseColumn(np.concatenate([p.values for p in parts]),
+                                      np.concatenate([p.indices for p in parts]), ptr, offsets, first.dim)
+        else:
+            cols[name] = DenseColumn(np.concatenate([p.values for p in parts]), offsets)
+    return ChunkData(-1, np.concatenate([c.keys for c in chunks]), np.concatenate([c.lengths for c in chunks]), cols)

@@ -132,6 +132,11 @@ class CBFReader:
         n = info.num_sequences
         return np.frombuffer(self._mm, dtype="<u4", count=n, offset=info.offset).astype(np.int64)
 
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        """CBF keys are ordinals: chunk start + index in chunk."""
+        first = int(self._first_key[chunk_id])
+        return np.arange(first, first + self._chunks[chunk_id].num_sequences, dtype=np.uint64)
+
     def _decode(self, chunk_id: int) -> ChunkData:
         info = self._chunks[chunk_id]
         hs = self.header.streams

@@ -102,6 +102,16 @@ class CTFReader:
         return self._finish_chunk(chunk_id, [piece])
 
     # -- conveniences --------------------------------------------------------------------------
+    def sequence_lengths(self, chunk_id: int) -> np.ndarray:
+        """Index estimate of each sequence's length (its non-blank lines), without parsing."""
+        lo, hi = int(self._bounds[chunk_id]), int(self._bounds[chunk_id + 1])
+        return self.index.rows[lo:hi].astype(np.int64)
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        """Keys of the chunk's described sequences, without parsing."""
+        lo, hi = int(self._bounds[chunk_id]), int(self._bounds[chunk_id + 1])
+        return self.index.keys[lo:hi]
+
     @property
     def errors_counted(self) -> int:
         return self.budget.count
@@ -238,7 +248,8 @@ class CTFReader:
             lengths = counts_all[self._mb_stream].copy()
         else:
             lengths = np.max(np.vstack(counts_all), axis=0) if len(kept) else np.zeros(0, dtype=np.int64)
-        data = ChunkData(chunk_id, keys, lengths, cols)
+        first = int(self._bounds[chunk_id])
+        data = ChunkData(chunk_id, keys, lengths, cols, positions=kept - first)
         if self.keep_data_in_memory:
             self._memory[chunk_id] = data
         return data

@@ -1,0 +1,1 @@
+"""Readers of other frameworks' configuration files (CNTK BrainScript reader sections, ...)."""

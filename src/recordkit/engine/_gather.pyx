@@ -1,0 +1,126 @@
+# distutils: language = c++
+# cython: language_level=3
+"""Compiled minibatch assembly: copy the picked sequences out of many chunks at once.
+
+A randomized minibatch draws its sequences from every chunk of the randomization
+window; gathering them chunk by chunk in NumPy costs a few Python calls per chunk
+per stream. These kernels take the chunks' column arrays as lists and copy every
+picked sequence's rows in one call per stream, without the GIL. Rows are moved as
+raw bytes, so one kernel serves float32 and float64.
+"""
+from libc.stdint cimport int64_t, int32_t, uint8_t
+from libc.string cimport memcpy
+from libcpp.vector cimport vector
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+
+def gather_padded(list rows, list offsets, const int64_t[::1] slot, const int64_t[::1] seq, Py_ssize_t row_bytes):
+    """Dense: sequences seq[i] of chunk slot[i] into a (S*T, row_bytes) zero-padded byte array.
+
+    rows[k]: chunk k's values as a C-contiguous (samples, row_bytes) uint8 array;
+    offsets[k]: its per-sequence sample offsets. T is the longest picked sequence.
+    Returns (out, lengths, T).
+    """
+    cdef Py_ssize_t S = slot.shape[0], K = len(rows), i, k
+    cdef vector[const uint8_t*] base
+    cdef vector[const int64_t*] offs
+    cdef const uint8_t[:, ::1] r
+    cdef const int64_t[::1] o
+    for k in range(K):
+        r = rows[k]
+        o = offsets[k]
+        base.push_back(&r[0, 0] if r.shape[0] > 0 else NULL)
+        offs.push_back(&o[0])
+    lengths = np.empty(S, dtype=np.int64)
+    cdef int64_t[::1] lv = lengths
+    cdef int64_t a, b, n
+    cdef Py_ssize_t T = 0
+    for i in range(S):
+        n = offs[slot[i]][seq[i] + 1] - offs[slot[i]][seq[i]]
+        lv[i] = n
+        if n > T:
+            T = n
+    out = np.zeros((S * T, row_bytes), dtype=np.uint8)
+    cdef uint8_t[:, ::1] ov = out
+    with nogil:
+        for i in range(S):
+            a = offs[slot[i]][seq[i]]
+            n = lv[i]
+            if n > 0 and row_bytes > 0:
+                memcpy(&ov[i * T, 0], base[slot[i]] + a * row_bytes, n * row_bytes)
+    return out, lengths, T
+
+
+def gather_sparse(list values, list indices, list indptrs, list offsets, const int64_t[::1] slot,
+                  const int64_t[::1] seq, Py_ssize_t itemsize):
+    """Sparse: the picked sequences' samples, concatenated: (values bytes, indices, indptr, lengths)."""
+    cdef Py_ssize_t S = slot.shape[0], K = len(values), i, k, j
+    cdef vector[const uint8_t*] vb
+    cdef vector[const int32_t*] ib
+    cdef vector[const int64_t*] pb
+    cdef vector[const int64_t*] ob
+    cdef const uint8_t[::1] v
+    cdef const int32_t[::1] ix
+    cdef const int64_t[::1] p
+    cdef const int64_t[::1] o
+    for k in range(K):
+        v = values[k]
+        ix = indices[k]
+        p = indptrs[k]
+        o = offsets[k]
+        vb.push_back(&v[0] if v.shape[0] > 0 else NULL)
+        ib.push_back(&ix[0] if ix.shape[0] > 0 else NULL)
+        pb.push_back(&p[0])
+        ob.push_back(&o[0])
+    cdef int64_t total_rows = 0, total_nnz = 0, a, b, lo, hi
+    for i in range(S):
+        a = ob[slot[i]][seq[i]]
+        b = ob[slot[i]][seq[i] + 1]
+        total_rows += b - a
+        total_nnz += pb[slot[i]][b] - pb[slot[i]][a]
+    out_v = np.empty(total_nnz * itemsize, dtype=np.uint8)
+    out_i = np.empty(total_nnz, dtype=np.int32)
+    out_p = np.empty(total_rows + 1, dtype=np.int64)
+    lengths = np.empty(S, dtype=np.int64)
+    cdef uint8_t[::1] vv = out_v
+    cdef int32_t[::1] iv = out_i
+    cdef int64_t[::1] pv = out_p
+    cdef int64_t[::1] lv = lengths
+    cdef int64_t row = 0, nz = 0, z
+    with nogil:
+        for i in range(S):
+            a = ob[slot[i]][seq[i]]
+            b = ob[slot[i]][seq[i] + 1]
+            lv[i] = b - a
+            lo = pb[slot[i]][a]
+            hi = pb[slot[i]][b]
+            for j in range(a, b):
+                pv[row] = nz + pb[slot[i]][j] - lo
+                row += 1
+            z = hi - lo
+            if z > 0:
+                memcpy(&vv[nz * itemsize], vb[slot[i]] + lo * itemsize, z * itemsize)
+                memcpy(&iv[nz], ib[slot[i]] + lo, z * 4)
+            nz += z
+        pv[row] = nz
+    return out_v, out_i, out_p, lengths
+
+
+def gather_items(list arrays, const int64_t[::1] slot, const int64_t[::1] seq):
+    """Per-sequence values (keys, lengths: 8-byte items) of the picked sequences."""
+    cdef Py_ssize_t S = slot.shape[0], K = len(arrays), i, k
+    cdef vector[const int64_t*] base
+    cdef const int64_t[::1] a
+    for k in range(K):
+        a = arrays[k]
+        base.push_back(&a[0] if a.shape[0] > 0 else NULL)
+    out = np.empty(S, dtype=np.int64)
+    cdef int64_t[::1] ov = out
+    with nogil:
+        for i in range(S):
+            ov[i] = base[slot[i]][seq[i]]
+    return out

@@ -1,0 +1,189 @@
+"""Minibatches: the sequences a training step gets, packed per stream.
+
+Dense streams are packed as a zero-padded (sequences, max length, dim) array with a
+boolean mask and the lengths, the layout NumPy/PyTorch code expects; sparse streams
+as one scipy CSR matrix whose rows are the samples, sequence after sequence, plus
+the per-sequence row offsets. Packing is vectorized over the whole minibatch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+
+
+@dataclass
+class StreamBatch:
+    """One stream of a minibatch.
+
+    ``lengths[i]``: samples of sequence i in this stream. Dense: ``data`` is
+    (sequences, T, dim) with T = max length, ``mask`` (sequences, T) marks real samples.
+    Sparse: ``csr`` is (total samples, dim), ``seq_offsets`` its row range per sequence.
+    """
+    name: str
+    is_sparse: bool
+    dim: int
+    lengths: np.ndarray
+    data: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    csr: sp.csr_matrix | None = None
+    seq_offsets: np.ndarray | None = None
+
+    @property
+    def num_sequences(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.csr.dtype if self.is_sparse else self.data.dtype
+
+    def as_sequences(self) -> list:
+        """One (samples, dim) array (dense) or CSR matrix (sparse) per sequence."""
+        if self.is_sparse:
+            return [self.csr[self.seq_offsets[i]:self.seq_offsets[i + 1]] for i in range(self.num_sequences)]
+        return [self.data[i, :n] for i, n in enumerate(self.lengths)]
+
+    def asarray(self) -> np.ndarray:
+        """The padded dense (sequences, T, dim) array (sparse streams are densified)."""
+        if not self.is_sparse:
+            return self.data
+        T = int(self.lengths.max()) if len(self.lengths) else 0
+        out = np.zeros((self.num_sequences, T, self.dim), dtype=self.csr.dtype)
+        rows = _padded_rows(self.lengths, T)
+        out.reshape(-1, self.dim)[rows] = self.csr.toarray()
+        return out
+
+
+@dataclass
+class Minibatch:
+    """What ``MinibatchSource.next_minibatch`` returns."""
+    streams: dict
+    keys: np.ndarray
+    lengths: np.ndarray          # per sequence, as counted for the minibatch size
+    end_of_sweep: bool
+    sweep: int                   # the sweep the minibatch started in
+    sweeps: np.ndarray | None = None  # per sequence: its sweep (a minibatch may span two)
+    extra: dict = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> StreamBatch:
+        return self.streams[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.streams
+
+    @property
+    def num_sequences(self) -> int:
+        return len(self.keys)
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.lengths.sum())
+
+
+def _padded_rows(lengths: np.ndarray, T: int) -> np.ndarray:
+    """Row index (in a flattened (S*T) array) of every real sample, sequence by sequence."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    seq = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    t = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+    return seq * T + t
+
+
+def pack(parts: list[tuple[ChunkData, np.ndarray]], specs, *, frame_mode: bool = False) -> dict:
+    """Pack the chosen sequences (``parts``: chunk + indexes into it, in minibatch order).
+
+    Returns ``{name: StreamBatch}``. Each chunk contributes one vectorized ``take``.
+    """
+    taken = [chunk.take(idx) for chunk, idx in parts]
+    out = {}
+    for spec in specs:
+        cols = [c.columns[spec.name] for c in taken]
+        lengths = np.concatenate([np.diff(c.seq_offsets) for c in cols]) if cols else np.zeros(0, np.int64)
+        if frame_mode and len(lengths) and lengths.max() > 1:
+            bad = int(lengths.max())
+            raise ValueError(f"frame mode needs single-sample sequences, but stream '{spec.name}' has a "
+                             f"sequence of {bad} samples (CNTK: 'Detected a non-frame sequence')")
+        if spec.is_sparse:
+            out[spec.name] = _pack_sparse(spec, cols, lengths)
+        else:
+            out[spec.name] = _pack_dense(spec, cols, lengths)
+    return out
+
+
+def _pack_dense(spec, cols: list[DenseColumn], lengths: np.ndarray) -> StreamBatch:
+    values = np.concatenate([c.values for c in cols]) if len(cols) > 1 else cols[0].values
+    T = int(lengths.max()) if len(lengths) else 0
+    data = np.zeros((len(lengths), T, spec.dim), dtype=values.dtype)
+    mask = np.zeros((len(lengths), T), dtype=bool)
+    rows = _padded_rows(lengths, T)
+    data.reshape(-1, spec.dim)[rows] = values
+    mask.reshape(-1)[rows] = True
+    return StreamBatch(spec.name, False, spec.dim, lengths, data=data, mask=mask)
+
+
+def _pack_sparse(spec, cols: list[SparseColumn], lengths: np.ndarray) -> StreamBatch:
+    values = np.concatenate([c.values for c in cols])
+    indices = np.concatenate([c.indices for c in cols])
+    ptrs, base = [], 0
+    for c in cols:
+        ptrs.append(c.indptr[:-1] + base)
+        base += int(c.indptr[-1])
+    indptr = np.concatenate(ptrs + [np.array([base], dtype=np.int64)])
+    csr = sp.csr_matrix((values, indices, indptr), shape=(len(indptr) - 1, spec.dim))
+    seq_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=seq_offsets[1:])
+    return StreamBatch(spec.name, True, spec.dim, lengths, csr=csr, seq_offsets=seq_offsets)
+
+
+def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, frame_mode: bool = False):
+    """Pack sequences ``seq[i]`` of ``chunks[slot[i]]`` straight from the chunks' columns.
+
+    The compiled gather kernels copy every picked sequence in one call per stream
+    (``engine/_gather.pyx``). Returns (streams, keys, lengths).
+    """
+    from recordkit.engine import _gather
+    slot = np.ascontiguousarray(slot, dtype=np.int64)
+    seq = np.ascontiguousarray(seq, dtype=np.int64)
+    keys = _gather.gather_items([c.keys.view(np.int64) for c in chunks], slot, seq).view(np.uint64)
+    lengths = _gather.gather_items([np.ascontiguousarray(c.lengths, dtype=np.int64) for c in chunks], slot, seq)
+    streams = {}
+    for spec in specs:
+        cols = [c.columns[spec.name] for c in chunks]
+        offsets = [c.seq_offsets for c in cols]
+        if spec.is_sparse:
+            dtype = cols[0].values.dtype
+            vals, ind, ptr, lens = _gather.gather_sparse(
+                [np.ascontiguousarray(c.values).view(np.uint8) for c in cols], [c.indices for c in cols],
+                [c.indptr for c in cols], offsets, slot, seq, dtype.itemsize)
+            _check_frames(spec, lens, frame_mode)
+            csr = sp.csr_matrix((vals.view(dtype), ind, ptr), shape=(len(ptr) - 1, spec.dim))
+            so = np.zeros(len(lens) + 1, dtype=np.int64)
+            np.cumsum(lens, out=so[1:])
+            streams[spec.name] = StreamBatch(spec.name, True, spec.dim, lens, csr=csr, seq_offsets=so)
+        else:
+            dtype = cols[0].values.dtype
+            row_bytes = spec.dim * dtype.itemsize
+            rows = [np.ascontiguousarray(c.values).view(np.uint8).reshape(-1, row_bytes) for c in cols]
+            out, lens, T = _gather.gather_padded(rows, offsets, slot, seq, row_bytes)
+            _check_frames(spec, lens, frame_mode)
+            data = out.view(dtype).reshape(len(lens), T, spec.dim)
+            mask = np.arange(T) < lens[:, None]
+            streams[spec.name] = StreamBatch(spec.name, False, spec.dim, lens, data=data, mask=mask)
+    return streams, keys, lengths
+
+
+def _check_frames(spec, lengths: np.ndarray, frame_mode: bool) -> None:
+    if frame_mode and len(lengths) and lengths.max() > 1:
+        raise ValueError(f"frame mode needs single-sample sequences, but stream '{spec.name}' has a "
+                         f"sequence of {int(lengths.max())} samples (CNTK: 'Detected a non-frame sequence')")

@@ -1,0 +1,447 @@
+"""MinibatchSource: sweeps over any deserializer, cut into minibatches counted in samples.
+
+The model is CNTK's reader: an endless repetition of sweeps, each in the order a
+randomizer gives (``randomizer.py``); minibatches take whole sequences until the
+requested number of samples is reached (at least one sequence each); the data may be
+split among workers; the position can be saved and restored.
+
+Positions. Every sequence of a sweep has a global sample position (sweep index x
+sweep size + the samples before it in the sweep order), counted with the
+deserializer's *index* estimate of each sequence's length, so that every worker
+computes the same positions before loading anything. ``max_samples`` and worker
+shares are defined on these positions; the minibatch size is counted with the loaded
+sequences' real lengths (the ``defines_mb_size`` stream, else the longest stream).
+
+Workers. Unlike CNTK 2.7, which deals out whole chunks (so a worker goes empty when
+there are fewer chunks than workers), each sweep's order is cut into ``n`` contiguous
+runs of about equal samples: every sequence goes to exactly one worker per sweep,
+and with one worker the order is exactly CNTK's.
+
+Memory. Only chunks that the rest of this worker's share still needs are kept; the
+next chunks in order of first use are loaded on background threads (parsing
+releases the GIL) while the caller trains.
+"""
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.minibatch import Minibatch, pack_from_chunks
+from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
+
+INFINITELY_REPEAT = None
+STATE_VERSION = 1
+
+
+@dataclass
+class _Sweep:
+    """One sweep's order with its positions, and this worker's share of it."""
+    index: int
+    chunk: np.ndarray      # original chunk id per position
+    seq: np.ndarray        # index in the chunk description per position
+    cum: np.ndarray        # estimated samples before each position (len + 1)
+    lo: int                # this worker's positions [lo, hi)
+    hi: int
+    last_use: dict         # chunk id -> last position in [lo, hi) that needs it
+    first_use: np.ndarray  # chunks in order of first use within [lo, hi)
+    first_pos: np.ndarray  # ... and that first position
+    by_chunk: dict         # chunk id -> share-relative positions that use it
+    pos_j: np.ndarray      # share-relative: index in the loaded chunk (-1 dropped, -2 not loaded yet)
+    pos_len: np.ndarray    # share-relative: real length once loaded (0 for dropped)
+
+
+class MinibatchSource:
+    """Minibatches from a deserializer (``CTFReader``, ``CBFReader``, a composite, ...).
+
+    randomize: block randomization (CNTK's) or file order. window: randomization
+    window in chunks, or with ``sample_based_window`` in samples; None = the whole
+    data set. seed: sweep k uses seed + k. max_samples / max_sweeps: where the data
+    ends (None = repeat forever). frame_mode: every sequence must be one sample.
+    truncation_length: truncated BPTT (see ``next_minibatch``). num_data_partitions /
+    partition_index: the default worker split (else torch.distributed's, else 1/0).
+    """
+
+    def __init__(self, deserializer, *, randomize: bool = True, window: int | None = None,
+                 sample_based_window: bool = False, seed: int = 0, max_samples: int | None = None,
+                 max_sweeps: int | None = None, frame_mode: bool = False, truncation_length: int = 0,
+                 num_data_partitions: int | None = None, partition_index: int | None = None,
+                 prefetch_chunks: int = 2, threads: int = 2):
+        if max_samples is not None and max_sweeps is not None:
+            raise ValueError("max_samples and max_sweeps are mutually exclusive")
+        if frame_mode and truncation_length:
+            raise ValueError("frame mode and truncated BPTT are mutually exclusive")
+        if truncation_length < 0:
+            raise ValueError("truncation_length must be >= 0")
+        self.deserializer = deserializer
+        self.streams = list(deserializer.streams)
+        self._chunks = list(deserializer.chunks)
+        self._described = {c.id: c.num_sequences for c in self._chunks}
+        self.randomizer = (BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
+                           if randomize else NoRandomizer(self._chunks))
+        self.max_samples = max_samples
+        self.max_sweeps = max_sweeps
+        self.frame_mode = bool(frame_mode)
+        self.truncation_length = int(truncation_length)
+        self._default_partitions = (num_data_partitions, partition_index)
+        self._est_lengths = self._estimate_lengths()
+        # the estimates flattened in chunk-id order, to gather a sweep's lengths in one step
+        ids = sorted(self._est_lengths)
+        self._est_flat = np.concatenate([self._est_lengths[c] for c in ids]) if ids else np.zeros(0, np.int64)
+        self._est_base = np.zeros(max(ids) + 1 if ids else 0, dtype=np.int64)
+        base = 0
+        for c in ids:
+            self._est_base[c] = base
+            base += len(self._est_lengths[c])
+        self.sweep_samples = int(self._est_flat.sum())
+        if self.sweep_samples == 0 and sum(self._described.values()) == 0:
+            raise ValueError("the data holds no sequences")
+        self._partition = None
+        self._sweep: _Sweep | None = None
+        self._cursor = 0
+        self._exhausted = False
+        self.samples_delivered = 0
+        self.minibatches_delivered = 0
+        self._loaded: dict[int, ChunkData] = {}
+        self._lookups: dict[int, np.ndarray] = {}
+        self._futures: dict = {}
+        self._prefetch_chunks = max(0, int(prefetch_chunks))
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="recordkit-prefetch") \
+            if self._prefetch_chunks else None
+        self._bptt = None  # truncated BPTT slots (engine/bptt.py)
+
+    # -- setup -------------------------------------------------------------------------------------
+    def _estimate_lengths(self) -> dict:
+        get = getattr(self.deserializer, "sequence_lengths", None)
+        out = {}
+        for c in self._chunks:
+            if get is not None:
+                out[c.id] = np.asarray(get(c.id), dtype=np.int64)
+            else:  # spread the chunk's samples evenly over its sequences
+                base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
+                est = np.full(c.num_sequences, base, dtype=np.int64)
+                est[:extra] += 1
+                out[c.id] = est
+        return out
+
+    def _resolve_partition(self, num_data_partitions, partition_index) -> tuple[int, int]:
+        n, i = num_data_partitions, partition_index
+        if n is None and i is None:
+            n, i = self._default_partitions
+        if n is None and i is None:
+            n, i = _torch_distributed_partition()
+        n = 1 if n is None else int(n)
+        i = 0 if i is None else int(i)
+        if n < 1 or not 0 <= i < n:
+            raise ValueError(f"partition_index must be in [0, num_data_partitions): got {i} of {n}")
+        return n, i
+
+    def _make_sweep(self, index: int) -> _Sweep:
+        order = self.randomizer.sweep(index)
+        est = self._est_flat[self._est_base[order.chunk] + order.index] if len(order) else np.zeros(0, np.int64)
+        cum = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(est, out=cum[1:])
+        n, i = self._partition
+        total = int(cum[-1])
+        # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
+        lo = int(np.searchsorted(cum[:-1], i * total / n, side="left")) if i else 0
+        hi = int(np.searchsorted(cum[:-1], (i + 1) * total / n, side="left")) if i + 1 < n else len(order)
+        if total == 0:  # nothing has samples: split by count
+            lo, hi = len(order) * i // n, len(order) * (i + 1) // n
+        share = order.chunk[lo:hi]
+        last_use = {}
+        by_chunk = {}
+        if len(share):
+            srt = np.argsort(share, kind="stable")
+            keys, starts = np.unique(share[srt], return_index=True)
+            bounds = list(starts) + [len(srt)]
+            by_chunk = {int(c): srt[bounds[k]:bounds[k + 1]] for k, c in enumerate(keys)}
+            uniq, first = np.unique(share, return_index=True)
+            rev_first = len(share) - 1 - np.unique(share[::-1], return_index=True)[1]
+            last_use = {int(c): lo + int(p) for c, p in zip(uniq, rev_first)}
+            by_first = np.argsort(first, kind="stable")
+            first_use, first_pos = uniq[by_first], lo + first[by_first]
+        else:
+            first_use = first_pos = np.zeros(0, dtype=np.int64)
+        sweep = _Sweep(index, order.chunk, order.index, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
+                       np.full(hi - lo, -2, dtype=np.int64), np.zeros(hi - lo, dtype=np.int64))
+        for cid in self._loaded:
+            self._resolve(sweep, cid)
+        return sweep
+
+    def _resolve(self, sweep: _Sweep, cid: int) -> None:
+        """Record, for the share's positions that use chunk ``cid``, where each sequence is and its length."""
+        rel = sweep.by_chunk.get(cid)
+        if rel is None:
+            return
+        js = self._lookups[cid][sweep.seq[sweep.lo + rel]]
+        sweep.pos_j[rel] = js
+        sweep.pos_len[rel] = np.where(js >= 0, self._loaded[cid].lengths[np.maximum(js, 0)], 0)
+
+    # -- chunks ----------------------------------------------------------------------------------
+    def _chunk(self, cid: int) -> ChunkData:
+        data = self._loaded.get(cid)
+        if data is None:
+            fut = self._futures.pop(cid, None)
+            data = fut.result() if fut is not None else self.deserializer.load_chunk(cid)
+            self._loaded[cid] = data
+            self._lookups[cid] = data.position_lookup(self._described[cid])
+            if self._sweep is not None:
+                self._resolve(self._sweep, cid)
+        return data
+
+    def _ensure(self, cids: list) -> None:
+        """Load these chunks, all at once on the background threads when there are several."""
+        if self._pool is not None and len(cids) > 1:
+            for cid in cids:
+                if cid not in self._loaded and cid not in self._futures:
+                    self._futures[cid] = self._pool.submit(self.deserializer.load_chunk, cid)
+        for cid in cids:
+            self._chunk(cid)
+
+    def _evict(self) -> None:
+        """Drop loaded chunks that no position from the cursor on still needs."""
+        sw = self._sweep
+        for cid in [c for c in self._loaded if sw.last_use.get(c, -1) < self._cursor]:
+            del self._loaded[cid]
+            del self._lookups[cid]
+
+    def _prefetch(self) -> None:
+        """Start loading the next chunks, in order of first use, on the background threads."""
+        sw = self._sweep
+        if not self._pool:
+            return
+        k = int(np.searchsorted(sw.first_pos, self._cursor, side="left"))
+        # chunks already in use stay; schedule the next ones in order of first use
+        wanted = [int(c) for c in sw.first_use[max(0, k - 1):k + self._prefetch_chunks + 1]]
+        for cid in wanted:
+            if cid not in self._loaded and cid not in self._futures:
+                self._futures[cid] = self._pool.submit(self.deserializer.load_chunk, cid)
+
+    # -- positions -------------------------------------------------------------------------------
+    def _global_start(self, pos: int) -> int:
+        return self._sweep.index * self.sweep_samples + int(self._sweep.cum[pos])
+
+    def _start_sweep(self, index: int, at: int | None = None) -> None:
+        for fut in self._futures.values():
+            fut.cancel()
+        self._futures.clear()
+        self._sweep = self._make_sweep(index)
+        self._cursor = self._sweep.lo if at is None else min(max(at, self._sweep.lo), self._sweep.hi)
+
+    def _ended(self, pos: int) -> bool:
+        if self.max_sweeps is not None and self._sweep.index >= self.max_sweeps:
+            return True
+        return self.max_samples is not None and self._global_start(pos) >= self.max_samples
+
+    # -- minibatches -------------------------------------------------------------------------------
+    def next_minibatch(self, minibatch_size_in_samples: int, *, num_data_partitions: int | None = None,
+                       partition_index: int | None = None) -> Minibatch | None:
+        """The next minibatch of at most ``minibatch_size_in_samples`` samples (at least one
+        sequence), or None once the data is exhausted (``max_samples``/``max_sweeps``).
+
+        A minibatch may run on from one sweep into the next; ``end_of_sweep`` tells
+        that it touched the end of a sweep. With ``truncation_length`` > 0 the size
+        gives the number of parallel slots (size // truncation_length), each holding
+        ``truncation_length`` steps (see ``engine/bptt.py``).
+        """
+        size = int(minibatch_size_in_samples)
+        if size <= 0:
+            raise ValueError("minibatch_size_in_samples must be > 0")
+        part = self._resolve_partition(num_data_partitions, partition_index)
+        if part != self._partition:
+            self._reconfigure(part)
+        if self._exhausted:
+            return None
+        if self.truncation_length:
+            from recordkit.engine.bptt import next_bptt_minibatch
+            return next_bptt_minibatch(self, size)
+        picked, end_of_sweep, sweep_index = self._pick(size)
+        if len(picked[0]) == 0:
+            return None
+        return self._assemble(picked, end_of_sweep, sweep_index)
+
+    def _pick(self, size: int, *, max_sequences: int | None = None):
+        """Choose the next sequences, vectorized over runs of positions.
+
+        Returns ((chunk ids, indexes in the loaded chunks, lengths, sweep of each), end_of_sweep, sweep).
+        CNTK's rule: the first sequence is always taken; after it, a sequence is taken
+        only if it still fits in ``size`` samples.
+        """
+        cids, js, lens, sweeps = [], [], [], []
+        total = 0
+        count = 0
+        end_of_sweep = False
+        sweep_index = self._sweep.index
+        limit_seqs = max_sequences if max_sequences is not None else None
+        while True:
+            sw = self._sweep
+            if self._cursor >= sw.hi:
+                end_of_sweep = True
+                if self.max_sweeps is not None and sw.index + 1 >= self.max_sweeps:
+                    self._exhausted = True
+                    break
+                self._start_sweep(sw.index + 1)
+                continue
+            stop = sw.hi
+            if self.max_sweeps is not None and sw.index >= self.max_sweeps:
+                stop = self._cursor
+            if self.max_samples is not None:
+                room = self.max_samples - sw.index * self.sweep_samples
+                stop = min(stop, int(np.searchsorted(sw.cum[:-1], room, side="left")))
+            if self._cursor >= stop:
+                self._exhausted = True
+                break
+            want = max(size - total, 0) + 1
+            if limit_seqs is not None:
+                want = min(want, limit_seqs - count)
+            end = min(stop, self._cursor + max(want, 1))
+            a, b = self._cursor - sw.lo, end - sw.lo
+            missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
+            self._ensure([int(c) for c in missing])
+            pj, pl = sw.pos_j[a:b], sw.pos_len[a:b]
+            valid = pj >= 0
+            if count == 0:
+                first = int(np.argmax(valid)) if valid.any() else -1
+                if first < 0:  # the whole run was dropped for errors
+                    self._cursor = end
+                    continue
+                # everything before it was dropped; the first sequence is taken whatever its length
+                sel = np.array([first])
+                take = first + 1
+                blocked = False
+            else:
+                cl = np.cumsum(pl)
+                take = int(np.searchsorted(cl, size - total, side="right"))
+                sel = np.nonzero(valid[:take])[0]
+                blocked = take < b - a  # the next sequence does not fit
+            cids.append(sw.chunk[self._cursor + sel])
+            js.append(pj[sel])
+            lens.append(pl[sel])
+            sweeps.append(np.full(len(sel), sw.index, dtype=np.int64))
+            total += int(pl[sel].sum())
+            count += len(sel)
+            self._cursor += take
+            if blocked or total >= size or (limit_seqs is not None and count >= limit_seqs):
+                break
+        if self._cursor >= self._sweep.hi:
+            end_of_sweep = True
+        self._prefetch()
+        picked = (np.concatenate(cids) if cids else np.zeros(0, np.int64),
+                  np.concatenate(js) if js else np.zeros(0, np.int64),
+                  np.concatenate(lens) if lens else np.zeros(0, np.int64),
+                  np.concatenate(sweeps) if sweeps else np.zeros(0, np.int64))
+        return picked, end_of_sweep, sweep_index
+
+    def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
+        cids, js, _, sweeps = picked
+        uniq, slot = np.unique(cids, return_inverse=True)
+        chunks = [self._chunk(int(c)) for c in uniq]
+        streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
+        self._evict()
+        mb = Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps)
+        self.samples_delivered += mb.num_samples
+        self.minibatches_delivered += 1
+        return mb
+
+    def _reconfigure(self, part) -> None:
+        """A new worker split: keep the sweep and global position, move into the new share."""
+        first = self._partition is None
+        self._partition = part
+        sweep = 0 if self._sweep is None else self._sweep.index
+        at = None if first else self._cursor
+        self._start_sweep(sweep, at)
+        if self._bptt is not None:
+            self._bptt = None
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def get_checkpoint_state(self) -> dict:
+        """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
+        if self._bptt is not None and self._bptt.busy():
+            bptt = self._bptt.state()
+        else:
+            bptt = None
+        return {
+            "recordkit_state": STATE_VERSION,
+            "sweep": 0 if self._sweep is None else self._sweep.index,
+            "position": int(self._cursor),
+            "partition": None if self._partition is None else list(self._partition),
+            "exhausted": self._exhausted,
+            "samples_delivered": self.samples_delivered,
+            "minibatches_delivered": self.minibatches_delivered,
+            "bptt": bptt,
+            "fingerprint": self._fingerprint(),
+        }
+
+    def restore_from_checkpoint(self, state: dict) -> None:
+        if state.get("recordkit_state") != STATE_VERSION:
+            raise ValueError("not a recordkit MinibatchSource checkpoint (or from another version)")
+        if state.get("fingerprint") != self._fingerprint():
+            raise ValueError("the checkpoint was made with other data or another randomization setting")
+        for fut in self._futures.values():
+            fut.cancel()
+        self._futures.clear()
+        self._loaded.clear()
+        self._lookups.clear()
+        part = tuple(state["partition"]) if state.get("partition") else None
+        self._partition = part
+        self._exhausted = bool(state.get("exhausted"))
+        self.samples_delivered = int(state.get("samples_delivered", 0))
+        self.minibatches_delivered = int(state.get("minibatches_delivered", 0))
+        self._bptt = None
+        if part is None:
+            self._sweep = None
+            self._cursor = 0
+            return
+        self._sweep = self._make_sweep(int(state["sweep"]))
+        self._cursor = int(state["position"])
+        if state.get("bptt"):
+            from recordkit.engine.bptt import BpttSlots
+            self._bptt = BpttSlots.from_state(self, state["bptt"])
+
+    def _fingerprint(self) -> list:
+        r = self.randomizer.describe()
+        return [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
+                len(self._chunks), int(sum(self._described.values())), self.sweep_samples]
+
+    # -- conveniences ------------------------------------------------------------------------------
+    def __iter__(self):
+        raise TypeError("iterate with next_minibatch(size) or MinibatchSource.minibatches(size)")
+
+    def minibatches(self, size: int, **partition):
+        """Iterate ``next_minibatch(size)`` until the data is exhausted."""
+        while True:
+            mb = self.next_minibatch(size, **partition)
+            if mb is None:
+                return
+            yield mb
+
+    def close(self) -> None:
+        if self._pool is not None:
+            for fut in self._futures.values():
+                fut.cancel()
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _torch_distributed_partition():
+    """(world size, rank) when torch.distributed is initialized; torch is never imported here."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None, None
+    dist = getattr(torch, "distributed", None)
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(), dist.get_rank()
+    except Exception:
+        pass
+    return None, None
