@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from recordkit.compat.brainscript import (
     parse,
     reader_config,
 )
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, RecordkitWarning
 
 MiB32 = 32 * 1024 * 1024
 
@@ -328,6 +329,31 @@ def test_conformance_cbf_alias_section_renames_five_inputs():
     rc = reader_config(path.read_text(), section="5_inputs_100x10_jagged_mixed")
     assert [(s.name, s.alias) for s in rc.deserializers[0].streams] == [
         ("features1", "a"), ("features2", "b"), ("features3", "c"), ("features4", "d"), ("features5", "e")]
+
+
+@needs_corpus
+def test_legacy_2016_configs_normalize_with_warnings_for_obsolete_parameters():
+    legacy = sorted((CORPUS / "legacy" / "Config").glob("*.cntk"))
+    assert legacy
+    obsolete_seen = []
+    for path in legacy:
+        text = path.read_text()
+        for name, value in parse(text).items():
+            if isinstance(value, dict) and "reader" in value:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    rc = reader_config(text, section=name, source=path.name)
+                assert rc.deserializers[0].type == "CNTKTextFormatDeserializer"
+                assert all(issubclass(w.category, RecordkitWarning) for w in caught)
+                obsolete_seen += [str(w.message) for w in caught]
+    assert any("parameter 'chunkSize' is obsolete" in m for m in obsolete_seen)
+
+
+def test_obsolete_ctf_parameter_warns_with_its_location():
+    text = ctf("    numChunksToCache = 5")
+    with pytest.warns(RecordkitWarning, match=r"<config>:%d:%d: reader parameter 'numChunksToCache' is obsolete"
+                      % position(text, "numChunksToCache")):
+        assert reader_config(text).deserializers[0].keep_data_in_memory is False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, RecordkitWarning
 
 __all__ = [
     "ConfigArray",
@@ -691,6 +692,10 @@ _COMPOSITE_KEYS = _keys("readerType", "deserializers", "precision", "randomize",
 _DESER_CBF_KEYS = _keys("type", "module", "file", "input", "precision", "frameMode", "traceLevel",
                         "maxErrors", "keepDataInMemory")
 _DESER_CTF_KEYS = {**_DESER_CBF_KEYS, **_CTF_ONLY}
+# Parameters of the 2016 CTF reader that the final CNTK no longer reads (they appear in the
+# corpus' legacy configs). Accepted with a warning rather than rejected as typos.
+_OBSOLETE_CTF = {"chunksize": "use 'chunkSizeInBytes'", "numchunkstocache": "chunks are cached with "
+                 "'keepDataInMemory'", "chunkcachesize": "chunks are cached with 'keepDataInMemory'"}
 _CTF_INPUT_KEYS = _keys("alias", "dim", "format", "definesMBSize")
 _CBF_INPUT_KEYS = _keys("alias", "dim", "format")
 
@@ -709,13 +714,19 @@ class _Normalizer:
         return FormatError(where.source, message, line=where.line, column=where.column)
 
     def check_known(self, rec: ConfigRecord, known: dict[str, str], what: str,
-                    unsupported: dict[str, str] | None = None, unsupported_by: str = "") -> None:
+                    unsupported: dict[str, str] | None = None, unsupported_by: str = "",
+                    obsolete: dict[str, str] | None = None) -> None:
         """Reject keys of ``rec`` that are not parameters here, naming them at their location."""
         for key in dict.keys(rec):
             low = key.lower()
             if low in known:
                 continue
             where = rec.key_location(key)
+            if obsolete and low in obsolete:
+                at = f"{where.source}:{where.line}:{where.column}" if where else self.source
+                warnings.warn(RecordkitWarning(f"{at}: {what} parameter '{key}' is obsolete and ignored by "
+                                               f"CNTK 2.x ({obsolete[low]})"), stacklevel=4)
+                continue
             if unsupported and low in unsupported:
                 raise self.error(where, f"{what} parameter '{key}' is not supported by {unsupported_by}")
             hint = difflib.get_close_matches(low, list(known), n=1, cutoff=0.75)
@@ -898,7 +909,7 @@ def _old_path(n: _Normalizer, reader: ConfigRecord, reader_type: str) -> ReaderC
     reader section itself; every non-structural parameter falls back to enclosing sections."""
     is_ctf = reader_type == CTF_READER
     if is_ctf:
-        n.check_known(reader, _OLD_CTF_KEYS, "reader")
+        n.check_known(reader, _OLD_CTF_KEYS, "reader", obsolete=_OBSOLETE_CTF)
     else:
         n.check_known(reader, _OLD_CBF_KEYS, "reader", _OLD_CBF_UNSUPPORTED, CBF_READER)
 

@@ -254,7 +254,7 @@ class MinibatchSource:
         part = self._resolve_partition(num_data_partitions, partition_index)
         if part != self._partition:
             self._reconfigure(part)
-        if self._exhausted:
+        if self._exhausted and not (self._bptt is not None and self._bptt.busy()):
             return None
         if self.truncation_length:
             from recordkit.engine.bptt import next_bptt_minibatch
@@ -267,11 +267,12 @@ class MinibatchSource:
     def _pick(self, size: int, *, max_sequences: int | None = None):
         """Choose the next sequences, vectorized over runs of positions.
 
-        Returns ((chunk ids, indexes in the loaded chunks, lengths, sweep of each), end_of_sweep, sweep).
+        Returns ((chunk ids, indexes in the loaded chunks, lengths, sweep of each, position of each
+        in its sweep), end_of_sweep, sweep).
         CNTK's rule: the first sequence is always taken; after it, a sequence is taken
         only if it still fits in ``size`` samples.
         """
-        cids, js, lens, sweeps = [], [], [], []
+        cids, js, lens, sweeps, positions = [], [], [], [], []
         total = 0
         count = 0
         end_of_sweep = False
@@ -322,6 +323,7 @@ class MinibatchSource:
             js.append(pj[sel])
             lens.append(pl[sel])
             sweeps.append(np.full(len(sel), sw.index, dtype=np.int64))
+            positions.append(self._cursor + sel)
             total += int(pl[sel].sum())
             count += len(sel)
             self._cursor += take
@@ -333,11 +335,12 @@ class MinibatchSource:
         picked = (np.concatenate(cids) if cids else np.zeros(0, np.int64),
                   np.concatenate(js) if js else np.zeros(0, np.int64),
                   np.concatenate(lens) if lens else np.zeros(0, np.int64),
-                  np.concatenate(sweeps) if sweeps else np.zeros(0, np.int64))
+                  np.concatenate(sweeps) if sweeps else np.zeros(0, np.int64),
+                  np.concatenate(positions) if positions else np.zeros(0, np.int64))
         return picked, end_of_sweep, sweep_index
 
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
-        cids, js, _, sweeps = picked
+        cids, js, _, sweeps, _ = picked
         uniq, slot = np.unique(cids, return_inverse=True)
         chunks = [self._chunk(int(c)) for c in uniq]
         streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
