@@ -82,44 +82,43 @@ def _need(path: Path) -> Path:
 
 # -- canonical form (mirrors tools/oracle/cbf_golden.py) ----------------------------------------
 
-def _dense_last_wins(value, dim) -> np.ndarray:
-    import scipy.sparse
-
-    if not scipy.sparse.issparse(value):
-        return np.ascontiguousarray(value)
+def _canonical_sparse(value, dim, cast=False):
+    """recordkit's CSR (entries in file order) -> (samples, indptr, indices, float32 values):
+    per sample the last value of each index, sorted by index, +0.0 cells dropped (CNTK's view)."""
     m = value.tocsr()
-    out = np.zeros((m.shape[0], dim), dtype=m.dtype)
+    indptr, indices, values = [0], [], []
     for r in range(m.shape[0]):
         a, b = m.indptr[r], m.indptr[r + 1]
-        out[r, m.indices[a:b]] = m.data[a:b]  # numpy fancy assignment: the last duplicate wins
-    return out
+        idx = np.asarray(m.indices[a:b])[::-1]
+        val = np.asarray(m.data[a:b])[::-1]
+        if cast:
+            with np.errstate(over="ignore"):  # beyond FLT_MAX -> inf, as CNTK's float reading
+                val = val.astype(np.float32)
+        uniq, first = np.unique(idx, return_index=True)  # first in reversed order = last in file order
+        v = np.ascontiguousarray(val[first], dtype=np.float32)
+        keep = v.view(np.uint32) != 0
+        indices.append(uniq[keep].astype(np.int64))
+        values.append(v[keep])
+        indptr.append(indptr[-1] + int(keep.sum()))
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    return m.shape[0], np.array(indptr, dtype=np.int64), cat(indices, np.int64), cat(values, np.float32)
 
 
-def _bits_csr(arr: np.ndarray):
-    import scipy.sparse
-
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    rows, cols = np.nonzero(arr.view(np.uint32) != 0)
-    return scipy.sparse.csr_matrix((arr[rows, cols], (rows, cols)), shape=arr.shape, dtype=np.float32)
+def _golden_sparse(value):
+    return (value["samples"], np.array(value["indptr"], dtype=np.int64), np.array(value["indices"], dtype=np.int64),
+            np.array(value["values"], dtype=np.float64).astype(np.float32))
 
 
-def _canonical_bytes(arr32: np.ndarray, fmt: str) -> bytes:
+def _canonical_bytes(value, fmt: str) -> bytes:
     if fmt == "sparse":
-        m = _bits_csr(arr32)
-        return (struct.pack("<q", m.shape[0]) + np.asarray(m.indptr, dtype="<i8").tobytes()
-                + np.asarray(m.indices, dtype="<i4").tobytes() + np.asarray(m.data, dtype="<f4").tobytes())
-    a = np.ascontiguousarray(arr32, dtype="<f4")
+        n, indptr, indices, data = value
+        return (struct.pack("<q", n) + indptr.astype("<i8").tobytes() + indices.astype("<i4").tobytes()
+                + data.astype("<f4").tobytes())
+    a = np.ascontiguousarray(value, dtype="<f4")
     return struct.pack("<q", a.shape[0]) + a.tobytes()
 
 
 def _golden_dense(value, dim) -> np.ndarray:
-    """A golden sequence value (dense list of rows, or {samples, indptr, indices, values}) as float32."""
-    if isinstance(value, dict):
-        out = np.zeros((value["samples"], dim), dtype=np.float32)
-        ip = value["indptr"]
-        for r in range(value["samples"]):
-            out[r, value["indices"][ip[r]:ip[r + 1]]] = np.array(value["values"][ip[r]:ip[r + 1]], dtype=np.float64)
-        return out
     return np.array(value, dtype=np.float64).astype(np.float32).reshape(-1, dim)
 
 
@@ -130,6 +129,24 @@ def _assert_bitwise(got: np.ndarray, want: np.ndarray, what: str):
     if not same.all():
         bad = [(int(r), int(c), got[r, c].item(), want[r, c].item()) for r, c in zip(*np.nonzero(~same))]
         raise AssertionError(f"{what}: {len(bad)} value(s) differ (sample, column, recordkit, CNTK): {bad[:10]}")
+
+
+def _assert_same(got, want, fmt, dim, what):
+    if fmt == "dense":
+        _assert_bitwise(got, want, what)
+        return
+    (n, ip, ix, v), (wn, wip, wix, wv) = got, want
+    assert n == wn, f"{what}: {n} samples, CNTK {wn}"
+    if np.array_equal(ip, wip) and np.array_equal(ix, wix) and np.array_equal(v.view(np.uint32), wv.view(np.uint32)):
+        return
+    dense = []
+    for n_, ip_, ix_, v_ in (got, want):  # densify only to report the difference
+        d = np.zeros((n_, dim), dtype=np.float32)
+        for r in range(n_):
+            d[r, ix_[ip_[r]:ip_[r + 1]]] = v_[ip_[r]:ip_[r + 1]]
+        dense.append(d)
+    _assert_bitwise(dense[0], dense[1], what)
+    raise AssertionError(f"{what}: sparse structure differs (explicit entries)")
 
 
 def _read_recordkit(path: Path):
@@ -154,22 +171,28 @@ def _compare_to(golden, key, streams, seqs, cast=False):
     for _, data in seqs:
         row = {}
         for name in dims:
-            a = _dense_last_wins(data[name], dims[name])
-            if cast:
-                with np.errstate(over="ignore"):  # beyond FLT_MAX -> inf, as CNTK's float reading
-                    a = a.astype(np.float32)
-            row[name] = a
+            if fmts[name] == "sparse":
+                row[name] = _canonical_sparse(data[name], dims[name], cast)
+            else:
+                a = np.ascontiguousarray(data[name])
+                if cast:
+                    with np.errstate(over="ignore"):  # beyond FLT_MAX -> inf, as CNTK's float reading
+                        a = a.astype(np.float32)
+                row[name] = a
         got.append(row)
     for name in dims:
-        assert [g[name].shape[0] for g in got] == golden[key + "_sample_counts"][name], f"stream {name!r}: sample counts"
-    if key in golden:
-        for i, (g, want) in enumerate(zip(got, golden[key])):
-            for name in dims:
-                _assert_bitwise(g[name], _golden_dense(want[name], dims[name]), f"sequence {i} stream {name!r}")
-        return
-    for i, (g, want) in enumerate(zip(got, golden[key + "_preview"])):  # readable diagnostics first
+        counts = [g[name][0] if fmts[name] == "sparse" else g[name].shape[0] for g in got]
+        assert counts == golden[key + "_sample_counts"][name], f"stream {name!r}: sample counts"
+
+    def want_of(value, name):
+        return _golden_sparse(value) if fmts[name] == "sparse" else _golden_dense(value, dims[name])
+
+    inline = golden.get(key, golden.get(key + "_preview"))  # full values, or a readable preview first
+    for i, (g, want) in enumerate(zip(got, inline)):
         for name in dims:
-            _assert_bitwise(g[name], _golden_dense(want[name], dims[name]), f"sequence {i} stream {name!r}")
+            _assert_same(g[name], want_of(want[name], name), fmts[name], dims[name], f"sequence {i} stream {name!r}")
+    if key in golden:
+        return
     for name in dims:
         h = hashlib.sha256()
         for g in got:

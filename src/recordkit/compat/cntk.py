@@ -1,0 +1,243 @@
+"""cntk.io's names over recordkit's engine: swap the import, keep the script.
+
+```python
+# from cntk.io import MinibatchSource, CTFDeserializer, StreamDef, StreamDefs, INFINITELY_REPEAT
+from recordkit.compat.cntk import MinibatchSource, CTFDeserializer, StreamDef, StreamDefs, INFINITELY_REPEAT
+```
+
+Deserializer descriptions are dictionaries, as in cntk.io, so the extra keys CNTK
+users set on them (``d['maxErrors'] = 10``, ``cacheIndex``, ``skipSequenceIds``,
+``chunkSizeInBytes``, ``traceLevel``, ``keepDataInMemory``, ``precision``) work here
+too. ``next_minibatch`` returns ``{StreamInformation: MinibatchData}`` (or keyed by
+``input_map``'s keys), and an empty dict once the data is exhausted.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from recordkit.engine.composite import CompositeDeserializer
+from recordkit.engine.source import MinibatchSource as _EngineSource
+from recordkit.engine.streams import StreamSpec
+
+INFINITELY_REPEAT = 2**64 - 1
+FULL_DATA_SWEEP = 2**64 - 2
+DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = 128
+
+__all__ = ["MinibatchSource", "CTFDeserializer", "CBFDeserializer", "StreamDef", "StreamDefs",
+           "StreamInformation", "MinibatchData", "INFINITELY_REPEAT", "FULL_DATA_SWEEP",
+           "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS", "TraceLevel"]
+
+
+class TraceLevel:
+    Error = 0
+    Warning = 1
+    Info = 2
+
+
+class Record(dict):
+    """cntk.io's Record: a dict whose keys are also attributes."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def StreamDef(field=None, shape=None, is_sparse=False, transforms=None, context=None, scp=None, mlf=None,
+              broadcast=None, defines_mb_size=False, max_sequence_length=65535):
+    """A stream of a deserializer: ``field`` is its name in the file, ``shape`` its dimension."""
+    return Record(field=field, shape=shape, is_sparse=is_sparse, transforms=transforms, context=context,
+                  scp=scp, mlf=mlf, broadcast=broadcast, defines_mb_size=defines_mb_size,
+                  max_sequence_length=max_sequence_length)
+
+
+StreamDefs = Record
+
+
+def _dim(shape, key):
+    if isinstance(shape, (tuple, list)):
+        if len(shape) != 1:
+            raise ValueError(f"stream '{key}': CTF streams are vectors, shape {shape} is not")
+        shape = shape[0]
+    if shape is None:
+        raise ValueError(f"stream '{key}': shape (the dimension) must be given")
+    return int(shape)
+
+
+class CTFDeserializer(dict):
+    """``CTFDeserializer(filename, streams)``: a CTF file and its streams (a dict, as in cntk.io)."""
+
+    def __init__(self, filename, streams):
+        inputs = {}
+        for key, s in streams.items():
+            if not s.get("field"):
+                raise ValueError(f"CTFDeserializer: stream name for key {key} must be specified")
+            inputs[key] = {"dim": _dim(s.get("shape"), key), "format": "sparse" if s.get("is_sparse") else "dense",
+                           "definesMBSize": bool(s.get("defines_mb_size")), "alias": s["field"]}
+        super().__init__(type="CNTKTextFormatDeserializer", file=str(filename), input=inputs)
+
+    def build(self, precision: str = "float", trace_level: int = 1, max_errors: int = 0):
+        from recordkit.formats.ctf import CTFReader
+        streams = [StreamSpec(name, cfg["format"], cfg["dim"], cfg["alias"], defines_mb_size=cfg["definesMBSize"])
+                   for name, cfg in self["input"].items()]
+        return CTFReader(self["file"], streams, precision=self.get("precision", precision),
+                         max_errors=int(self.get("maxErrors", max_errors)),
+                         skip_sequence_ids=bool(self.get("skipSequenceIds", False)),
+                         trace_level=int(self.get("traceLevel", trace_level)),
+                         chunk_size=int(self.get("chunkSizeInBytes", 32 << 20)),
+                         cache_index=bool(self.get("cacheIndex", False)),
+                         keep_data_in_memory=bool(self.get("keepDataInMemory", False)))
+
+
+class CBFDeserializer(dict):
+    """``CBFDeserializer(filename, streams={})``: a CBF file; streams rename (``field`` = name in the file)."""
+
+    def __init__(self, filename, streams=None):
+        inputs = {}
+        for key, s in (streams or {}).items():
+            field = s.get("field") or key
+            inputs[key] = {"alias": field}
+        super().__init__(type="CNTKBinaryDeserializer", file=str(filename), input=inputs)
+
+    def build(self, precision=None, trace_level: int = 1, max_errors: int = 0):
+        from recordkit.formats.cbf import CBFReader
+        selection = {name: cfg["alias"] for name, cfg in self["input"].items()} or None
+        return CBFReader(self["file"], selection, precision=self.get("precision", precision),
+                         keep_data_in_memory=bool(self.get("keepDataInMemory", False)))
+
+
+class StreamInformation:
+    """What ``source.streams.<name>`` is: hashable, usable as a minibatch key."""
+
+    def __init__(self, spec: StreamSpec, stream_id: int):
+        self.name = spec.name
+        self.m_name = spec.name
+        self.stream_id = stream_id
+        self.is_sparse = spec.is_sparse
+        self.storage_format = "sparse" if spec.is_sparse else "dense"
+        self.shape = (spec.dim,)
+        self.dtype = spec.dtype or np.float32
+        self.defines_mb_size = spec.defines_mb_size
+
+    def __hash__(self):
+        return hash((self.name, self.stream_id))
+
+    def __eq__(self, other):
+        return isinstance(other, StreamInformation) and (self.name, self.stream_id) == (other.name, other.stream_id)
+
+    def __repr__(self):
+        return f"StreamInformation(name={self.name!r}, shape={self.shape}, is_sparse={self.is_sparse})"
+
+
+class MinibatchData:
+    """One stream of a minibatch: counts, flags, and the values."""
+
+    def __init__(self, batch, end_of_sweep: bool):
+        self._batch = batch
+        self.num_sequences = batch.num_sequences
+        self.num_samples = batch.num_samples
+        self.end_of_sweep = end_of_sweep
+        self.is_sparse = batch.is_sparse
+        self.mask = None if batch.is_sparse else batch.mask
+
+    @property
+    def data(self):
+        return self._batch.csr if self.is_sparse else self._batch.data
+
+    @property
+    def shape(self):
+        return self.asarray().shape
+
+    def asarray(self) -> np.ndarray:
+        """(sequences, max length, dim), zero padded (sparse streams densified)."""
+        return self._batch.asarray()
+
+    def as_sequences(self, variable=None) -> list:
+        """One array (dense) or CSR matrix (sparse) of shape (samples, dim) per sequence."""
+        return self._batch.as_sequences()
+
+    def __repr__(self):
+        return f"MinibatchData(num_sequences={self.num_sequences}, num_samples={self.num_samples})"
+
+
+class MinibatchSource:
+    """cntk.io.MinibatchSource on recordkit's engine (same parameters, same defaults)."""
+
+    def __init__(self, deserializers, max_samples=INFINITELY_REPEAT, max_sweeps=INFINITELY_REPEAT,
+                 randomization_window_in_chunks=DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
+                 randomization_window_in_samples=0, randomization_seed=0, trace_level=TraceLevel.Warning,
+                 multithreaded_deserializer=None, frame_mode=False, truncation_length=0, randomize=True,
+                 max_errors=0):
+        if max_samples != INFINITELY_REPEAT and max_sweeps != INFINITELY_REPEAT:
+            raise ValueError("MinibatchSourceConfig: max samples and max sweeps are mutually exclusive options "
+                             "and cannot have non-default values at the same time.")
+        if randomization_window_in_chunks and randomization_window_in_samples:
+            raise ValueError("randomization_window_in_chunks and randomization_window_in_samples are mutually "
+                             "exclusive")
+        if frame_mode and truncation_length:
+            raise ValueError("frame_mode and truncation_length are mutually exclusive")
+        if isinstance(deserializers, dict):
+            deserializers = [deserializers]
+        readers = [d.build(trace_level=trace_level, max_errors=max_errors) if hasattr(d, "build") else d
+                   for d in deserializers]
+        deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
+        if max_samples == FULL_DATA_SWEEP:
+            max_samples, max_sweeps = INFINITELY_REPEAT, 1
+        window, sample_based = (randomization_window_in_samples, True) if randomization_window_in_samples \
+            else (randomization_window_in_chunks, False)
+        self._source = _EngineSource(
+            deserializer, randomize=bool(randomize), window=window or None, sample_based_window=sample_based,
+            seed=int(randomization_seed),
+            max_samples=None if max_samples == INFINITELY_REPEAT else int(max_samples),
+            max_sweeps=None if max_sweeps == INFINITELY_REPEAT else int(max_sweeps),
+            frame_mode=frame_mode, truncation_length=int(truncation_length))
+        self.streams = Record({s.name: StreamInformation(s, i) for i, s in enumerate(deserializer.streams)})
+
+    @property
+    def engine(self) -> _EngineSource:
+        """The recordkit MinibatchSource underneath."""
+        return self._source
+
+    def stream_info(self, name) -> StreamInformation:
+        if name in self.streams:
+            return self.streams[name]
+        raise ValueError(f"stream '{name}' not found; the source has: {', '.join(self.streams)}")
+
+    def __getitem__(self, name) -> StreamInformation:
+        return self.stream_info(name)
+
+    def stream_infos(self) -> list:
+        return list(self.streams.values())
+
+    def next_minibatch(self, minibatch_size_in_samples, input_map=None, device=None, num_data_partitions=None,
+                       partition_index=None) -> dict:
+        mb = self._source.next_minibatch(minibatch_size_in_samples, num_data_partitions=num_data_partitions,
+                                         partition_index=partition_index)
+        if mb is None:
+            return {}
+        by_info = {info: MinibatchData(mb[name], mb.end_of_sweep) for name, info in self.streams.items()}
+        if input_map is None:
+            return by_info
+        return {key: by_info[info] for key, info in input_map.items()}
+
+    def get_checkpoint_state(self) -> dict:
+        return self._source.get_checkpoint_state()
+
+    def restore_from_checkpoint(self, checkpoint: dict) -> None:
+        self._source.restore_from_checkpoint(checkpoint)
+
+    @property
+    def current_position(self) -> dict:
+        return self.get_checkpoint_state()
+
+    @current_position.setter
+    def current_position(self, state: dict) -> None:
+        self.restore_from_checkpoint(state)
+
+    @property
+    def is_distributed(self) -> bool:
+        return self._source._partition is not None and self._source._partition[0] > 1
