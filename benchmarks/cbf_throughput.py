@@ -172,7 +172,8 @@ def main(argv=None):
     ap.add_argument("--skip-oracle", action="store_true", help="do not run CNTK")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="best of N for every timing (default 3)")
-    ap.add_argument("--cntk-mb-sizes", default="512,1024,4096,16384")
+    ap.add_argument("--cntk-mb-sizes", default="128,256,512,1024,4096,16384",
+                    help="CNTK minibatch sizes (samples) to try; the fastest is reported")
     ap.add_argument("--ctf2bin-slice-mb", type=float, default=10, help="0 to skip the pure-Python ctf2bin loop")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
