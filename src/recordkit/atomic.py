@@ -26,6 +26,11 @@ class AtomicFile:
     def write(self, data) -> int:
         return self.file.write(data)
 
+    def sync_data(self) -> None:
+        """Flush what was written so far to the disk (fdatasync); safe to call from a writer thread."""
+        self.file.flush()
+        os.fdatasync(self.file.fileno())
+
     def commit(self) -> None:
         if self._done:
             return

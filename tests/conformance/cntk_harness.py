@@ -234,7 +234,101 @@ class NoRandomizer:
         return result, self.position >= self.epoch_end
 
 
-def epoch_minibatches(randomizer: NoRandomizer, mb_size: int) -> Iterator[list[int]]:
+class SweepOrderRandomizer:
+    """CNTK's BlockRandomizer on the old reader path, one worker, given each sweep's order.
+
+    ``sweep_order(k)`` returns the sequences of sweep k (indices into ``lengths``, file
+    order numbering) in the order the randomizer delivers them: a permutation of
+    ``range(len(lengths))``. For CNTK's BlockRandomizer that is the chunk shuffle plus the
+    rolling sequence shuffle with ``std::mt19937_64`` seeded with ``seed + k``
+    (recordkit's ``engine.randomizer.BlockRandomizer.sweep(k)`` provides it; this module
+    stays free of recordkit imports). The bookkeeping is the one both randomizers share
+    (spec 5.1, ``BlockRandomizer.cpp`` StartEpoch / SetCurrentSamplePosition /
+    GetNextSequences, ``SequenceRandomizer.cpp``):
+
+    * sweep k covers global sample positions [k*S, (k+1)*S), S = the sweep's samples;
+      a new sweep gets its own order (re-randomized with the next seed);
+    * epoch e covers [e*epochSize, (e+1)*epochSize); its start moves forward to the first
+      sequence boundary *in sweep k's order* at or after e*epochSize;
+    * a request is capped to the samples left in the epoch and in the current sweep (the
+      old path does not let minibatches cross sweeps); the first sequence is always taken,
+      later ones only while they fit.
+
+    Distributed reading (chunk-based: a sequence is local to worker ``randomized chunk id
+    mod workers``) is not modelled here; case 36 is checked through recordkit's own
+    MinibatchSource partitions instead.
+    """
+
+    def __init__(self, lengths: Sequence[int], sweep_order):
+        self.lengths = [int(x) for x in lengths]
+        if any(x < 0 for x in self.lengths):
+            raise ValueError("negative sequence length")
+        self.sweep_size = sum(self.lengths)
+        if not self.lengths or self.sweep_size == 0:
+            raise ValueError("BlockRandomizer: the data holds no samples")
+        self._sweep_order = sweep_order
+        self.sweep_index = -1
+        self.order: list[int] = []
+        self.starts: list[int] = []   # sample offset of each order position inside the sweep
+        self.cursor = 0               # next position in ``order``
+        self.position = 0             # global sample position
+        self.epoch_end = 0
+
+    def _prepare_sweep(self, sweep: int) -> None:
+        """PrepareNewSweepIfNeeded: the order of sweep ``sweep`` (computed once per sweep)."""
+        if sweep == self.sweep_index:
+            return
+        order = [int(i) for i in self._sweep_order(sweep)]
+        if sorted(order) != list(range(len(self.lengths))):
+            raise ValueError(f"sweep {sweep}: the order is not a permutation of the {len(self.lengths)} sequences")
+        self.sweep_index, self.order = sweep, order
+        self.starts = [0]
+        for i in order[:-1]:
+            self.starts.append(self.starts[-1] + self.lengths[i])
+
+    def start_epoch(self, epoch_size: int, epoch_index: int) -> None:
+        if epoch_size <= 0:
+            raise ValueError("Epoch size cannot be 0.")
+        self.epoch_end = epoch_size * (epoch_index + 1)
+        self.set_position(epoch_size * epoch_index)
+
+    def set_position(self, position: int) -> None:
+        """SetCurrentSamplePosition: first boundary at or after ``position`` in that sweep's order."""
+        sweep = position // self.sweep_size
+        self._prepare_sweep(sweep)
+        i = bisect.bisect_left(self.starts, position % self.sweep_size)
+        if i == len(self.starts):  # inside the last sequence: the boundary is the next sweep's start
+            self.position, self.cursor = (sweep + 1) * self.sweep_size, len(self.order)
+        else:
+            self.position, self.cursor = sweep * self.sweep_size + self.starts[i], i
+
+    def next_minibatch(self, mb_size: int) -> tuple[list[int], bool]:
+        """GetNextSequences(mb, mb): (sequence indices, end-of-epoch flag)."""
+        if mb_size <= 0:
+            raise ValueError("minibatch size must be positive")
+        if self.position >= self.epoch_end:
+            return [], True
+        sweep = self.position // self.sweep_size
+        if sweep != self.sweep_index:  # the previous minibatch ended the sweep
+            self._prepare_sweep(sweep)
+            self.cursor = 0
+        global_count = min(mb_size, self.epoch_end - self.position,
+                           self.sweep_size - self.position % self.sweep_size)
+        result: list[int] = []
+        loaded = 0
+        while loaded < global_count and self.cursor < len(self.order):
+            seq = self.order[self.cursor]
+            n = self.lengths[seq]
+            if result and global_count - loaded < n:
+                break
+            result.append(seq)
+            loaded += n
+            self.position += n
+            self.cursor += 1
+        return result, self.position >= self.epoch_end
+
+
+def epoch_minibatches(randomizer, mb_size: int) -> Iterator[list[int]]:
     """The old ReaderShim's GetMinibatch loop for one epoch.
 
     A minibatch that carries end-of-epoch *and* data is still returned; then (or on an
@@ -340,9 +434,13 @@ def minibatch_lines(source: SequenceSource, seqs: Sequence[int], streams: Sequen
 
 def run_reader_test(source: SequenceSource, streams: Sequence[str], epoch_size: int, mb_size: int,
                     num_epochs: int, shared_layout: bool = True,
-                    max_minibatches: int = MAX_MINIBATCHES_PER_EPOCH) -> str:
-    """HelperRunReaderTest for one worker and randomize=false: the whole output text."""
-    randomizer = NoRandomizer(source.lengths)
+                    max_minibatches: int = MAX_MINIBATCHES_PER_EPOCH, sweep_order=None) -> str:
+    """HelperRunReaderTest for one worker: the whole output text.
+
+    ``sweep_order`` None: randomize=false (NoRandomizer, file order). Otherwise the
+    BlockRandomizer's order of each sweep (see ``SweepOrderRandomizer``).
+    """
+    randomizer = make_randomizer(source.lengths, sweep_order)
     lines: list[str] = []
     for epoch in range(num_epochs):
         randomizer.start_epoch(epoch_size, epoch)
@@ -353,10 +451,15 @@ def run_reader_test(source: SequenceSource, streams: Sequence[str], epoch_size: 
     return "".join(line + "\n" for line in lines)
 
 
+def make_randomizer(lengths: Sequence[int], sweep_order=None):
+    """NoRandomizer (``sweep_order`` None) or the old-path BlockRandomizer over the given orders."""
+    return NoRandomizer(lengths) if sweep_order is None else SweepOrderRandomizer(lengths, sweep_order)
+
+
 def epoch_schedule(lengths: Sequence[int], epoch_size: int, mb_size: int, num_epochs: int,
-                   max_minibatches: int = MAX_MINIBATCHES_PER_EPOCH) -> list[list[list[int]]]:
+                   max_minibatches: int = MAX_MINIBATCHES_PER_EPOCH, sweep_order=None) -> list[list[list[int]]]:
     """The sequence indices of every written minibatch, per epoch (for tests and debugging)."""
-    randomizer = NoRandomizer(lengths)
+    randomizer = make_randomizer(lengths, sweep_order)
     out = []
     for epoch in range(num_epochs):
         randomizer.start_epoch(epoch_size, epoch)

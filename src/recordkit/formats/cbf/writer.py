@@ -152,6 +152,9 @@ class CBFWriter:
         self._out.write(memoryview(blob))
         self._pos += len(blob)
         self.sequences_written += len(meta)
+        # push this chunk to disk now, off the caller's thread, so the final fsync before
+        # the rename has little left to wait for
+        self._out.sync_data()
 
     def _drain(self) -> None:
         try:

@@ -1,0 +1,274 @@
+"""PyTorch integration: minibatches as dicts of tensors, split across DataLoader workers and ranks.
+
+``MinibatchDataset`` is a ``torch.utils.data.IterableDataset`` whose items are whole
+minibatches (the engine already batches), so use it with ``batch_size=None``::
+
+    from torch.utils.data import DataLoader
+    from recordkit.integrations.torch import MinibatchDataset, StateTracker
+
+    def make_source():                      # a module-level function (or functools.partial):
+        reader = CTFReader("train.ctf", [StreamSpec("x", "dense", 3, "x"),      # each worker
+                                         StreamSpec("y", "sparse", 5, "y")])    # builds its own
+        return MinibatchSource(reader, randomize=True, max_sweeps=1)
+
+    ds = MinibatchDataset(make_source, minibatch_size=256)
+    loader = DataLoader(ds, batch_size=None, num_workers=2)
+    tracker = StateTracker()
+    for item in loader:
+        tracker.update(item)                # remembers item["__state__"] of its worker
+        x, mask, y = item["x"], item["x_mask"], item["y"]   # y: torch.sparse_csr_tensor
+        ...
+        save({"data": tracker.state_dict(), ...})          # JSON-able
+
+    # later: continue exactly with the minibatches that would have come next
+    ds = MinibatchDataset(make_source, minibatch_size=256, resume_state=saved["data"])
+
+Splitting. In every iteration each DataLoader worker of every ``torch.distributed``
+rank reads its own partition of every sweep: ``world_size * num_workers`` partitions,
+index ``rank * num_workers + worker_id``. The engine cuts each sweep's order into
+that many contiguous, sample-balanced runs, so every sequence of a sweep is read by
+exactly one worker of one rank. ``num_data_partitions`` / ``partition_index`` given to
+the dataset replace the world size and rank (for launchers other than
+torch.distributed); the DataLoader workers still subdivide them.
+
+Items. ``{"keys": int64 (S,), "lengths": int64 (S,), "end_of_sweep": bool,
+"sweep": int, name: ..., "__state__": dict}`` where a dense stream ``name`` gives a
+float tensor (S, T, dim) zero padded plus ``name + "_mask"`` (S, T) bool and
+``name + "_lengths"`` (S,) int64, and a sparse stream gives a
+``torch.sparse_csr_tensor`` of shape (samples, dim) whose rows are the samples,
+sequence after sequence, plus ``name + "_offsets"`` (S + 1,) int64, the row range of
+each sequence. Arrays are shared with the engine's NumPy output (``torch.from_numpy``,
+no copy). Keys are the engine's uint64 keys viewed as int64 (``.numpy().view("uint64")``
+gives them back). A truncated-BPTT source's ``Minibatch.extra`` comes as ``"extra"``.
+
+Resume. ``item["__state__"]`` is the state of the worker's source right after it
+produced the item, with the worker's partition. The states of the last item the
+training loop consumed from each worker (``StateTracker``, or
+``MinibatchDataset.state_dict_from``) are the data's checkpoint, as
+``{partition_index: state}``; a dataset built with it as ``resume_state`` restores
+each worker's source, so each worker continues with exactly the minibatches it would
+have produced next; a worker with no state starts from its beginning (the loop had
+taken nothing from it). Minibatches the DataLoader had prefetched but the loop had
+not taken are produced again. The checkpoint must be resumed with the same number of
+partitions (world size x workers) and the same data and randomization settings.
+Under DDP each rank may resume from its own states or from the union of all ranks'
+(the partition indexes are global). Every iteration of the dataset starts from
+``resume_state``; for several epochs use one source that runs several sweeps
+(``max_sweeps=k`` or None, each sweep with its own randomization; ``end_of_sweep``
+and ``sweep`` tell where one ends) rather than re-iterating a one-sweep dataset,
+which would see the same order each time.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+__all__ = ["MinibatchDataset", "StateTracker", "to_torch", "STATE_KEY"]
+
+STATE_KEY = "__state__"
+TORCH_STATE_VERSION = 1
+
+
+def _tensor(a: np.ndarray) -> torch.Tensor:
+    """``torch.from_numpy`` without a copy where the array allows it."""
+    a = np.asarray(a)
+    if a.dtype == np.uint64:
+        a = a.view(np.int64)
+    if not a.flags.writeable:  # torch warns on read-only arrays; a copy is the safe choice
+        a = a.copy()
+    return torch.from_numpy(a)
+
+
+def _csr_tensor(csr) -> torch.Tensor:
+    indptr, indices = np.asarray(csr.indptr), np.asarray(csr.indices)
+    if indptr.dtype != indices.dtype or indptr.dtype not in (np.int32, np.int64):
+        indptr, indices = indptr.astype(np.int64), indices.astype(np.int64)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
+        return torch.sparse_csr_tensor(_tensor(indptr), _tensor(indices), _tensor(csr.data),
+                                       size=tuple(csr.shape), check_invariants=False)
+
+
+def to_torch(minibatch) -> dict:
+    """One engine ``Minibatch`` as a dict of tensors (the layout is in the module docstring).
+
+    For a plain loop: ``for mb in source.minibatches(256): batch = to_torch(mb)``.
+    """
+    out: dict[str, Any] = {
+        "keys": _tensor(minibatch.keys),
+        "lengths": _tensor(np.asarray(minibatch.lengths, dtype=np.int64)),
+        "end_of_sweep": bool(minibatch.end_of_sweep),
+        "sweep": int(minibatch.sweep),
+    }
+    for name, sb in minibatch.streams.items():
+        if sb.is_sparse:
+            out[name] = _csr_tensor(sb.csr)
+            out[f"{name}_offsets"] = _tensor(np.asarray(sb.seq_offsets, dtype=np.int64))
+        else:
+            out[name] = _tensor(sb.data)
+            out[f"{name}_mask"] = _tensor(sb.mask)
+            out[f"{name}_lengths"] = _tensor(np.asarray(sb.lengths, dtype=np.int64))
+    if minibatch.extra:
+        out["extra"] = {k: _tensor(v) if isinstance(v, np.ndarray) else v for k, v in minibatch.extra.items()}
+    return out
+
+
+def _distributed() -> tuple[int, int] | None:
+    """(world size, rank) of an initialized torch.distributed, else None."""
+    dist = getattr(torch, "distributed", None)
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_world_size()), int(dist.get_rank())
+    except Exception:  # pragma: no cover - a half-torn-down process group
+        pass
+    return None
+
+
+def _normalize_states(states) -> dict[int, dict]:
+    """``{partition_index: worker state}`` from a mapping or an iterable of states or items."""
+    if states is None:
+        return {}
+    values = states.values() if isinstance(states, Mapping) else states
+    out: dict[int, dict] = {}
+    for st in values:
+        if isinstance(st, Mapping) and STATE_KEY in st:  # a whole item
+            st = st[STATE_KEY]
+        if not isinstance(st, Mapping) or st.get("recordkit_torch_state") != TORCH_STATE_VERSION:
+            raise ValueError("not a recordkit MinibatchDataset worker state (an item's '__state__')")
+        out[int(st["partition_index"])] = dict(st)
+    return out
+
+
+class StateTracker:
+    """Keeps the last ``__state__`` of each worker seen by the training loop.
+
+    ``update(item)`` after taking an item (returns the item); ``state_dict()`` is the
+    JSON-able checkpoint to pass back as ``resume_state``; ``load_state_dict`` restores
+    the tracker itself, so a resumed run's tracker starts from the states it resumed from.
+    """
+
+    def __init__(self, states=None):
+        self.states: dict[int, dict] = _normalize_states(states)
+
+    def update(self, item: Mapping) -> Mapping:
+        st = item[STATE_KEY]
+        self.states[int(st["partition_index"])] = st
+        return item
+
+    def state_dict(self) -> dict:
+        return MinibatchDataset.state_dict_from(self.states)
+
+    def load_state_dict(self, states) -> None:
+        self.states = _normalize_states(states)
+
+
+class MinibatchDataset(IterableDataset):
+    """A ``MinibatchSource`` per DataLoader worker, yielding whole minibatches as tensors.
+
+    source_factory: a zero-argument callable returning a fresh ``MinibatchSource``; it is
+    called once per iteration in each worker (sources and readers are not picklable, so
+    each worker builds its own). With DataLoader workers started by ``spawn`` or
+    ``forkserver`` it must be picklable (a module-level function or a
+    ``functools.partial`` of one, not a lambda). minibatch_size: samples per minibatch.
+    num_data_partitions / partition_index: replace torch.distributed's world size / rank.
+    resume_state: ``{partition_index: state}`` from ``state_dict_from`` or
+    ``StateTracker.state_dict`` (JSON round-trips, with string keys, are accepted).
+    include_state: add ``"__state__"`` to each item (small; needed for resuming).
+
+    Use with ``DataLoader(ds, batch_size=None, ...)``: the dataset already batches.
+    """
+
+    def __init__(self, source_factory: Callable[[], Any], minibatch_size: int, *,
+                 num_data_partitions: int | None = None, partition_index: int | None = None,
+                 resume_state=None, include_state: bool = True):
+        super().__init__()
+        if not callable(source_factory):
+            raise TypeError("source_factory must be a zero-argument callable returning a MinibatchSource")
+        if int(minibatch_size) <= 0:
+            raise ValueError("minibatch_size must be > 0")
+        if (num_data_partitions is None) != (partition_index is None):
+            raise ValueError("give both num_data_partitions and partition_index, or neither")
+        if num_data_partitions is not None and not 0 <= int(partition_index) < int(num_data_partitions):
+            raise ValueError(f"partition_index must be in [0, num_data_partitions): "
+                             f"got {partition_index} of {num_data_partitions}")
+        self.source_factory = source_factory
+        self.minibatch_size = int(minibatch_size)
+        self.num_data_partitions = None if num_data_partitions is None else int(num_data_partitions)
+        self.partition_index = None if partition_index is None else int(partition_index)
+        self.include_state = bool(include_state)
+        self.resume_state = _normalize_states(resume_state)
+        # torch.distributed as seen where the dataset was made or last pickled: DataLoader workers
+        # started by spawn/forkserver get the dataset pickled from the main process but no process group
+        self._dist_seen = _distributed()
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    @staticmethod
+    def state_dict_from(states) -> dict:
+        """The data checkpoint ``{partition_index: state}`` from the last ``__state__`` per worker.
+
+        ``states``: a dict whose values are items' ``__state__`` dicts (e.g. keyed by
+        worker), or an iterable of them or of whole items in the order they were taken
+        (the last one per partition wins). The result is JSON-able (JSON turns the keys
+        into strings; ``resume_state`` accepts both).
+        """
+        return {k: v for k, v in sorted(_normalize_states(states).items())}
+
+    def load_state_dict(self, states) -> None:
+        """Set ``resume_state``: the next iteration continues from these states."""
+        self.resume_state = _normalize_states(states)
+
+    # -- partitions ------------------------------------------------------------------------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        seen = _distributed()  # pickled in the main process when a DataLoader starts its workers
+        if seen is not None:
+            state["_dist_seen"] = seen
+        return state
+
+    def _rank_world(self) -> tuple[int, int]:
+        if self.num_data_partitions is not None:
+            return self.num_data_partitions, self.partition_index
+        seen = _distributed() or self._dist_seen
+        return seen if seen is not None else (1, 0)
+
+    def partition(self) -> dict:
+        """This process's (worker's) share: worker id and count, rank and world size, partition."""
+        world, rank = self._rank_world()
+        info = get_worker_info()
+        wid, nw = (0, 1) if info is None else (int(info.id), int(info.num_workers))
+        return {"worker_id": wid, "num_workers": nw, "rank": rank, "world_size": world,
+                "partition_index": rank * nw + wid, "num_partitions": world * nw}
+
+    # -- iteration -------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict]:
+        part = self.partition()
+        n, i = part["num_partitions"], part["partition_index"]
+        resume = self.resume_state
+        if resume:
+            bad = sorted({int(s["num_partitions"]) for s in resume.values()} - {n})
+            if bad:
+                raise ValueError(f"resume_state was saved with {bad[0]} partitions (world size x DataLoader "
+                                 f"workers) but this run has {n}: resume with the same split")
+        source = self.source_factory()
+        try:
+            mine = resume.get(i)
+            if mine is not None:
+                source.restore_from_checkpoint(mine["source"])
+            while True:
+                mb = source.next_minibatch(self.minibatch_size, num_data_partitions=n, partition_index=i)
+                if mb is None:
+                    return
+                item = to_torch(mb)
+                if self.include_state:
+                    item[STATE_KEY] = {"recordkit_torch_state": TORCH_STATE_VERSION, **part,
+                                       "source": source.get_checkpoint_state()}
+                yield item
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+
