@@ -1,17 +1,23 @@
 """The CNTK reader conformance cases, transcribed from ``conformance/cntk/CASES.md``.
 
 Section parameters come from the CASES.md table and the BrainScript configs in
-``Config/CNTKTextFormatReader/{dense,sparse,edge_cases}.cntk`` (transcribed by hand:
-nothing is parsed at runtime). Case numbers are the row numbers of CASES.md.
+``Config/CNTKTextFormatReader/{dense,sparse,edge_cases}.cntk``, transcribed by hand.
+The reader tests use this table as written; ``test_cntk_config_sections.py`` parses the
+real ``.cntk`` files with ``recordkit.from_config`` and checks that both agree, so a
+transcription slip and a config-parser bug cannot hide each other. Case numbers are the
+row numbers of CASES.md.
 
 Each case has a ``kind``:
 
-* ``control``: run through the harness (``cntk_harness.run_reader_test``) and compare
-  the output tokens with the control file (or with ``expected_tokens`` where
-  recordkit deliberately differs from CNTK 2.7; the reason is in ``note``);
-* ``special``: a dedicated test in ``test_cntk_ctf_conformance.py`` (error cases and
-  the direct-parser cases 28-31);
-* ``pending``: not run yet; ``pending`` holds the reason (emitted as a skip).
+* ``control``: run through the harness (``cntk_harness.run_reader_test``: NoRandomizer
+  for ``randomize=false``, else CNTK's BlockRandomizer order from recordkit's
+  ``engine.randomizer.BlockRandomizer``) and compare the output tokens with the control
+  file (or with ``expected_tokens`` where recordkit deliberately differs from CNTK 2.7;
+  the reason is in ``note``);
+* ``special``: a dedicated test in ``test_cntk_ctf_conformance.py`` (error cases, the
+  direct-parser cases 28-31, the composite self-consistency cases 34/35 and the
+  two-worker case 36);
+* ``pending``: not run; ``pending`` holds the reason (emitted as a skip).
 
 Variants: ``plain`` runs the section as written; ``defMBSize`` sets ``defMBSize=true``,
 which gives the stream marked ``mb=True`` (``*`` in CASES.md) ``definesMBSize``.
@@ -55,6 +61,9 @@ class Section:
     trace_level: int = 1
     # chunks CNTK's Index.cpp makes for this file (CASES.md / spec 2.4); None: not stated
     expected_chunks: int | None = None
+    # composite path (``deserializers = (...)``): one (data file, stream names) per deserializer,
+    # in config order; empty for the old ``readerType`` path (one deserializer over ``data``)
+    deserializers: tuple = ()
     # sequences / chunks visible in the data file: used to justify including randomize=T cases
     note: str = ""
 
@@ -62,6 +71,17 @@ class Section:
         """Keyword arguments for recordkit ``StreamSpec`` in config order."""
         return [dict(name=s.name, format=s.format, dim=s.dim, alias=s.alias,
                      defines_mb_size=(variant == "defMBSize" and s.mb)) for s in self.streams]
+
+    @property
+    def composite(self) -> bool:
+        return bool(self.deserializers)
+
+    @property
+    def default_window_chunks(self) -> int:
+        """CNTK's chunk-based window when the config sets none: floor(2^32 / chunkSizeInBytes)
+        (old CTF path; also the composite path with a CTF deserializer, with the reader-level
+        chunk size, which no section here sets)."""
+        return (1 << 32) // self.chunk_size
 
     def reader_kwargs(self) -> dict:
         return dict(precision=self.precision, max_errors=self.max_errors,
@@ -83,6 +103,9 @@ class Case:
     shared_layout: bool = True
     variants: tuple = BOTH
     written: tuple = ()          # streams the helper writes, in order (features..., labels...)
+    workers: int = 1             # numSubsets
+    rank: int = 0                # subsetNum
+    compare_section: Section | None = None  # 34/35: a second run that must reproduce the first
     expected_tokens: tuple | None = None  # overrides the control where recordkit deliberately differs
     pending: str | None = None
     note: str = ""
@@ -146,7 +169,15 @@ SECTIONS = {
     ), True, note="data file missing from every snapshot"),
     "dense/5x10_and_5x5_jagged": Section(D, "5x10_and_5x5_jagged", "double", "5x10_and_5x5_jagged.txt", (
         S("features1:F0:10:dense"), S("features2:F1:5:dense"),
-    ), True, note="composite reader (deserializers=...)"),
+    ), True, expected_chunks=1, deserializers=(("5x10_and_5x5_jagged.txt", ("features1", "features2")),),
+        note="composite reader (deserializers=...) with one CTF deserializer; 5 sequences, 40 rows"),
+    "dense/5x10_and_5x5_jagged_composite": Section(
+        D, "5x10_and_5x5_jagged_composite", "double", "5x10_jagged.txt", (
+            S("features1:F0:10:dense"), S("features2:F1:5:dense"),
+        ), True, expected_chunks=1,
+        deserializers=(("5x10_jagged.txt", ("features1",)), ("5x5_jagged.txt", ("features2",))),
+        note="composite reader, two CTF deserializers joined by sequence id (F0 from the first file, "
+             "F1 from the second); the same 5 sequences as 5x10_and_5x5_jagged.txt"),
     # sparse.cntk
     "sparse/1x1": Section(SP, "1x1", "float", "1x1_sparse.txt", (S("features:F0:10000:sparse", True),), True,
                           expected_chunks=1, note="1 sequence (1 line, no id: line mode), 1 chunk"),
@@ -194,8 +225,7 @@ SECTIONS = {
     ), False, expected_chunks=1),
 }
 
-_RANDOMIZED = ("randomized (BlockRandomizer) over several sequences: the order needs the "
-               "BlockRandomizer re-implementation (later engine issue)")
+_MISSING = "data and control files are missing from every snapshot (CASES.md, 'Not obtainable')"
 
 
 def _names(section: str) -> tuple:
@@ -222,20 +252,21 @@ CASES: list[Case] = [
     Case("6", "CNTKTextFormatReader_1x10_dense", "one_ten_sample_sequence", "control",
          SECTIONS["dense/1x10"], "1x10_dense.txt", 10, 10, 1, written=("features",),
          note="randomize=true, but one sequence in one chunk: the order is fixed"),
-    Case("7", "CNTKTextFormatReader_10x1_MI_2_dense", "multi_input_randomized_3_chunks", "pending",
-         SECTIONS["dense/10x1_MI"], "10x1_MI_2_dense.txt", 7, 3, 3,
-         written=_names("dense/10x1_MI"), pending=_RANDOMIZED + " (10 sequences, 3 chunks)"),
-    Case("8", "CNTKTextFormatReader_1x10_MI_1_dense", "multi_input_randomized_mb1", "pending",
-         SECTIONS["dense/10x1_MI"], "10x1_MI_1_dense.txt", 10, 1, 3,
-         written=_names("dense/10x1_MI"), pending=_RANDOMIZED + " (10 sequences, 3 chunks)"),
+    Case("7", "CNTKTextFormatReader_10x1_MI_2_dense", "multi_input_randomized_3_chunks", "control",
+         SECTIONS["dense/10x1_MI"], "10x1_MI_2_dense.txt", 7, 3, 3, written=_names("dense/10x1_MI"),
+         note="BlockRandomizer over 3 chunks (window 2^32 // 50000 = 85899 chunks); 21 samples = 2.1 sweeps, so the second "
+              "epoch is cut at the sweep end and sweep 1 is re-randomized with seed 1"),
+    Case("8", "CNTKTextFormatReader_1x10_MI_1_dense", "multi_input_randomized_mb1", "control",
+         SECTIONS["dense/10x1_MI"], "10x1_MI_1_dense.txt", 10, 1, 3, written=_names("dense/10x1_MI"),
+         note="BlockRandomizer over 3 chunks; each epoch is one sweep, seeds 0, 1, 2"),
     Case("9", "CNTKTextFormatReader_10x10_dense", "ten_sequences_time_major", "control",
          SECTIONS["dense/10x10"], "10x10_dense.txt", 100, 100, 1, written=("features",)),
-    Case("10", "CNTKTextFormatReader_100x1_1_dense", "bom_20_chunks_rerandomized", "pending",
+    Case("10", "CNTKTextFormatReader_100x1_1_dense", "bom_20_chunks_rerandomized", "control",
          SECTIONS["dense/100x1"], "100x1_1_dense.txt", 10, 1, 10, written=("features", "labels"),
-         pending=_RANDOMIZED + " (100 sequences, 20 chunks)"),
-    Case("11", "CNTKTextFormatReader_100x1_2_dense", "bom_20_chunks_mb3", "pending",
+         note="BlockRandomizer over 20 chunks (window 429496 chunks: the whole sweep)"),
+    Case("11", "CNTKTextFormatReader_100x1_2_dense", "bom_20_chunks_mb3", "control",
          SECTIONS["dense/100x1"], "100x1_2_dense.txt", 5, 3, 4, written=("features", "labels"),
-         pending=_RANDOMIZED + " (100 sequences, 20 chunks)"),
+         note="BlockRandomizer over 20 chunks; minibatches of 3+2 samples"),
     Case("12", "CNTKTextFormatReader_50x20_jagged_sequences_dense", "jagged_dense_first_fit_packing", "control",
          SECTIONS["dense/50x20_jagged_sequences"], "50x20_jagged_sequences_dense.txt", 508, 508, 1,
          written=("features",)),
@@ -272,11 +303,11 @@ CASES: list[Case] = [
          SECTIONS["edge/blank_lines"], "blank_lines.txt", 2, 2, 1, variants=PLAIN, written=("features",),
          note="CNTK throws (the blank line is an empty 1-row sequence, maxErrors=0); recordkit ignores "
               "blank lines (deliberate difference 3) and reads the 2 sequences"),
-    Case("23b", "CNTKTextFormatReader_blank_lines", "blank_line_skipped_by_mb_stream_exact_order", "pending",
+    Case("23b", "CNTKTextFormatReader_blank_lines", "blank_line_skipped_by_mb_stream_exact_order", "control",
          SECTIONS["edge/blank_lines"], "blank_lines.txt", 2, 2, 1, variants=("defMBSize",),
          written=("features",),
-         pending=_RANDOMIZED + " (2 sequences in 1 chunk); the data and the order-insensitive output are "
-                 "checked by test_blank_lines_in_line_mode_are_ignored"),
+         note="BlockRandomizer over 2 sequences in 1 chunk (sweep 0 keeps file order); CNTK's index skips the "
+              "blank line (no |features), recordkit ignores it: both read 2 sequences"),
     Case("24", "CNTKTextFormatReader_blank_lines_ignored", "blank_line_in_id_mode_ignored", "control",
          SECTIONS["edge/blank_lines_ignored"], "blank_lines.txt", 3, 3, 1, variants=PLAIN, written=("features",),
          expected_tokens=("1", "2", "1"),
@@ -305,23 +336,25 @@ CASES: list[Case] = [
          None, variants=PLAIN),
     Case("32", "CNTKTextFormatReader_100x100x3", "randomize_auto_line_sorted", "pending",
          SECTIONS["dense/100x100x3_randomize_auto"], "100x100x3_jagged_sequences_dense_sorted.txt", 5476, 1000, 1,
-         shared_layout=False, pending="data and control files are missing from every snapshot; also " + _RANDOMIZED),
+         shared_layout=False, pending=_MISSING),
     Case("33", "CNTKTextFormatReader_200x200x2_seq2seq", "seq2seq_line_sorted", "pending",
          SECTIONS["dense/200x200x2_seq2seq"], "200x200x2_seq2seq_dense_sorted.txt", 14237, 5000, 1,
          shared_layout=False, variants=PLAIN,
-         pending="data and control files are missing from every snapshot; also " + _RANDOMIZED),
+         pending=_MISSING),
     Case("34", "CompositeCNTKTextFormatReader_5x5_and_5x10_jagged_minibatch_10", "composite_join_mb10",
-         "pending", SECTIONS["dense/5x10_and_5x5_jagged"], None, 40, 10, 3, shared_layout=False, variants=PLAIN,
-         pending="composite reader (two deserializers joined by key), BlockRandomizer and local-timeline "
-                 "packer: later engine issue"),
+         "special", SECTIONS["dense/5x10_and_5x5_jagged"], None, 40, 10, 3, shared_layout=False, variants=PLAIN,
+         written=("features1", "features2"), compare_section=SECTIONS["dense/5x10_and_5x5_jagged_composite"],
+         note="no control: run 1 (one file) writes its output, run 2 (two files joined by id) must match it"),
     Case("35", "CompositeCNTKTextFormatReader_5x5_and_5x10_jagged_minibatch_21", "composite_join_mb21",
-         "pending", SECTIONS["dense/5x10_and_5x5_jagged"], None, 413, 21, 3, shared_layout=False, variants=PLAIN,
-         pending="composite reader (two deserializers joined by key), BlockRandomizer and local-timeline "
-                 "packer: later engine issue"),
-    Case("36", "CNTKTextFormatReaderNoFirstMinibatchData", "worker_without_chunks_gets_no_data", "pending",
-         SECTIONS["dense/1x2"], "NonExistent.txt", 10, 1, 10, variants=PLAIN,
-         pending="distributed reading (worker rank 1 of 2, chunk-based BlockRandomizer distribution): "
-                 "later engine issue"),
+         "special", SECTIONS["dense/5x10_and_5x5_jagged"], None, 413, 21, 3, shared_layout=False, variants=PLAIN,
+         written=("features1", "features2"), compare_section=SECTIONS["dense/5x10_and_5x5_jagged_composite"],
+         note="no control: run 1 (one file) writes its output, run 2 (two files joined by id) must match it"),
+    Case("36", "CNTKTextFormatReaderNoFirstMinibatchData", "worker_without_chunks_gets_no_data", "special",
+         SECTIONS["dense/1x2"], "NonExistent.txt", 10, 1, 10, variants=PLAIN, written=("features",),
+         workers=2, rank=1,
+         note="CNTK deals chunks to workers (chunk mod workers): one chunk, so rank 1 gets nothing (empty "
+              "control). recordkit splits each sweep into sample-balanced runs (deliberate difference); "
+              "here the single sequence cannot be split, so rank 1 is empty too"),
 ]
 
 # ---------------------------------------------------------------------------------------------

@@ -2997,6 +2997,12 @@ CYTHON_UNUSED static PyObject *__Pyx_MakeKwargDict(PyObject **keys, PyObject **v
 CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize_t i);
 #endif
 
+/* SliceObject.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetSlice(
+        PyObject* obj, Py_ssize_t cstart, Py_ssize_t cstop,
+        PyObject** py_start, PyObject** py_stop, PyObject** py_slice,
+        int has_cstart, int has_cstop, int wraparound);
+
 /* AllocateExtensionType.proto */
 static PyObject *__Pyx_AllocateExtensionType(PyTypeObject *t, int is_final);
 
@@ -3580,6 +3586,9 @@ __pyx_memoryview_copy_new_contig(const __Pyx_memviewslice *from_mvs,
                                  Py_ssize_t sizeof_dtype, int contig_flag,
                                  int dtype_is_object);
 
+/* CIntFromPy.proto */
+static CYTHON_INLINE int64_t __Pyx_PyLong_As_int64_t(PyObject *);
+
 /* PyObjectVectorcallMethodKwds.proto (used by CIntToPy) */
 #if CYTHON_VECTORCALL
 #define __Pyx_Object_VectorcallMethodKwds PyObject_VectorcallMethod
@@ -3589,6 +3598,9 @@ static PyObject *__Pyx_Object_VectorcallMethodKwds(PyObject *name, PyObject *con
 
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int64_t(int64_t value);
+
+/* CIntToPy.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
 
 /* PyObjectCallMethod1.proto (used by UpdateUnpickledDict) */
 static CYTHON_INLINE PyObject* __Pyx_PyObject_CallMethod1(PyObject* obj, PyObject* method_name, PyObject* arg);
@@ -3607,9 +3619,6 @@ static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
 
 /* CIntFromPy.proto */
 static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
-
-/* CIntToPy.proto */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
 
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value);
@@ -3889,6 +3898,7 @@ static PyObject *__pyx_pf_15View_dot_MemoryView___pyx_unpickle_Enum(CYTHON_UNUSE
 static PyObject *__pyx_pf_9recordkit_6engine_7_gather_gather_padded(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_offsets, __Pyx_memviewslice __pyx_v_slot, __Pyx_memviewslice __pyx_v_seq, Py_ssize_t __pyx_v_row_bytes); /* proto */
 static PyObject *__pyx_pf_9recordkit_6engine_7_gather_2gather_sparse(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_values, PyObject *__pyx_v_indices, PyObject *__pyx_v_indptrs, PyObject *__pyx_v_offsets, __Pyx_memviewslice __pyx_v_slot, __Pyx_memviewslice __pyx_v_seq, Py_ssize_t __pyx_v_itemsize); /* proto */
 static PyObject *__pyx_pf_9recordkit_6engine_7_gather_4gather_items(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_arrays, __Pyx_memviewslice __pyx_v_slot, __Pyx_memviewslice __pyx_v_seq); /* proto */
+static PyObject *__pyx_pf_9recordkit_6engine_7_gather_6pick_run(CYTHON_UNUSED PyObject *__pyx_self, __Pyx_memviewslice __pyx_v_pos_j, __Pyx_memviewslice __pyx_v_pos_len, Py_ssize_t __pyx_v_a, Py_ssize_t __pyx_v_b, int64_t __pyx_v_total, int64_t __pyx_v_size, int __pyx_v_have_first, Py_ssize_t __pyx_v_max_count); /* proto */
 static PyObject *__pyx_tp_new__initialisation_array(PyObject *o, 
 #if CYTHON_VECTORCALL_TPNEW
     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
@@ -4039,8 +4049,8 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
     PyObject *__pyx_slice[1];
     PyObject *__pyx_tuple[3];
-    PyObject *__pyx_codeobj_tab[3];
-    PyObject *__pyx_string_tab[155];
+    PyObject *__pyx_codeobj_tab[4];
+    PyObject *__pyx_string_tab[164];
     PyObject *__pyx_number_tab[3];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -4121,130 +4131,139 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_ASCII __pyx_string_tab[28]
 #define __pyx_n_u_Ellipsis __pyx_string_tab[29]
 #define __pyx_n_u_K __pyx_string_tab[30]
-#define __pyx_n_u_S __pyx_string_tab[31]
-#define __pyx_n_u_Sequence __pyx_string_tab[32]
-#define __pyx_n_u_T __pyx_string_tab[33]
-#define __pyx_n_u_View_MemoryView __pyx_string_tab[34]
-#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[35]
-#define __pyx_n_u_annotate __pyx_string_tab[36]
-#define __pyx_n_u_class __pyx_string_tab[37]
-#define __pyx_n_u_class_getitem __pyx_string_tab[38]
-#define __pyx_n_u_dict __pyx_string_tab[39]
-#define __pyx_n_u_func __pyx_string_tab[40]
-#define __pyx_n_u_getstate __pyx_string_tab[41]
-#define __pyx_n_u_import __pyx_string_tab[42]
-#define __pyx_n_u_main __pyx_string_tab[43]
-#define __pyx_n_u_module __pyx_string_tab[44]
-#define __pyx_n_u_name_2 __pyx_string_tab[45]
-#define __pyx_n_u_new __pyx_string_tab[46]
-#define __pyx_n_u_pyx_checksum __pyx_string_tab[47]
-#define __pyx_n_u_pyx_state __pyx_string_tab[48]
-#define __pyx_n_u_pyx_type __pyx_string_tab[49]
-#define __pyx_n_u_pyx_unpickle_Enum __pyx_string_tab[50]
-#define __pyx_n_u_pyx_vtable __pyx_string_tab[51]
-#define __pyx_n_u_qualname __pyx_string_tab[52]
-#define __pyx_n_u_reduce __pyx_string_tab[53]
-#define __pyx_n_u_reduce_cython __pyx_string_tab[54]
-#define __pyx_n_u_reduce_ex __pyx_string_tab[55]
-#define __pyx_n_u_set_name __pyx_string_tab[56]
-#define __pyx_n_u_setstate __pyx_string_tab[57]
-#define __pyx_n_u_setstate_cython __pyx_string_tab[58]
-#define __pyx_n_u_test __pyx_string_tab[59]
-#define __pyx_n_u_is_coroutine __pyx_string_tab[60]
-#define __pyx_n_u_a __pyx_string_tab[61]
-#define __pyx_n_u_abc __pyx_string_tab[62]
-#define __pyx_n_u_allocate_buffer __pyx_string_tab[63]
-#define __pyx_n_u_arrays __pyx_string_tab[64]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[65]
-#define __pyx_n_u_b __pyx_string_tab[66]
-#define __pyx_n_u_base __pyx_string_tab[67]
-#define __pyx_n_u_c __pyx_string_tab[68]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[69]
-#define __pyx_n_u_count __pyx_string_tab[70]
-#define __pyx_n_u_dtype __pyx_string_tab[71]
-#define __pyx_n_u_dtype_is_object __pyx_string_tab[72]
-#define __pyx_n_u_empty __pyx_string_tab[73]
-#define __pyx_n_u_encode __pyx_string_tab[74]
-#define __pyx_n_u_enumerate __pyx_string_tab[75]
-#define __pyx_n_u_error __pyx_string_tab[76]
-#define __pyx_n_u_flags __pyx_string_tab[77]
-#define __pyx_n_u_format __pyx_string_tab[78]
-#define __pyx_n_u_fortran __pyx_string_tab[79]
-#define __pyx_n_u_gather_items __pyx_string_tab[80]
-#define __pyx_n_u_gather_padded __pyx_string_tab[81]
-#define __pyx_n_u_gather_sparse __pyx_string_tab[82]
-#define __pyx_n_u_hi __pyx_string_tab[83]
-#define __pyx_n_u_i __pyx_string_tab[84]
-#define __pyx_n_u_ib __pyx_string_tab[85]
-#define __pyx_n_u_id __pyx_string_tab[86]
-#define __pyx_n_u_index __pyx_string_tab[87]
-#define __pyx_n_u_indices __pyx_string_tab[88]
-#define __pyx_n_u_indptrs __pyx_string_tab[89]
-#define __pyx_n_u_int32 __pyx_string_tab[90]
-#define __pyx_n_u_int64 __pyx_string_tab[91]
-#define __pyx_n_u_items __pyx_string_tab[92]
-#define __pyx_n_u_itemsize __pyx_string_tab[93]
-#define __pyx_n_u_iv __pyx_string_tab[94]
-#define __pyx_n_u_ix __pyx_string_tab[95]
-#define __pyx_n_u_j __pyx_string_tab[96]
-#define __pyx_n_u_k __pyx_string_tab[97]
-#define __pyx_n_u_lengths __pyx_string_tab[98]
-#define __pyx_n_u_lo __pyx_string_tab[99]
-#define __pyx_n_u_lv __pyx_string_tab[100]
-#define __pyx_n_u_memview __pyx_string_tab[101]
-#define __pyx_n_u_mode __pyx_string_tab[102]
-#define __pyx_n_u_n __pyx_string_tab[103]
-#define __pyx_n_u_name __pyx_string_tab[104]
-#define __pyx_n_u_ndim __pyx_string_tab[105]
-#define __pyx_n_u_np __pyx_string_tab[106]
-#define __pyx_n_u_numpy __pyx_string_tab[107]
-#define __pyx_n_u_nz __pyx_string_tab[108]
-#define __pyx_n_u_o __pyx_string_tab[109]
-#define __pyx_n_u_ob __pyx_string_tab[110]
-#define __pyx_n_u_obj __pyx_string_tab[111]
-#define __pyx_n_u_offs __pyx_string_tab[112]
-#define __pyx_n_u_offsets __pyx_string_tab[113]
-#define __pyx_n_u_out __pyx_string_tab[114]
-#define __pyx_n_u_out_i __pyx_string_tab[115]
-#define __pyx_n_u_out_p __pyx_string_tab[116]
-#define __pyx_n_u_out_v __pyx_string_tab[117]
-#define __pyx_n_u_ov __pyx_string_tab[118]
-#define __pyx_n_u_p __pyx_string_tab[119]
-#define __pyx_n_u_pack __pyx_string_tab[120]
-#define __pyx_n_u_pb __pyx_string_tab[121]
-#define __pyx_n_u_pop __pyx_string_tab[122]
-#define __pyx_n_u_pv __pyx_string_tab[123]
-#define __pyx_n_u_r __pyx_string_tab[124]
-#define __pyx_n_u_recordkit_engine__gather __pyx_string_tab[125]
-#define __pyx_n_u_register __pyx_string_tab[126]
-#define __pyx_n_u_row __pyx_string_tab[127]
-#define __pyx_n_u_row_bytes __pyx_string_tab[128]
-#define __pyx_n_u_rows __pyx_string_tab[129]
-#define __pyx_n_u_seq __pyx_string_tab[130]
-#define __pyx_n_u_setdefault __pyx_string_tab[131]
-#define __pyx_n_u_shape __pyx_string_tab[132]
-#define __pyx_n_u_size __pyx_string_tab[133]
-#define __pyx_n_u_slot __pyx_string_tab[134]
-#define __pyx_n_u_start __pyx_string_tab[135]
-#define __pyx_n_u_step __pyx_string_tab[136]
-#define __pyx_n_u_stop __pyx_string_tab[137]
-#define __pyx_n_u_struct __pyx_string_tab[138]
-#define __pyx_n_u_total_nnz __pyx_string_tab[139]
-#define __pyx_n_u_total_rows __pyx_string_tab[140]
-#define __pyx_n_u_uint8 __pyx_string_tab[141]
-#define __pyx_n_u_unpack __pyx_string_tab[142]
-#define __pyx_n_u_update __pyx_string_tab[143]
-#define __pyx_n_u_v __pyx_string_tab[144]
-#define __pyx_n_u_values __pyx_string_tab[145]
-#define __pyx_n_u_vb __pyx_string_tab[146]
-#define __pyx_n_u_vv __pyx_string_tab[147]
-#define __pyx_n_u_x __pyx_string_tab[148]
-#define __pyx_n_u_z __pyx_string_tab[149]
-#define __pyx_n_u_zeros __pyx_string_tab[150]
-#define __pyx_n_b_O __pyx_string_tab[151]
-#define __pyx_kp_b_iso88591_F_83aq_U_1_F_1_Jaq_q_2WA_F_3fBa __pyx_string_tab[152]
-#define __pyx_kp_b_iso88591_F_83aq_U_1_F_1_WAQ_G1A_G1A_AQaq __pyx_string_tab[153]
-#define __pyx_kp_b_iso88591_F_83aq_U_1_D_G1A_Jaq_V1F_3b_q_J __pyx_string_tab[154]
+#define __pyx_n_u_L __pyx_string_tab[31]
+#define __pyx_n_u_S __pyx_string_tab[32]
+#define __pyx_n_u_Sequence __pyx_string_tab[33]
+#define __pyx_n_u_T __pyx_string_tab[34]
+#define __pyx_n_u_View_MemoryView __pyx_string_tab[35]
+#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[36]
+#define __pyx_n_u_annotate __pyx_string_tab[37]
+#define __pyx_n_u_class __pyx_string_tab[38]
+#define __pyx_n_u_class_getitem __pyx_string_tab[39]
+#define __pyx_n_u_dict __pyx_string_tab[40]
+#define __pyx_n_u_func __pyx_string_tab[41]
+#define __pyx_n_u_getstate __pyx_string_tab[42]
+#define __pyx_n_u_import __pyx_string_tab[43]
+#define __pyx_n_u_main __pyx_string_tab[44]
+#define __pyx_n_u_module __pyx_string_tab[45]
+#define __pyx_n_u_name_2 __pyx_string_tab[46]
+#define __pyx_n_u_new __pyx_string_tab[47]
+#define __pyx_n_u_pyx_checksum __pyx_string_tab[48]
+#define __pyx_n_u_pyx_state __pyx_string_tab[49]
+#define __pyx_n_u_pyx_type __pyx_string_tab[50]
+#define __pyx_n_u_pyx_unpickle_Enum __pyx_string_tab[51]
+#define __pyx_n_u_pyx_vtable __pyx_string_tab[52]
+#define __pyx_n_u_qualname __pyx_string_tab[53]
+#define __pyx_n_u_reduce __pyx_string_tab[54]
+#define __pyx_n_u_reduce_cython __pyx_string_tab[55]
+#define __pyx_n_u_reduce_ex __pyx_string_tab[56]
+#define __pyx_n_u_set_name __pyx_string_tab[57]
+#define __pyx_n_u_setstate __pyx_string_tab[58]
+#define __pyx_n_u_setstate_cython __pyx_string_tab[59]
+#define __pyx_n_u_test __pyx_string_tab[60]
+#define __pyx_n_u_is_coroutine __pyx_string_tab[61]
+#define __pyx_n_u_a __pyx_string_tab[62]
+#define __pyx_n_u_abc __pyx_string_tab[63]
+#define __pyx_n_u_allocate_buffer __pyx_string_tab[64]
+#define __pyx_n_u_arrays __pyx_string_tab[65]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[66]
+#define __pyx_n_u_b __pyx_string_tab[67]
+#define __pyx_n_u_base __pyx_string_tab[68]
+#define __pyx_n_u_c __pyx_string_tab[69]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[70]
+#define __pyx_n_u_count __pyx_string_tab[71]
+#define __pyx_n_u_dtype __pyx_string_tab[72]
+#define __pyx_n_u_dtype_is_object __pyx_string_tab[73]
+#define __pyx_n_u_empty __pyx_string_tab[74]
+#define __pyx_n_u_encode __pyx_string_tab[75]
+#define __pyx_n_u_enumerate __pyx_string_tab[76]
+#define __pyx_n_u_error __pyx_string_tab[77]
+#define __pyx_n_u_flags __pyx_string_tab[78]
+#define __pyx_n_u_format __pyx_string_tab[79]
+#define __pyx_n_u_fortran __pyx_string_tab[80]
+#define __pyx_n_u_gather_items __pyx_string_tab[81]
+#define __pyx_n_u_gather_padded __pyx_string_tab[82]
+#define __pyx_n_u_gather_sparse __pyx_string_tab[83]
+#define __pyx_n_u_have_first __pyx_string_tab[84]
+#define __pyx_n_u_hi __pyx_string_tab[85]
+#define __pyx_n_u_i __pyx_string_tab[86]
+#define __pyx_n_u_ib __pyx_string_tab[87]
+#define __pyx_n_u_id __pyx_string_tab[88]
+#define __pyx_n_u_index __pyx_string_tab[89]
+#define __pyx_n_u_indices __pyx_string_tab[90]
+#define __pyx_n_u_indptrs __pyx_string_tab[91]
+#define __pyx_n_u_int32 __pyx_string_tab[92]
+#define __pyx_n_u_int64 __pyx_string_tab[93]
+#define __pyx_n_u_items __pyx_string_tab[94]
+#define __pyx_n_u_itemsize __pyx_string_tab[95]
+#define __pyx_n_u_iv __pyx_string_tab[96]
+#define __pyx_n_u_ix __pyx_string_tab[97]
+#define __pyx_n_u_j __pyx_string_tab[98]
+#define __pyx_n_u_k __pyx_string_tab[99]
+#define __pyx_n_u_lengths __pyx_string_tab[100]
+#define __pyx_n_u_lo __pyx_string_tab[101]
+#define __pyx_n_u_lv __pyx_string_tab[102]
+#define __pyx_n_u_max_count __pyx_string_tab[103]
+#define __pyx_n_u_memview __pyx_string_tab[104]
+#define __pyx_n_u_mode __pyx_string_tab[105]
+#define __pyx_n_u_n __pyx_string_tab[106]
+#define __pyx_n_u_name __pyx_string_tab[107]
+#define __pyx_n_u_ndim __pyx_string_tab[108]
+#define __pyx_n_u_np __pyx_string_tab[109]
+#define __pyx_n_u_numpy __pyx_string_tab[110]
+#define __pyx_n_u_nz __pyx_string_tab[111]
+#define __pyx_n_u_o __pyx_string_tab[112]
+#define __pyx_n_u_ob __pyx_string_tab[113]
+#define __pyx_n_u_obj __pyx_string_tab[114]
+#define __pyx_n_u_offs __pyx_string_tab[115]
+#define __pyx_n_u_offsets __pyx_string_tab[116]
+#define __pyx_n_u_out __pyx_string_tab[117]
+#define __pyx_n_u_out_i __pyx_string_tab[118]
+#define __pyx_n_u_out_p __pyx_string_tab[119]
+#define __pyx_n_u_out_v __pyx_string_tab[120]
+#define __pyx_n_u_ov __pyx_string_tab[121]
+#define __pyx_n_u_p __pyx_string_tab[122]
+#define __pyx_n_u_pack __pyx_string_tab[123]
+#define __pyx_n_u_pb __pyx_string_tab[124]
+#define __pyx_n_u_pick_run __pyx_string_tab[125]
+#define __pyx_n_u_pop __pyx_string_tab[126]
+#define __pyx_n_u_pos_j __pyx_string_tab[127]
+#define __pyx_n_u_pos_len __pyx_string_tab[128]
+#define __pyx_n_u_pv __pyx_string_tab[129]
+#define __pyx_n_u_r __pyx_string_tab[130]
+#define __pyx_n_u_recordkit_engine__gather __pyx_string_tab[131]
+#define __pyx_n_u_register __pyx_string_tab[132]
+#define __pyx_n_u_row __pyx_string_tab[133]
+#define __pyx_n_u_row_bytes __pyx_string_tab[134]
+#define __pyx_n_u_rows __pyx_string_tab[135]
+#define __pyx_n_u_seq __pyx_string_tab[136]
+#define __pyx_n_u_setdefault __pyx_string_tab[137]
+#define __pyx_n_u_shape __pyx_string_tab[138]
+#define __pyx_n_u_size __pyx_string_tab[139]
+#define __pyx_n_u_slot __pyx_string_tab[140]
+#define __pyx_n_u_start __pyx_string_tab[141]
+#define __pyx_n_u_status __pyx_string_tab[142]
+#define __pyx_n_u_step __pyx_string_tab[143]
+#define __pyx_n_u_stop __pyx_string_tab[144]
+#define __pyx_n_u_struct __pyx_string_tab[145]
+#define __pyx_n_u_total __pyx_string_tab[146]
+#define __pyx_n_u_total_nnz __pyx_string_tab[147]
+#define __pyx_n_u_total_rows __pyx_string_tab[148]
+#define __pyx_n_u_uint8 __pyx_string_tab[149]
+#define __pyx_n_u_unpack __pyx_string_tab[150]
+#define __pyx_n_u_update __pyx_string_tab[151]
+#define __pyx_n_u_v __pyx_string_tab[152]
+#define __pyx_n_u_values __pyx_string_tab[153]
+#define __pyx_n_u_vb __pyx_string_tab[154]
+#define __pyx_n_u_vv __pyx_string_tab[155]
+#define __pyx_n_u_x __pyx_string_tab[156]
+#define __pyx_n_u_z __pyx_string_tab[157]
+#define __pyx_n_u_zeros __pyx_string_tab[158]
+#define __pyx_n_b_O __pyx_string_tab[159]
+#define __pyx_kp_b_iso88591_F_83aq_U_1_F_1_Jaq_q_2WA_F_3fBa __pyx_string_tab[160]
+#define __pyx_kp_b_iso88591_F_83aq_U_1_F_1_WAQ_G1A_G1A_AQaq __pyx_string_tab[161]
+#define __pyx_kp_b_iso88591_F_83aq_U_1_D_G1A_Jaq_V1F_3b_q_J __pyx_string_tab[162]
+#define __pyx_kp_b_iso88591_q_a_F_2RuBb_s_1_b_Qa_r_Q_Q_r_Q __pyx_string_tab[163]
 #define __pyx_int_0 __pyx_number_tab[0]
 #define __pyx_int_neg_1 __pyx_number_tab[1]
 #define __pyx_int_136983863 __pyx_number_tab[2]
@@ -4291,8 +4310,8 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_slice[i]); }
   for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<155; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<4; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<164; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -4345,8 +4364,8 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_slice[i]); }
   for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<155; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<4; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<164; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -22543,6 +22562,7 @@ static PyObject *__pyx_pf_9recordkit_6engine_7_gather_4gather_items(CYTHON_UNUSE
  *         for i in range(S):
  *             ov[i] = base[slot[i]][seq[i]]             # <<<<<<<<<<<<<<
  *     return out
+ * 
 */
           __pyx_t_7 = __pyx_v_i;
           __pyx_t_16 = __pyx_v_i;
@@ -22573,6 +22593,8 @@ static PyObject *__pyx_pf_9recordkit_6engine_7_gather_4gather_items(CYTHON_UNUSE
  *         for i in range(S):
  *             ov[i] = base[slot[i]][seq[i]]
  *     return out             # <<<<<<<<<<<<<<
+ * 
+ * 
 */
   {
     PyObject *__pyx_temp;
@@ -22614,6 +22636,671 @@ static PyObject *__pyx_pf_9recordkit_6engine_7_gather_4gather_items(CYTHON_UNUSE
   __PYX_XCLEAR_MEMVIEW(&__pyx_v_a, 1);
   __Pyx_XDECREF(__pyx_v_out);
   __PYX_XCLEAR_MEMVIEW(&__pyx_v_ov, 1);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "recordkit/engine/_gather.pyx":129
+ * 
+ * 
+ * def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a, Py_ssize_t b, int64_t total,             # <<<<<<<<<<<<<<
+ *              int64_t size, bint have_first, Py_ssize_t max_count):
+ *     """Walk positions [a, b) choosing sequences for a minibatch (CNTK's rule).
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_9recordkit_6engine_7_gather_7pick_run(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_9recordkit_6engine_7_gather_6pick_run, "Walk positions [a, b) choosing sequences for a minibatch (CNTK\047s rule).\n\n    pos_j[p] < 0: -1 the sequence was dropped (skipped), -2 its chunk is not loaded\n    (stop, status 1, so the caller loads it). The first sequence is always taken;\n    later ones only while total + length <= size (status 2 when the next one does\n    not fit or the size is reached). max_count < 0: no limit on sequences (status 2\n    when reached). Status 0: ran to b. Returns (next position, taken positions, total, status).\n    ");
+static PyMethodDef __pyx_mdef_9recordkit_6engine_7_gather_7pick_run = {"pick_run", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_9recordkit_6engine_7_gather_7pick_run, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_9recordkit_6engine_7_gather_6pick_run};
+static PyObject *__pyx_pw_9recordkit_6engine_7_gather_7pick_run(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  __Pyx_memviewslice __pyx_v_pos_j = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_pos_len = { 0, 0, { 0 }, { 0 }, { 0 } };
+  Py_ssize_t __pyx_v_a;
+  Py_ssize_t __pyx_v_b;
+  int64_t __pyx_v_total;
+  int64_t __pyx_v_size;
+  int __pyx_v_have_first;
+  Py_ssize_t __pyx_v_max_count;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[8] = {0,0,0,0,0,0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("pick_run (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_pos_j,&__pyx_mstate_global->__pyx_n_u_pos_len,&__pyx_mstate_global->__pyx_n_u_a,&__pyx_mstate_global->__pyx_n_u_b,&__pyx_mstate_global->__pyx_n_u_total,&__pyx_mstate_global->__pyx_n_u_size,&__pyx_mstate_global->__pyx_n_u_have_first,&__pyx_mstate_global->__pyx_n_u_max_count,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 129, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  8:
+        values[7] = __Pyx_ArgRef_FASTCALL(__pyx_args, 7);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  7:
+        values[6] = __Pyx_ArgRef_FASTCALL(__pyx_args, 6);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  6:
+        values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  5:
+        values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  4:
+        values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  3:
+        values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 129, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "pick_run", 0) < (0)) __PYX_ERR(0, 129, __pyx_L3_error)
+      for (Py_ssize_t i = __pyx_nargs; i < 8; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("pick_run", 1, 8, 8, i); __PYX_ERR(0, 129, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 8)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[6] = __Pyx_ArgRef_FASTCALL(__pyx_args, 6);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 129, __pyx_L3_error)
+      values[7] = __Pyx_ArgRef_FASTCALL(__pyx_args, 7);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 129, __pyx_L3_error)
+    }
+    __pyx_v_pos_j = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(values[0], 0); if (unlikely(!__pyx_v_pos_j.memview)) __PYX_ERR(0, 129, __pyx_L3_error)
+    __pyx_v_pos_len = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(values[1], 0); if (unlikely(!__pyx_v_pos_len.memview)) __PYX_ERR(0, 129, __pyx_L3_error)
+    __pyx_v_a = __Pyx_PyIndex_AsSsize_t(values[2]); if (unlikely((__pyx_v_a == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 129, __pyx_L3_error)
+    __pyx_v_b = __Pyx_PyIndex_AsSsize_t(values[3]); if (unlikely((__pyx_v_b == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 129, __pyx_L3_error)
+    __pyx_v_total = __Pyx_PyLong_As_int64_t(values[4]); if (unlikely((__pyx_v_total == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 129, __pyx_L3_error)
+    __pyx_v_size = __Pyx_PyLong_As_int64_t(values[5]); if (unlikely((__pyx_v_size == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 130, __pyx_L3_error)
+    __pyx_v_have_first = __Pyx_PyObject_IsTrue(values[6]); if (unlikely((__pyx_v_have_first == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 130, __pyx_L3_error)
+    __pyx_v_max_count = __Pyx_PyIndex_AsSsize_t(values[7]); if (unlikely((__pyx_v_max_count == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 130, __pyx_L3_error)
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("pick_run", 1, 8, 8, __pyx_nargs); __PYX_ERR(0, 129, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_pos_j, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_pos_len, 1);
+  __Pyx_AddTraceback("recordkit.engine._gather.pick_run", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_9recordkit_6engine_7_gather_6pick_run(__pyx_self, __pyx_v_pos_j, __pyx_v_pos_len, __pyx_v_a, __pyx_v_b, __pyx_v_total, __pyx_v_size, __pyx_v_have_first, __pyx_v_max_count);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_pos_j, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_pos_len, 1);
+
+
+
+
+
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_9recordkit_6engine_7_gather_6pick_run(CYTHON_UNUSED PyObject *__pyx_self, __Pyx_memviewslice __pyx_v_pos_j, __Pyx_memviewslice __pyx_v_pos_len, Py_ssize_t __pyx_v_a, Py_ssize_t __pyx_v_b, int64_t __pyx_v_total, int64_t __pyx_v_size, int __pyx_v_have_first, Py_ssize_t __pyx_v_max_count) {
+  Py_ssize_t __pyx_v_p;
+  Py_ssize_t __pyx_v_n;
+  int __pyx_v_status;
+  int64_t __pyx_v_j;
+  int64_t __pyx_v_L;
+  PyObject *__pyx_v_out = NULL;
+  __Pyx_memviewslice __pyx_v_ov = { 0, 0, { 0 }, { 0 }, { 0 } };
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  PyObject *__pyx_t_2 = NULL;
+  PyObject *__pyx_t_3 = NULL;
+  PyObject *__pyx_t_4 = NULL;
+  int __pyx_t_5;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  size_t __pyx_t_8;
+  __Pyx_memviewslice __pyx_t_9 = { 0, 0, { 0 }, { 0 }, { 0 } };
+  Py_ssize_t __pyx_t_10;
+  int __pyx_t_11;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("pick_run", 0);
+
+
+
+  /* "recordkit/engine/_gather.pyx":139
+ *     when reached). Status 0: ran to b. Returns (next position, taken positions, total, status).
+ *     """
+ *     cdef Py_ssize_t p = a, n = 0             # <<<<<<<<<<<<<<
+ *     cdef int status = 0
+ *     cdef int64_t j, L
+*/
+  __pyx_v_p = __pyx_v_a;
+  __pyx_v_n = 0;
+
+  /* "recordkit/engine/_gather.pyx":140
+ *     """
+ *     cdef Py_ssize_t p = a, n = 0
+ *     cdef int status = 0             # <<<<<<<<<<<<<<
+ *     cdef int64_t j, L
+ *     out = np.empty(b - a if b > a else 0, dtype=np.int64)
+*/
+  __pyx_v_status = 0;
+
+  /* "recordkit/engine/_gather.pyx":142
+ *     cdef int status = 0
+ *     cdef int64_t j, L
+ *     out = np.empty(b - a if b > a else 0, dtype=np.int64)             # <<<<<<<<<<<<<<
+ *     cdef int64_t[::1] ov = out
+ *     with nogil:
+*/
+  __pyx_t_2 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 142, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 142, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __pyx_t_5 = (__pyx_v_b > __pyx_v_a);
+
+  if (__pyx_t_5) {
+    __pyx_t_6 = PyLong_FromSsize_t((__pyx_v_b - __pyx_v_a)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 142, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __pyx_t_3 = __pyx_t_6;
+    __pyx_t_6 = 0;
+  } else {
+    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
+    __pyx_t_3 = __pyx_mstate_global->__pyx_int_0;
+  }
+
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 142, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 142, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  #if CYTHON_VECTORCALL
+  #endif
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_4))) {
+    __pyx_t_2 = PyMethod_GET_SELF(__pyx_t_4);
+    assert(__pyx_t_2);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_4);
+    __Pyx_INCREF(__pyx_t_2);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_4, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_2, __pyx_t_3, __pyx_t_7};
+    #if CYTHON_VECTORCALL
+    __pyx_t_6 = __pyx_mstate_global->__pyx_tuple[2];
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 142, __pyx_L1_error)
+    __Pyx_INCREF(__pyx_t_6);
+    #else
+    {
+      PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
+      __pyx_t_6 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 142, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_6);
+    }
+    #endif
+    __pyx_t_1 = __Pyx_Object_VectorcallKwds((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_8, (2-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET), __pyx_t_6);
+    __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    #if CYTHON_VECTORCALL
+    #endif
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 142, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_1);
+  }
+  __pyx_v_out = __pyx_t_1;
+  __pyx_t_1 = 0;
+
+  /* "recordkit/engine/_gather.pyx":143
+ *     cdef int64_t j, L
+ *     out = np.empty(b - a if b > a else 0, dtype=np.int64)
+ *     cdef int64_t[::1] ov = out             # <<<<<<<<<<<<<<
+ *     with nogil:
+ *         while p < b:
+*/
+  __pyx_t_9 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(__pyx_v_out, PyBUF_WRITABLE); if (unlikely(!__pyx_t_9.memview)) __PYX_ERR(0, 143, __pyx_L1_error)
+  __pyx_v_ov = __pyx_t_9;
+  __pyx_t_9.memview = NULL;
+  __pyx_t_9.data = NULL;
+
+  /* "recordkit/engine/_gather.pyx":144
+ *     out = np.empty(b - a if b > a else 0, dtype=np.int64)
+ *     cdef int64_t[::1] ov = out
+ *     with nogil:             # <<<<<<<<<<<<<<
+ *         while p < b:
+ *             j = pos_j[p]
+*/
+  {
+      PyThreadState * _save;
+      _save = PyEval_SaveThread();
+      __Pyx_FastGIL_Remember();
+      /*try:*/ {
+
+        /* "recordkit/engine/_gather.pyx":145
+ *     cdef int64_t[::1] ov = out
+ *     with nogil:
+ *         while p < b:             # <<<<<<<<<<<<<<
+ *             j = pos_j[p]
+ *             if j == -1:
+*/
+        while (1) {
+          __pyx_t_5 = (__pyx_v_p < __pyx_v_b);
+
+
+          if (!__pyx_t_5) break;
+
+          /* "recordkit/engine/_gather.pyx":146
+ *     with nogil:
+ *         while p < b:
+ *             j = pos_j[p]             # <<<<<<<<<<<<<<
+ *             if j == -1:
+ *                 p += 1
+*/
+          __pyx_t_10 = __pyx_v_p;
+          __pyx_v_j = (*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_pos_j.data) + __pyx_t_10)) )));
+
+          /* "recordkit/engine/_gather.pyx":147
+ *         while p < b:
+ *             j = pos_j[p]
+ *             if j == -1:             # <<<<<<<<<<<<<<
+ *                 p += 1
+ *                 continue
+*/
+          __pyx_t_5 = (__pyx_v_j == -1L);
+
+          if (__pyx_t_5) {
+
+
+            /* "recordkit/engine/_gather.pyx":148
+ *             j = pos_j[p]
+ *             if j == -1:
+ *                 p += 1             # <<<<<<<<<<<<<<
+ *                 continue
+ *             if j == -2:
+*/
+            __pyx_v_p = (__pyx_v_p + 1);
+
+            /* "recordkit/engine/_gather.pyx":149
+ *             if j == -1:
+ *                 p += 1
+ *                 continue             # <<<<<<<<<<<<<<
+ *             if j == -2:
+ *                 status = 1
+*/
+            goto __pyx_L6_continue;
+
+            /* "recordkit/engine/_gather.pyx":147
+ *         while p < b:
+ *             j = pos_j[p]
+ *             if j == -1:             # <<<<<<<<<<<<<<
+ *                 p += 1
+ *                 continue
+*/
+          }
+
+          /* "recordkit/engine/_gather.pyx":150
+ *                 p += 1
+ *                 continue
+ *             if j == -2:             # <<<<<<<<<<<<<<
+ *                 status = 1
+ *                 break
+*/
+          __pyx_t_5 = (__pyx_v_j == -2L);
+
+          if (__pyx_t_5) {
+
+
+            /* "recordkit/engine/_gather.pyx":151
+ *                 continue
+ *             if j == -2:
+ *                 status = 1             # <<<<<<<<<<<<<<
+ *                 break
+ *             L = pos_len[p]
+*/
+            __pyx_v_status = 1;
+
+            /* "recordkit/engine/_gather.pyx":152
+ *             if j == -2:
+ *                 status = 1
+ *                 break             # <<<<<<<<<<<<<<
+ *             L = pos_len[p]
+ *             if have_first and total + L > size:
+*/
+            goto __pyx_L7_break;
+
+            /* "recordkit/engine/_gather.pyx":150
+ *                 p += 1
+ *                 continue
+ *             if j == -2:             # <<<<<<<<<<<<<<
+ *                 status = 1
+ *                 break
+*/
+          }
+
+          /* "recordkit/engine/_gather.pyx":153
+ *                 status = 1
+ *                 break
+ *             L = pos_len[p]             # <<<<<<<<<<<<<<
+ *             if have_first and total + L > size:
+ *                 status = 2
+*/
+          __pyx_t_10 = __pyx_v_p;
+          __pyx_v_L = (*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_pos_len.data) + __pyx_t_10)) )));
+
+          /* "recordkit/engine/_gather.pyx":154
+ *                 break
+ *             L = pos_len[p]
+ *             if have_first and total + L > size:             # <<<<<<<<<<<<<<
+ *                 status = 2
+ *                 break
+*/
+          if (__pyx_v_have_first) {
+          } else {
+
+            __pyx_t_5 = __pyx_v_have_first;
+            goto __pyx_L11_bool_binop_done;
+          }
+          __pyx_t_11 = ((__pyx_v_total + __pyx_v_L) > __pyx_v_size);
+
+
+          __pyx_t_5 = __pyx_t_11;
+
+          __pyx_L11_bool_binop_done:;
+          if (__pyx_t_5) {
+
+
+            /* "recordkit/engine/_gather.pyx":155
+ *             L = pos_len[p]
+ *             if have_first and total + L > size:
+ *                 status = 2             # <<<<<<<<<<<<<<
+ *                 break
+ *             ov[n] = p
+*/
+            __pyx_v_status = 2;
+
+            /* "recordkit/engine/_gather.pyx":156
+ *             if have_first and total + L > size:
+ *                 status = 2
+ *                 break             # <<<<<<<<<<<<<<
+ *             ov[n] = p
+ *             n += 1
+*/
+            goto __pyx_L7_break;
+
+            /* "recordkit/engine/_gather.pyx":154
+ *                 break
+ *             L = pos_len[p]
+ *             if have_first and total + L > size:             # <<<<<<<<<<<<<<
+ *                 status = 2
+ *                 break
+*/
+          }
+
+          /* "recordkit/engine/_gather.pyx":157
+ *                 status = 2
+ *                 break
+ *             ov[n] = p             # <<<<<<<<<<<<<<
+ *             n += 1
+ *             total += L
+*/
+          __pyx_t_10 = __pyx_v_n;
+          *((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_ov.data) + __pyx_t_10)) )) = __pyx_v_p;
+
+          /* "recordkit/engine/_gather.pyx":158
+ *                 break
+ *             ov[n] = p
+ *             n += 1             # <<<<<<<<<<<<<<
+ *             total += L
+ *             have_first = True
+*/
+          __pyx_v_n = (__pyx_v_n + 1);
+
+          /* "recordkit/engine/_gather.pyx":159
+ *             ov[n] = p
+ *             n += 1
+ *             total += L             # <<<<<<<<<<<<<<
+ *             have_first = True
+ *             p += 1
+*/
+          __pyx_v_total = (__pyx_v_total + __pyx_v_L);
+
+          /* "recordkit/engine/_gather.pyx":160
+ *             n += 1
+ *             total += L
+ *             have_first = True             # <<<<<<<<<<<<<<
+ *             p += 1
+ *             if total >= size or (max_count >= 0 and n >= max_count):
+*/
+          __pyx_v_have_first = 1;
+
+          /* "recordkit/engine/_gather.pyx":161
+ *             total += L
+ *             have_first = True
+ *             p += 1             # <<<<<<<<<<<<<<
+ *             if total >= size or (max_count >= 0 and n >= max_count):
+ *                 status = 2
+*/
+          __pyx_v_p = (__pyx_v_p + 1);
+
+          /* "recordkit/engine/_gather.pyx":162
+ *             have_first = True
+ *             p += 1
+ *             if total >= size or (max_count >= 0 and n >= max_count):             # <<<<<<<<<<<<<<
+ *                 status = 2
+ *                 break
+*/
+          __pyx_t_11 = (__pyx_v_total >= __pyx_v_size);
+
+          if (!__pyx_t_11) {
+
+          } else {
+
+            __pyx_t_5 = __pyx_t_11;
+
+            goto __pyx_L14_bool_binop_done;
+          }
+          __pyx_t_11 = (__pyx_v_max_count >= 0);
+
+          if (__pyx_t_11) {
+
+          } else {
+
+            __pyx_t_5 = __pyx_t_11;
+
+            goto __pyx_L14_bool_binop_done;
+          }
+          __pyx_t_11 = (__pyx_v_n >= __pyx_v_max_count);
+
+
+          __pyx_t_5 = __pyx_t_11;
+
+          __pyx_L14_bool_binop_done:;
+          if (__pyx_t_5) {
+
+
+            /* "recordkit/engine/_gather.pyx":163
+ *             p += 1
+ *             if total >= size or (max_count >= 0 and n >= max_count):
+ *                 status = 2             # <<<<<<<<<<<<<<
+ *                 break
+ *     return p, out[:n], total, status
+*/
+            __pyx_v_status = 2;
+
+            /* "recordkit/engine/_gather.pyx":164
+ *             if total >= size or (max_count >= 0 and n >= max_count):
+ *                 status = 2
+ *                 break             # <<<<<<<<<<<<<<
+ *     return p, out[:n], total, status
+*/
+            goto __pyx_L7_break;
+
+            /* "recordkit/engine/_gather.pyx":162
+ *             have_first = True
+ *             p += 1
+ *             if total >= size or (max_count >= 0 and n >= max_count):             # <<<<<<<<<<<<<<
+ *                 status = 2
+ *                 break
+*/
+          }
+          __pyx_L6_continue:;
+        }
+        __pyx_L7_break:;
+      }
+
+      /* "recordkit/engine/_gather.pyx":144
+ *     out = np.empty(b - a if b > a else 0, dtype=np.int64)
+ *     cdef int64_t[::1] ov = out
+ *     with nogil:             # <<<<<<<<<<<<<<
+ *         while p < b:
+ *             j = pos_j[p]
+*/
+      /*finally:*/ {
+        /*normal exit:*/{
+          __Pyx_FastGIL_Forget();
+          PyEval_RestoreThread(_save);
+          goto __pyx_L5;
+        }
+        __pyx_L5:;
+      }
+  }
+
+  /* "recordkit/engine/_gather.pyx":165
+ *                 status = 2
+ *                 break
+ *     return p, out[:n], total, status             # <<<<<<<<<<<<<<
+*/
+  __pyx_t_1 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 165, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_t_4 = __Pyx_PyObject_GetSlice(__pyx_v_out, 0, __pyx_v_n, NULL, NULL, NULL, 0, 1, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 165, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_6 = __Pyx_PyLong_From_int64_t(__pyx_v_total); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 165, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyLong_From_int(__pyx_v_status); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 165, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_3 = PyTuple_New(4); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 165, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __Pyx_GIVEREF(__pyx_t_1);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 0, __pyx_t_1) != (0)) __PYX_ERR(0, 165, __pyx_L1_error);
+  __Pyx_GIVEREF(__pyx_t_4);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 1, __pyx_t_4) != (0)) __PYX_ERR(0, 165, __pyx_L1_error);
+  __Pyx_GIVEREF(__pyx_t_6);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 2, __pyx_t_6) != (0)) __PYX_ERR(0, 165, __pyx_L1_error);
+  __Pyx_GIVEREF(__pyx_t_7);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 3, __pyx_t_7) != (0)) __PYX_ERR(0, 165, __pyx_L1_error);
+  __pyx_t_1 = 0;
+  __pyx_t_4 = 0;
+  __pyx_t_6 = 0;
+  __pyx_t_7 = 0;
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_3;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_3 = 0;
+  goto __pyx_L0;
+
+  /* "recordkit/engine/_gather.pyx":129
+ * 
+ * 
+ * def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a, Py_ssize_t b, int64_t total,             # <<<<<<<<<<<<<<
+ *              int64_t size, bint have_first, Py_ssize_t max_count):
+ *     """Walk positions [a, b) choosing sequences for a minibatch (CNTK's rule).
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_XDECREF(__pyx_t_2);
+  __Pyx_XDECREF(__pyx_t_3);
+  __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_t_9, 1);
+  __Pyx_AddTraceback("recordkit.engine._gather.pick_run", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+
+
+
+  __Pyx_XDECREF(__pyx_v_out);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_ov, 1);
+
+
   __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
@@ -24995,6 +25682,21 @@ __Pyx_RefNannySetupContext("PyInit__gather", 0);
   if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_gather_items, __pyx_t_4) < (0)) __PYX_ERR(0, 113, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
+  /* "recordkit/engine/_gather.pyx":129
+ * 
+ * 
+ * def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a, Py_ssize_t b, int64_t total,             # <<<<<<<<<<<<<<
+ *              int64_t size, bint have_first, Py_ssize_t max_count):
+ *     """Walk positions [a, b) choosing sequences for a minibatch (CNTK's rule).
+*/
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_9recordkit_6engine_7_gather_7pick_run, 0, __pyx_mstate_global->__pyx_n_u_pick_run, NULL, __pyx_mstate_global->__pyx_n_u_recordkit_engine__gather, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 129, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
+  #endif
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_pick_run, __pyx_t_4) < (0)) __PYX_ERR(0, 129, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+
   /* "recordkit/engine/_gather.pyx":1
  * # distutils: language = c++             # <<<<<<<<<<<<<<
  * # cython: language_level=3
@@ -25183,38 +25885,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{6},{8},{1},{2},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{8},{15},{7},{6},{2},{9},{50},{39},{34},{32},{30},{37},{5},{8},{1},{1},{8},{1},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{1},{3},{15},{6},{18},{1},{4},{1},{18},{5},{5},{15},{5},{6},{9},{5},{5},{6},{7},{12},{13},{13},{2},{1},{2},{2},{5},{7},{7},{5},{5},{5},{8},{2},{2},{1},{1},{7},{2},{2},{7},{4},{1},{4},{4},{2},{5},{2},{1},{2},{3},{4},{7},{3},{5},{5},{5},{2},{1},{4},{2},{3},{2},{1},{24},{8},{3},{9},{4},{3},{10},{5},{4},{4},{5},{4},{4},{6},{9},{10},{5},{6},{6},{1},{6},{2},{2},{1},{1},{5}};
-    const struct { const unsigned int length: 10; } bytes_length_index[] = {{1},{136},{638},{345}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{6},{8},{1},{2},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{8},{15},{7},{6},{2},{9},{50},{39},{34},{32},{30},{37},{5},{8},{1},{1},{1},{8},{1},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{1},{3},{15},{6},{18},{1},{4},{1},{18},{5},{5},{15},{5},{6},{9},{5},{5},{6},{7},{12},{13},{13},{10},{2},{1},{2},{2},{5},{7},{7},{5},{5},{5},{8},{2},{2},{1},{1},{7},{2},{2},{9},{7},{4},{1},{4},{4},{2},{5},{2},{1},{2},{3},{4},{7},{3},{5},{5},{5},{2},{1},{4},{2},{8},{3},{5},{7},{2},{1},{24},{8},{3},{9},{4},{3},{10},{5},{4},{4},{5},{6},{4},{4},{6},{5},{9},{10},{5},{6},{6},{1},{6},{2},{2},{1},{1},{5}};
+    const struct { const unsigned int length: 10; } bytes_length_index[] = {{1},{136},{638},{345},{216}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1463 bytes) */
-static const char cstring[] = "x\332}TMo\3336\030\236\0237k\323\254\213\3236\335:`\240\223a\001\266\326\235\223\264)\206\242\203\223&C6\254\253\223~\000\333A\240(\332f#\2232I\251vN=\352\250\243\216:\352\250c\216=\346\047\370\270\237\260\237\260\227\222\3558\037\230aQ\257\310\367\373y^\"\254\321O}$\354\367\224\350\347\265\237\321\263?hW\310\301[F? \321B\317\210\340\232\265}\341+\204\271\203\034&\215\342\305m\306\307\007JK\346PgJ\031\t\371\277\347\347\367&\232\317\177\331\301\234\013\215\260R\254\315\221\026HR\354<\024\334\035\240n\236d\000I\356\363\000\273\314A]\341\320\007\210\366=\260\005Wkd\315\304]k\t\251%\346k\017P\033\\\215\225U\007{\024B!\334g\n\275\024\232\"\335\201N\354\014tGp\004{\016u\231M%\326\024\242\231\374\300\2534J\034\275\332}\365p\363\351f\236\255\244\246o\n)\337&.$J\225i\232\3553W\203w=\360\250\252\241\375\026\032\010\037q\nyA\025\036\350M\033\350\016\345HQm\004\264\226\327\2145\023\334\002s\306\333k\2436\261\200\032\353=\354*Z\303\216c\201\036%\302u\315\231\340\252\206m\3420\205m\227Rn\3266a\252\220\034.\240\240\026\366]\215,KR\307\047\324\262\220\343\347\036\271\340\017\241\300\200a\027N\t\343L[\026\367\273\336\240f\021!i\255\013v\014K\211\007\250\205\231[T\301\272\036\264vZ\315\357b\335\271\244\241$y\004\351\013\351\0341\375\210\3626\343\364\221\325\006U*k\336\240\357\347\031\032}\354\272\202@\303Q\021\312\301\032\327\2568-\2603\315/h\243j\215\303\235\375\375]\327e\236b\352\367\303C\332\363)\047\364\265\341p\355\214\316\226\365j\320\207\347\005`i\275\244}}@[\2265\3527\364\003j7\210\234\tm\252\231\246]\263\341\030\033\370\265|N\314\033\216\324\330\252\250\323H]\314x\376\026\216\357\346g\034w\213\267\toYP\257E:\224\034)\277[|\215\274\030\321\260\245\220|\3561r\004\036v\371X/\320\246\021\306G\317\307\356\330\355\030\312\211Dr\002Om\320\276\371\000vMRQS\251O\3443;M\225\251\205)\003\252\360\201\306\024\003\263\306\355\267l\277\325\202\2710\020)\254\006\2340Q\233h*\333\306\212\022\342\202lA/`\364\010\26519\"\302\347\3321\025\346\213q_\\9\264\353\351\001\240\005\323K\241\330|\342""\250\224B\266\\\334V0\275@\252\321\014\027\234\261\014$j${0\007\324\031}(\017KE;\2141\2339p\215\320\276\271K\010U\360\362\264\204\227\336X\207\345\311f\356\242X\216)\020\277\377\036\232\315\333\272\243\\\341\006p\267\230\213\305\\(\3344\r\234t\271\2273\235\037\013aC\342\242\325R\346\201\366A\341\360\267\230Y<\263\004\"\360<(\331\263=\341y\201\234\220\277V\220\2776\"\277\244m\246\264\251\365\003\374-{\000\235\007\001\256\204\036\370\035\215kNv\223%df\240\202y\322\324SZ\300#}\2425p\327\2658?.\004c\357C\211O\201A\220\202\357\301\020\321\000\356<\237\252\300\016\202\376\3611\225B\375\371\261\364O\371\253\270\034\357%\325\344i\272\221\342\264\367\357\334g\327n\204\327\3027Q5\252\017\257/\204{c\341\267\010G\275\270\024W\342\357\223R\262\234\364\322\331t=}\2275\206\345\371p%\327\333\210Z\361v\214\207\345o\342\372\360\306\274\261\332\215\356\032\273\341\302\255\020\207~\364\002\034\334\211\2331I*\311j\322L@\367fX\377X2a\277\276\220\311\322\325\231|\021\276\213\032Q\323\354\374\032\325\243\306\2240\037\376`\216\362D\347b\034\007\020\201\244K\351VV=;\264!\205\345X\236\253\340\234e\351\342g\371\333X\244\315a\371\372t6\333P\217\206\260;\2402\033\327\343\306U\233;\020\2472\274\276\014Agb\310\341nt\000\047\345\270\021\037B\017o\047\333\211\235\226\322;i3%Y\005\222,\033\027-\010\375\027\030\336O\237dKY\375l\363\357d\316\350Oo\314@\027\337B\021\220\335\255\320\216\346 c\005\370\314$\325\002\204\213\313\275\250\037\367.B\263\030\315@U\233\223\234{I\351\252\315\331d=i\216\201\3346}\034.T\242%(\327\240z\033\212j^\261\261\030]\213\336\304\325x\003x\261\270\004.\267\342\325\370\300\364%\371.\301\211J\253\000\267\235\225\206\213\367\212\\f\243u@w\341\313P\032W\303\305\345\034\205\231\334\205\235\3344\305\246NV\31563yr\373d\373\344\375\351\314\351\312icZ\361\261i@\262\t\000\227\323mP^\311\2663<\\\200\350\006\332j\270\005\002\360n+Z\213\357%%`\337\255\313\354\233\277\300\276\027Q)\252\234#\335\331@\254\306o\223z\2627*\345\363\254w\376\270z58f\366J\027Xe\242\334\001\342\221\334\253\231\223""\245d\003@/\247\215\3645Pd5kf\344\244r2*\344q\004d\275\031\256\207\007a\336\273\322x\026Wr\200f\343gI\220\036\244=Ca|\031\3662p\350\365$R\005\362\032\301^\037\367\177\035\316\357\347\270O\265w\035\360S\200\236\003\005o\246\275\254\014\355\265OfN~\374t\360I\236VLk\037G7\342\312\177sA\006\321";
-    PyObject *data = __Pyx_DecompressString(cstring, 1463, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1608 bytes) */
+static const char cstring[] = "x\332}TMo\333F\032\256d\345\333\233Z\316\327\266\013,\250\244\250\201\266Q\326\037i\202E\320\205\354$Ev\267ml\247)\320\036\210!9\222&\241f(\316P\221\274\227\036y\344\221G\036y\344\321\307\036\363\023t\354O\350O\350\363\222\222,;\306\n\342\360\345\314\373\371<\357;\0263\326?\306\226r\336p\327|\323\376\247\365\344;>P\341\344\265\340\357,\325\265\236\270J\032\321\213T\244-&=\313\023!)\236\335\026r~\240M(<\356-)[*\374\277\347\247\367\026\232\337\374k\217I\251\214\305\264\026=i\031e\205\234y\367\225\364\047\326\240Lr\204$_\310\021\363\205g\r\224\307\277\262\3708\200-\\m\270\033\024w\243\253B\0232\271\361\225\325\203\253\271\262\356\263\200#\224\305\306B[\337+\303-\323\007\022{\023\323W\322\302\236\307}\341\360\220\031\216h\224\037\274\206\244$\255\227\317^\336\337y\274Sf\033r\302M[:r\\\037\211rM\2409\221\360\r\274\233I\300u\333z\321\265&*\262$G^\250\"\200\336\262\201\351siinH\2606\312\232\231\021J\3320\027\262\2671\203I\2148Y?g\276\346m\346y6\364\270\253|\237\316\224\324m\346\270\236\320\314\3619\227\264\366\\\241+\311\223\n\005uY\344\033\313\266C\356E.\267m\313\213J\217R\311\373(p$\230\217SWHal[F\203`\322\266]\025\362\366\000v\202\205!\233X]&\374\252\n1\010\000\355\262Z4`\246\377\201\206\016\335\007H_\205\336[a\036p\331\023\222?\260{P\345a;\230\214\2432C\322g\276\257\\\000nU\241<fX\373\234\323\212;\002\277j\033\335\356\034\356\275x\361\314\367E\240\205\376\317\177\017\017\3710\342\322\345\257\250\211\333\047\375l\333/\047c<OA\246\375=\037\233\003\336\265\355\031\340\000\004\305\023%\047B\217\033a\370\2006<\262\301\257\033I\227\3368\322s\253\252P\222\006L\310\362\255\274\310/\317$\033To\no\333(\330v\373\334}\253\243A\3655\363B\"\265K%E2\020\356[xx&\347z#CH\220\217a\304\374\271\3339\227\013\311-;xi\203\217\351\003\355\265HE/\245\276\220O\354\014\327T\213\320\304\252\212\320\307\234\241\265\346\370\333N\324\355b0\210#\315\364D\272B\265\027\232\332q\230\346\256\353C\266\201\005f\317\345\016s\337\272*\222\306\243\n\313\205\334Ww\016\037\004f\002\2660\276\034\305\226#\307""\303P\205]\237\3654\306\027]5\033\342\252il\242D\317\344\000\203\300\275\331\207\016X\250y\237\215\270\335\025\2416}!\204#<\334(|L\327\212\3135^\201\t\3612\333[X\276\336)\235U\313\021\307\014\214\337\000v\3313}\355+\1774`\240\2132\307}C\227\r]2\222p\204\267\201\014\312\356\227GJ9\250Eu\273\232\036 \n,\360\267\005-\001-#5\n\002\240\0208\304\253\035\202_\025\004J\333ohA\300`\024.\206\244]\rI{6$!\357\tm\010\222w\370\333\316\004\004A\300\3251D\254\331X\227CA% mb4,i\2154\014\003m\024\2360r\215A\243\373\345bKyT\t\344*\002\024\217\221\0232\214\002\314\035\037\341\232\214\270\0369\243\321\370\350\210\207J\377\360k\355\367\306_\323F\372<ke\217\363\355\234\345\303?.~t\341J|!\3761i%\233\323\313\253\361\363\271\360\357\204%\303\264\2266\323\317\263Zv;\033\346+\371V\376S\321\2316\256\306wK\275\355\244\233\356\246l\332\370[\2729\275r\225\254\236%\267\310n\272z=fq\224<\205\203\233\351~\352f\315\354^\266\237A\367Z\274\371k\215\302~r&\223\365\3633\371K\374S\322I\366i\347\333d3\351,\tW\343/\350\250L\364b\312\322\021\"\270\371z\376\250h\235\034:H\341v\032\236\252\340\224e\355\354g\343\357\251\312\367\247\215\313\313\331\354\242\036\203\260{PYI7\323\316y\233{\210\323\234^\276\215\240\365\0249\334J\016p\322H;\351!0\274\221\355fN^\313o\346\373\271[4\221d\203\\t\021\372g\030~\232\177]\254\027\233\047\233\277d\027I\177y\243\016\024_\243\010dw=v\222\213\310X\203\237z\326\252H8\273\334I\306\351\360,5kI\035U\355,r\036f\265\3636W\262\255l\177N\344.\3418]m&\353(\227X\275\201\242\366\317\331XK.$?\246\255t\033}\261\266\016\227\217\322{\351\001\341\222}\226\261L\347-\320\355\024\265\351\332\235*\227\225d\013\354\256~\034\207\344j\272v\273d\241^\272p\262kTl\356\025\255b\247\010\217o\034\357\036\277y_\177\177\367}gY\361!\001\220\355\200\340F\276\013\345\273\305n\301\246\253\210N\324\266\342G\020\320w\217\222\215\364NVC\367]\377\260\373\256\236\351\276\247I-i\236j\272\223\201\270\227\276\3166\263\347\263R.\025\303\323\307\255\363\311\241\331\253\235\351*\212r\023\215\347\226^iN\326\263m\220\336\310;""\371+\264\310\275b\277p\217\233\307\263B\036&h\326k\361V|\020\227\330\325\346\263x\267$h%}\222\215\362\203|H-\314>\244\275\201\036z\265\210\324D^3\3327\347\370o\341\374\323\222\367%x\267\300\237\006{\036\n\336\311\207E\003\360:\307\365\343/\177;\370-|\337$h\037&W\322&\200\275I\300^B\3135`\376\373\342\242\330\302\034D\270*\234\354\022:\340\363\242^\264N.\r\302\nIT\255\203\031\254r\001*\323\265[\2644\2276>I\233\345\306Zr\251\034U\234\374/\375,\355\226\223U\317[\047\032U\333v\250C\361E\216V\351\250\372\3748\036%\207\351\205\364\025\206\216(\244\212\000\363\302\032\025m\307.\360\330I\336\245\354O\247\207l\310";
+    PyObject *data = __Pyx_DecompressString(cstring, 1608, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1914 bytes) */
-static const char cstring[] = "\377 at 0x o\377bject>.:\377 <Memory\377View of \377<contigu\377ous and gdir%\001\007\rin\021\005\177strided\"\010o or \004\031><(\t\376A\006>?Canno\377t assign\377 to read\177-only m\240\002\375v\242\000Invali\377d mode, \347exp\305\000|\000\047c\047\376t\001\047fortra\237n\047, gH\000%\005s\357hape\222\000 ax\377is Note \373th\207 Cytho\373n \021\000delib\237eratek\000\320\001c\367ter!\001n PE\337P-484\212\"re\376\264!s subcl\366\246\000es\261!buil\373ti\260\000ypes.\377 If you \223ne\224 \303\000p\316\000%\tt\177hen set\200\000\367e \047\357\002atio\377n_typing\355\047\355$iv\242\000o F\377alse.add}_\231 ecoll\266@\376+\000s.abcdi\177sableen\002\001\357gcis\004\003dno\377 default\377 __reduc\277e__ duM\002n\367on-\262@vial\376\033\000cinit__\377numpy._c\337ore.m5\000ia\377rray fai\235l\300\003imp\330 \033\tu\357math\021\016src\375/\260`ordkit\377/engine/\373_g(\000er.py\363xu\247\002\332Aallo\365c\356  e\003data\341.\013\020\266C\210\204\001\345cs.A\377SCIIElli\377psisKSSe\177quenceT\300\204\001}.\305\204\007__Pyx\001\000\377Dict_Nex?tRef__\351$\215 \333__\276B__\001\005ge_titem\r\001d0\001\236\027\000func\035\001\030\000s\341t\232`)\001\204#3\001mai\275n\003\002odulM\002n\233am\002\003ewT\001\355\000_\177checksuT\000\300\n\001?\004\025\001\354@\223@\037\001unopick?\000En \005\363vt\325A\230\001qual\210O\005\303E\314Fc\274\204\002\277\001\337De\tx\314\001\333`_\203\005\347`\262\006\003\006\356.\007tes\374@_is.\370Aout\254@a\327`\225E\177_buffer\211b\377sasyncio\371.\243`$\003sbbas\257eccl\342@_\211 t\377raceback?countd\336\001\000\002|[\001\355\207\003empty\253@\317odee\361`\355\205\002er\377rorflagsGfor\322`\275\206\004\256c_\217A\375s\005\004padded\376\022\004sparseh\377iiibidin\367dex\222\210\001cesi\337ndptr\004\000t3?2int64>\002C\002\377izeivixj\376\352 ngthslo\237lvmem\325\207\001\315\207\001n~\274Andimnp\214\205\002\377nzoobobj\357offs\000\001ets\254\240 \243 _i\001\001p\006\001v\357ovpp\360\000pbp_oppvr\364\204\006.\367\204\003\375.\366\204\004regist\376""\350\001wrow_by\374\367 \006\000sseqseIt\250\206\004\244\210\002s\243\000\227\000t\357`}r\002\000epsto\001\000\377ructtota\237l_nnz\003\003<\001u\362\340\0008\277`\363 upda\377tevvalue\377svbvvxzz\377erosO\200\001\340\377\004\030\230\004\230F\240!\377\2408\2503\250a\250q\377\360\006\000\005\t\210\005\210\377U\220!\2201\330\010\014\373\210F\001\005J\220a\220q\377\230\001\230\021\230&\240\001\377\240\026\240q\250\003\2502\377\250W\260A\330\004\n\210\375\"#\0023\220f\230B\230\377a\330\004\033\2301\330\t\335\n;\001E\220\0254\001\330\014\177\016\210a\210u\220D>\000\377\024\230Q\230c\240\021\240\357#\240Q\240)\000\013\2101\253\200\001s\001\031{\014\022t\023\r\277\210W\220A\220Q\230\001G\357\2201\220A\000\006\330\010\n\363\210*\027\001\244\002\006\230a\230\375v_\000c\250\022\2507\260u!\023\007b\301\000\026\230r\265\n\372-\n\001;\013\001\330\004\036\230\277o\250Q\330\004\010\214)B\352\315\000t}\000C\222 \003\2301\351\230\203\002\005\rCe\000\021\330\010\277\026\220b\230\002\230\201\000\025\373\220R\301 \004\230A\230S\376\301 \023\240B\240b\250\001\377\250\024\250Q\250c\260\021~\242\000\004\014\210B\210f\334\000\375Z\236\000\032\2506\260\022\260;1\330\014\006[\240\006,\001\005\t\345\002\303 V\204@\233\000\016\210b\353\220\006\241@s\235@\002\240!\360\377#\205B\212B\004\003\027\220x\230]q\213M\020\220\002\353@4\302\004\177C\230q\240\001\330\014\003\017_\003\2402\240Q\301EB\320\000N#\000\021\220\022\201@\322A\023\322\000\374\033\000\000\016\020\220\005\220U\230\267!\2303\225`\020\022\323`7\357\230#\230R\224!\240$\240\337a\240s\250!\366`b\260\277\001\330\020\027\220qs\001\003{\2202\333@\014\017\210rX\001\327\330\020\026\363b\002>\002b\240\375\013\351\001\250d\260!\2604\377\260r\270\023\270B\270j\277\310\002\310\"\310A\035\t5\375\240\376\000\2404\240q\250\004\373\250B*\000\"\260B\260a\363\330\014{\000\240a!\2107\220\372\234 \013\004\000\047\230\027\240\001\256\373`\016\000\005\356m\n\371\204\014D\317\220\001\220\021\350j\207\205\007#\230\337V\2401\240F\304\004\007\260Aq\265\205""\001\246\205\007\211@\211Q\370\205\001\001\307l\376b\001\024\220Q\220c\230\021\334\244 \244\205\001\022\2403\242`\004\250\367A\250T\240`#\260Q\260\357c\270\021\270\313\204\002!\2105\377\220\001\330\010\013\2102\210kR\210\267\"\001\204\206\005\"\220\235A\377\003\230<\240v\250R\250\365q\277\204\001a\345O\004\220A\220eTa\006\021\262`\360D1\330\371$\2452\035\000\032\363B\375(2\275@s\372\273@d\271@4\250q\260\004\376\334 b\270\002\270+\300R\177\300r\310\021\330\004\013\226\000\007\t\230\021";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1914, 2645);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (2111 bytes) */
+static const char cstring[] = "\377 at 0x o\377bject>.:\377 <Memory\377View of \377<contigu\377ous and gdir%\001\007\rin\021\005\177strided\"\010o or \004\031><(\t\376A\006>?Canno\377t assign\377 to read\177-only m\240\002\375v\242\000Invali\377d mode, \347exp\305\000|\000\047c\047\376t\001\047fortra\237n\047, gH\000%\005s\357hape\222\000 ax\377is Note \373th\207 Cytho\373n \021\000delib\237eratek\000\320\001c\367ter!\001n PE\337P-484\212\"re\376\264!s subcl\366\246\000es\261!buil\373ti\260\000ypes.\377 If you \223ne\224 \303\000p\316\000%\tt\177hen set\200\000\367e \047\357\002atio\377n_typing\355\047\355$iv\242\000o F\377alse.add}_\231 ecoll\266@\376+\000s.abcdi\177sableen\002\001\357gcis\004\003dno\377 default\377 __reduc\277e__ duM\002n\367on-\262@vial\376\033\000cinit__\377numpy._c\337ore.m5\000ia\377rray fai\235l\300\003imp\330 \033\tu\357math\021\016src\375/\260`ordkit\377/engine/\373_g(\000er.py\363xu\247\002\332Aallo\365c\356  e\003data\341.\013\020\266C\210\204\001\345cs.A\377SCIIElli\377psisKLSS\377equenceT\372\301\204\001.\306\204\007__Pyx\376\001\000Dict_Ne\177xtRef__\352$\266\216 __\277B__\001\005g\277etitem\r\001d<0\001\027\000func\035\001\030\000\303st\233`)\001\205#3\001ma{in\003\002odulM\0027nam\002\003ewT\001\356\000\377_checksu\200T\000\n\001?\004\025\001\355@\224@\037\001u\337npick?\000En\346 \005vt\326A\230\001qua\021lO\005\304E\315Fc\275\204\002\277\001\340D\023ex\314\001\334`_\203\005\350`\262\006\334\003\006.\007tes\375@_i]s\371Aout\255@a\330`\376\226E_buffer\376\212bsasynci\363o.\244`$\003sbba_seccl\343@_\211 \377tracebac\177kcountd\336\001\370\000\002[\001\356\207\003empty\236\253@odee\362`\356\205\002e\377rrorflag\217sfor\323`\276\206\004\257c_\372\217As\005\004padde\375d\022\004sparse\377have_fir\377sthiiibi\277dindex\235\210\001c\377esindptr\376\004\000t32int6\3714H\002M\002izeiv\367ixj\364 ngth\377slolvmax\235_\265\002mem\351\207\001\341\207\001n~\317Andimnp\240\205\002\377nzoobobj\357offs\000\001ets\254\263 \266 _i\001\001p\006\001voovpp\203 pb\324A\373_r\335@oppos""\373_j\001\001lenpv\325r\234\205\006.\237\205\003.\236\205\004re\357gist\217!wro\317w_by\236@\006\000ss\237eqset\320\206\004\314\210\002s|\300\000\264\000tstar\001\001\367tus6\000psto\376\001\000ructtot{al\000\002_nnz\003\003\312G\001u\210 8\361`\245@up\377datevval\377uesvbvvx\377zzerosO\200\377\001\340\004\030\230\004\230F\377\240!\2408\2503\250a\377\250q\360\006\000\005\t\210\377\005\210U\220!\2201\330\357\010\014\210F\001\005J\220a\377\220q\230\001\230\021\230&\377\240\001\240\026\240q\250\003\377\2502\250W\260A\330\004\367\n\210\"#\0023\220f\230\377B\230a\330\004\033\2301w\330\t\n;\001E\220\0254\001\377\330\014\016\210a\210u\220\375D>\000\024\230Q\230c\240\277\021\240#\240Q\240)\000\013\257\2101\200\001s\001\031{\014\022\376t\023\r\210W\220A\220Q\276\230\001G\2201\220A\000\006\330\317\010\n\210*\027\001\244\002\006\230\367a\230v_\000c\250\022\250\3277\260!\023\007b\301\000\026\230\351r\265\n-\n\001;\013\001\330\004\377\036\230o\250Q\330\004\010\252\214)B\315\000t}\000C\222 \003\247\2301\230\203\002\005\rCe\000\021\377\330\010\026\220b\230\002\230\356\201\000\025\220R\301 \004\230A\373\230S\301 \023\240B\240b\377\250\001\250\024\250Q\250c\373\260\021\242\000\004\014\210B\210\365f\334\000Z\236\000\032\2506\260\357\022\2601\330\014\006[\240\006\224,\001\005\t\002\303 V\204@\233\000\016\257\210b\220\006\241@s\235@\002\303\240!\377#\205B\212B\004\003\027\220wx\230q\213M\020\220\002\353@\3754\302\004C\230q\240\001\330}\014\003\017\003\2402\240Q\301E9B\320\000#\000\021\220\022\201@\322A\361\023\322\000\033\000\000\016\020\220\005\220\337U\230!\2303\225`\020\022\276\323`7\230#\230R\224!\240\177$\240a\240s\250!\366`\377b\260\001\330\020\027\220q\356s\001\003\2202\333@\014\017\210]rX\001\330\020\026\363b\002>\002\367b\240\013\351\001\250d\260!\377\2604\260r\270\023\270B\377\270j\310\002\310\"\310A\366\035\t5\240\376\000\2404\240q\357\250\004\250B*\000\"\260B\317\260a\330\014{\000\240a!\210\3537\220\234 \013\004\000\047\230\027\273\240\001\373`\016\000\005\356m\n>\371\204""\014D\220\001\220\021\350j\207\205\007\177#\230V\2401\240F\304\004\007\007\260q\265\205\001\246\205\007\211@\211Q\370\205\001\371\001\307lb\001\024\220Q\220cs\230\021\244 \244\205\001\022\2403\242`\337\004\250A\250T\240`#\260\277Q\260c\270\021\270\313\204\002!\377\2105\220\001\330\010\013\210\2572\210R\210\267\"\001\204\206\005\"\375\220\235A\003\230<\240v\250\327R\250q\277\204\001a\345O\004\220\227A\220Ta\006\021\262`\360D1\225\330\371$2\035\000\032\363B\375(2\352\275@s\273@d\271@4\250q\373\260\004\334 b\270\002\270+\377\300R\300r\310\021\330\004\375\013\226\000\t\230\021\200\001\360U\024\325!\007\360`\004\304@\340\240\207\006\3772\220R\220u\230B\230\367b\240\007\377@&\260\002\260\251!\253\207\007\305\204\001\002\237@\014\267aQ\363\220a\206\003\223 \330\020\025\220\357Q\330\020\021\006\010\031\230\021\316\014\002\020\220\007\231\210\001\263\001{\230\367$\230f\325\205\002\002\250!\330y\020\032\005\372\207\003A\330\014\021\304@\345\014E\001\0149\001\t\003\017\210v\377\220S\230\005\230T\240\032\340\211\204\002\316\001\344 5\006\317\0003\210c\377\220\022\2204\220w\230a";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 2111, 2912);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (2645 bytes) */
-static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__numpy._core.multiarray failed to importnumpy._core.umath failed to importsrc/recordkit/engine/_gather.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIEllipsisKSSequenceTView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___is_coroutineaabcallocate_bufferarraysasyncio.coroutinesbbaseccline_in_tracebackcountdtypedtype_is_objectemptyencodeenumerateerrorflagsformatfortrangather_itemsgather_paddedgather_sparsehiiibidindexindicesindptrsint32int64itemsitemsizeivixjklengthslolvmemviewmodennamendimnpnumpynzoobobjoffsoffsetsoutout_iout_pout_vovppackpbpoppvrrecordkit.engine._gatherregisterrowrow_bytesrowsseqsetdefaultshapesizeslotstartstepstopstructtotal_nnztotal_rowsuint8unpackupdatevvaluesvbvvxzzerosO\200\001\340\004\030\230\004\230F\240!\2408\2503\250a\250q\360\006\000\005\t\210\005\210U\220!\2201\330\010\014\210F\220!\2201\330\010\014\210J\220a\220q\230\001\230\021\230&\240\001\240\026\240q\250\003\2502\250W\260A\330\004\n\210\"\210F\220!\2203\220f\230B\230a\330\004\033\2301\330\t\n\330\010\014\210E\220\025\220a\220q\330\014\016\210a\210u\220D\230\001\230\024\230Q\230c\240\021\240#\240Q\240a\330\004\013\2101\200\001\360\006\000\005\031\230\004""\230F\240!\2408\2503\250a\250q\360\022\000\005\t\210\005\210U\220!\2201\330\010\014\210F\220!\2201\330\010\r\210W\220A\220Q\330\010\014\210G\2201\220A\330\010\014\210G\2201\220A\330\010\n\210*\220A\220Q\220a\220q\230\006\230a\230v\240Q\240c\250\022\2507\260!\330\010\n\210*\220A\220Q\220b\230\001\230\026\230r\240\026\240q\250\003\2502\250W\260A\330\010\n\210*\220A\220Q\220a\220q\230\001\330\010\n\210*\220A\220Q\220a\220q\230\001\330\004\036\230o\250Q\330\004\010\210\005\210U\220!\2201\330\010\014\210B\210a\210t\2201\220C\220q\230\003\2301\230A\330\010\014\210B\210a\210t\2201\220C\220q\230\003\2301\230C\230r\240\021\330\010\026\220b\230\002\230!\330\010\025\220R\220q\230\004\230A\230S\240\001\240\023\240B\240b\250\001\250\024\250Q\250c\260\021\260!\330\004\014\210B\210f\220A\220Z\230r\240\032\2506\260\022\2601\330\004\014\210B\210f\220A\220[\240\006\240b\250\001\330\004\014\210B\210f\220A\220[\240\002\240#\240V\2502\250Q\330\004\016\210b\220\006\220a\220s\230&\240\002\240!\330\004\033\2301\330\004\033\2301\330\004\033\2301\330\004\033\2301\330\004\027\220x\230q\330\t\n\330\010\014\210E\220\025\220a\220q\330\014\020\220\002\220!\2204\220q\230\003\2301\230C\230q\240\001\330\014\020\220\002\220!\2204\220q\230\003\2301\230C\230q\240\003\2402\240Q\330\014\016\210a\210u\220B\220b\230\001\330\014\021\220\022\2201\220D\230\001\230\023\230A\230Q\330\014\021\220\022\2201\220D\230\001\230\023\230A\230Q\330\014\020\220\005\220U\230!\2303\230a\330\020\022\220!\2207\230#\230R\230r\240\021\240$\240a\240s\250!\2503\250b\260\001\330\020\027\220q\330\014\020\220\003\2202\220Q\330\014\017\210r\220\022\2201\330\020\026\220a\220q\230\002\230!\2303\230b\240\013\2502\250Q\250d\260!\2604\260r\270\023\270B\270j\310\002\310\"\310A\330\020\026\220a\220q\230\002\230!\2305\240\002\240!\2404\240q\250\004\250B\250d\260\"\260B\260a\330\014\022\220!\330\010\n\210!\2107\220!\330\004\013\2107\220\047\230\027\240\001\200\001\360\016\000\005\031\230\004\230F\240!\2408\2503\250a\250q\360\n\000\005\t\210""\005\210U\220!\2201\330\010\014\210D\220\001\220\021\330\010\014\210G\2201\220A\330\010\014\210J\220a\220q\230\001\230\021\230#\230V\2401\240F\250!\2503\250b\260\007\260q\330\010\014\210J\220a\220q\230\001\230\021\230!\330\004\016\210b\220\006\220a\220s\230&\240\002\240!\330\004\033\2301\340\004\030\230\001\330\004\010\210\005\210U\220!\2201\330\010\014\210D\220\001\220\024\220Q\220c\230\021\230#\230Q\230c\240\022\2403\240b\250\004\250A\250T\260\021\260#\260Q\260c\270\021\270!\330\010\n\210!\2105\220\001\330\010\013\2102\210R\210q\330\014\020\220\001\330\004\n\210\"\210F\220\"\220B\220b\230\003\230<\240v\250R\250q\330\004\036\230a\330\t\n\330\010\014\210E\220\025\220a\220q\330\014\020\220\004\220A\220T\230\021\230#\230Q\230c\240\021\240!\330\014\020\220\002\220!\2201\330\014\017\210r\220\022\2202\220T\230\032\2402\240Q\330\020\026\220a\220q\230\002\230!\2302\230R\230s\240$\240d\250!\2504\250q\260\004\260B\260b\270\002\270+\300R\300r\310\021\330\004\013\2105\220\t\230\021";
+    #else /* compression: none (2912 bytes) */
+static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__numpy._core.multiarray failed to importnumpy._core.umath failed to importsrc/recordkit/engine/_gather.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIEllipsisKLSSequenceTView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___is_coroutineaabcallocate_bufferarraysasyncio.coroutinesbbaseccline_in_tracebackcountdtypedtype_is_objectemptyencodeenumerateerrorflagsformatfortrangather_itemsgather_paddedgather_sparsehave_firsthiiibidindexindicesindptrsint32int64itemsitemsizeivixjklengthslolvmax_countmemviewmodennamendimnpnumpynzoobobjoffsoffsetsoutout_iout_pout_vovppackpbpick_runpoppos_jpos_lenpvrrecordkit.engine._gatherregisterrowrow_bytesrowsseqsetdefaultshapesizeslotstartstatusstepstopstructtotaltotal_nnztotal_rowsuint8unpackupdatevvaluesvbvvxzzerosO\200\001\340\004\030\230\004\230F\240!\2408\2503\250a\250q\360\006\000\005\t\210\005\210U\220!\2201\330\010\014\210F\220!\2201\330\010\014\210J\220a\220q\230\001\230\021\230&\240\001\240\026\240q\250\003\2502\250W\260A\330\004\n\210\"\210F\220!\2203\220f\230B\230a\330\004\033\2301\330\t\n\330\010\014\210E\220\025\220a\220q\330\014\016\210a\210u\220D\230\001\230\024\230Q\230c\240\021\240#\240Q\240a\330""\004\013\2101\200\001\360\006\000\005\031\230\004\230F\240!\2408\2503\250a\250q\360\022\000\005\t\210\005\210U\220!\2201\330\010\014\210F\220!\2201\330\010\r\210W\220A\220Q\330\010\014\210G\2201\220A\330\010\014\210G\2201\220A\330\010\n\210*\220A\220Q\220a\220q\230\006\230a\230v\240Q\240c\250\022\2507\260!\330\010\n\210*\220A\220Q\220b\230\001\230\026\230r\240\026\240q\250\003\2502\250W\260A\330\010\n\210*\220A\220Q\220a\220q\230\001\330\010\n\210*\220A\220Q\220a\220q\230\001\330\004\036\230o\250Q\330\004\010\210\005\210U\220!\2201\330\010\014\210B\210a\210t\2201\220C\220q\230\003\2301\230A\330\010\014\210B\210a\210t\2201\220C\220q\230\003\2301\230C\230r\240\021\330\010\026\220b\230\002\230!\330\010\025\220R\220q\230\004\230A\230S\240\001\240\023\240B\240b\250\001\250\024\250Q\250c\260\021\260!\330\004\014\210B\210f\220A\220Z\230r\240\032\2506\260\022\2601\330\004\014\210B\210f\220A\220[\240\006\240b\250\001\330\004\014\210B\210f\220A\220[\240\002\240#\240V\2502\250Q\330\004\016\210b\220\006\220a\220s\230&\240\002\240!\330\004\033\2301\330\004\033\2301\330\004\033\2301\330\004\033\2301\330\004\027\220x\230q\330\t\n\330\010\014\210E\220\025\220a\220q\330\014\020\220\002\220!\2204\220q\230\003\2301\230C\230q\240\001\330\014\020\220\002\220!\2204\220q\230\003\2301\230C\230q\240\003\2402\240Q\330\014\016\210a\210u\220B\220b\230\001\330\014\021\220\022\2201\220D\230\001\230\023\230A\230Q\330\014\021\220\022\2201\220D\230\001\230\023\230A\230Q\330\014\020\220\005\220U\230!\2303\230a\330\020\022\220!\2207\230#\230R\230r\240\021\240$\240a\240s\250!\2503\250b\260\001\330\020\027\220q\330\014\020\220\003\2202\220Q\330\014\017\210r\220\022\2201\330\020\026\220a\220q\230\002\230!\2303\230b\240\013\2502\250Q\250d\260!\2604\260r\270\023\270B\270j\310\002\310\"\310A\330\020\026\220a\220q\230\002\230!\2305\240\002\240!\2404\240q\250\004\250B\250d\260\"\260B\260a\330\014\022\220!\330\010\n\210!\2107\220!\330\004\013\2107\220\047\230\027\240\001\200\001\360\016\000\005\031\230\004""\230F\240!\2408\2503\250a\250q\360\n\000\005\t\210\005\210U\220!\2201\330\010\014\210D\220\001\220\021\330\010\014\210G\2201\220A\330\010\014\210J\220a\220q\230\001\230\021\230#\230V\2401\240F\250!\2503\250b\260\007\260q\330\010\014\210J\220a\220q\230\001\230\021\230!\330\004\016\210b\220\006\220a\220s\230&\240\002\240!\330\004\033\2301\340\004\030\230\001\330\004\010\210\005\210U\220!\2201\330\010\014\210D\220\001\220\024\220Q\220c\230\021\230#\230Q\230c\240\022\2403\240b\250\004\250A\250T\260\021\260#\260Q\260c\270\021\270!\330\010\n\210!\2105\220\001\330\010\013\2102\210R\210q\330\014\020\220\001\330\004\n\210\"\210F\220\"\220B\220b\230\003\230<\240v\250R\250q\330\004\036\230a\330\t\n\330\010\014\210E\220\025\220a\220q\330\014\020\220\004\220A\220T\230\021\230#\230Q\230c\240\021\240!\330\014\020\220\002\220!\2201\330\014\017\210r\220\022\2202\220T\230\032\2402\240Q\330\020\026\220a\220q\230\002\230!\2302\230R\230s\240$\240d\250!\2504\250q\260\004\260B\260b\270\002\270+\300R\300r\310\021\330\004\013\2105\220\t\230\021\200\001\360\024\000\005\031\230\007\230q\330\004\026\220a\340\004\n\210\"\210F\220!\2202\220R\220u\230B\230b\240\007\240s\250&\260\002\260!\330\004\033\2301\330\t\n\330\010\016\210b\220\002\220!\330\014\020\220\005\220Q\220a\330\014\017\210r\220\024\220Q\330\020\025\220Q\330\020\021\330\014\017\210r\220\024\220Q\330\020\031\230\021\330\020\021\330\014\020\220\007\220q\230\001\330\014\017\210{\230$\230f\240B\240b\250\002\250!\330\020\031\230\021\330\020\021\330\014\016\210a\210u\220A\330\014\021\220\021\330\014\025\220Q\330\014\031\230\021\330\014\021\220\021\330\014\017\210v\220S\230\005\230T\240\032\2503\250b\260\004\260B\260c\270\021\330\020\031\230\021\330\020\021\330\004\013\2103\210c\220\022\2204\220w\230a";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 151; i++) {
+    for (int i = 0; i < 159; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 28) PyUnicode_InternInPlace(&string);
@@ -25225,8 +25927,8 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 151; i < 155; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-151].length;
+    for (int i = 159; i < 164; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-159].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -25236,15 +25938,15 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 155; i++) {
+    for (Py_ssize_t i = 0; i < 164; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 151;
-      for (Py_ssize_t i=0; i<4; ++i) {
+      PyObject **table = stringtab + 159;
+      for (Py_ssize_t i=0; i<5; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -25306,12 +26008,12 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
 namespace {
 #endif
 typedef struct {
-    unsigned int argcount : 3;
+    unsigned int argcount : 4;
     unsigned int num_posonly_args : 1;
     unsigned int num_kwonly_args : 1;
     unsigned int nlocals : 6;
     unsigned int flags : 10;
-    unsigned int first_line : 7;
+    unsigned int first_line : 8;
 } __Pyx_PyCode_New_function_description;
 #ifdef __cplusplus
 } /* anonymous namespace */
@@ -25344,6 +26046,11 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 113};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_arrays, __pyx_mstate->__pyx_n_u_slot, __pyx_mstate->__pyx_n_u_seq, __pyx_mstate->__pyx_n_u_S, __pyx_mstate->__pyx_n_u_K, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_a, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_ov};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_src_recordkit_engine__gather_pyx, __pyx_mstate->__pyx_n_u_gather_items, __pyx_mstate->__pyx_kp_b_iso88591_F_83aq_U_1_F_1_Jaq_q_2WA_F_3fBa, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {8, 0, 0, 15, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 129};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_pos_j, __pyx_mstate->__pyx_n_u_pos_len, __pyx_mstate->__pyx_n_u_a, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_size, __pyx_mstate->__pyx_n_u_have_first, __pyx_mstate->__pyx_n_u_max_count, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_status, __pyx_mstate->__pyx_n_u_j, __pyx_mstate->__pyx_n_u_L, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_ov};
+    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_src_recordkit_engine__gather_pyx, __pyx_mstate->__pyx_n_u_pick_run, __pyx_mstate->__pyx_kp_b_iso88591_q_a_F_2RuBb_s_1_b_Qa_r_Q_Q_r_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;
@@ -28666,6 +29373,68 @@ CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject **kwnames, Py_ssize
     return 0;
 }
 #endif
+
+/* SliceObject */
+static CYTHON_INLINE PyObject* __Pyx_PyObject_GetSlice(PyObject* obj,
+        Py_ssize_t cstart, Py_ssize_t cstop,
+        PyObject** _py_start, PyObject** _py_stop, PyObject** _py_slice,
+        int has_cstart, int has_cstop, CYTHON_UNUSED int wraparound) {
+#if CYTHON_USE_TYPE_SLOTS
+    PyMappingMethods* mp = Py_TYPE(obj)->tp_as_mapping;
+    if (likely(mp && mp->mp_subscript))
+#else
+    if ((1))
+#endif
+    {
+        PyObject* result;
+        PyObject *py_slice, *py_start, *py_stop;
+        if (_py_slice) {
+            py_slice = *_py_slice;
+        } else {
+            PyObject* owned_start = NULL;
+            PyObject* owned_stop = NULL;
+            if (_py_start) {
+                py_start = *_py_start;
+            } else {
+                if (has_cstart) {
+                    owned_start = py_start = PyLong_FromSsize_t(cstart);
+                    if (unlikely(!py_start)) goto bad;
+                } else
+                    py_start = Py_None;
+            }
+            if (_py_stop) {
+                py_stop = *_py_stop;
+            } else {
+                if (has_cstop) {
+                    owned_stop = py_stop = PyLong_FromSsize_t(cstop);
+                    if (unlikely(!py_stop)) {
+                        Py_XDECREF(owned_start);
+                        goto bad;
+                    }
+                } else
+                    py_stop = Py_None;
+            }
+            py_slice = PySlice_New(py_start, py_stop, Py_None);
+            Py_XDECREF(owned_start);
+            Py_XDECREF(owned_stop);
+            if (unlikely(!py_slice)) goto bad;
+        }
+#if CYTHON_USE_TYPE_SLOTS
+        result = mp->mp_subscript(obj, py_slice);
+#else
+        result = PyObject_GetItem(obj, py_slice);
+#endif
+        if (!_py_slice) {
+            Py_DECREF(py_slice);
+        }
+        return result;
+    } else {
+        __Pyx_RaiseTypeErrorWithObjectType(
+            "'" __Pyx_FMT_TYPENAME "' object is unsliceable", obj);
+    }
+bad:
+    return NULL;
+}
 
 /* AllocateExtensionType */
 static PyObject *__Pyx_AllocateExtensionType(PyTypeObject *t, int is_final) {
@@ -32392,6 +33161,28 @@ __pyx_fail:
     return result;
 }
 
+/* CIntFromPyVerify */
+#define __PYX_VERIFY_RETURN_INT(target_type, func_type, func_value)\
+    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 0)
+#define __PYX_VERIFY_RETURN_INT_EXC(target_type, func_type, func_value)\
+    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 1)
+#define __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, exc)\
+    {\
+        func_type value = func_value;\
+        if (sizeof(target_type) < sizeof(func_type)) {\
+            if (unlikely(value != (func_type) (target_type) value)) {\
+                func_type zero = 0;\
+                if (exc && unlikely(value == (func_type)-1 && PyErr_Occurred()))\
+                    return (target_type) -1;\
+                if (is_unsigned && unlikely(value < zero))\
+                    goto raise_neg_overflow;\
+                else\
+                    goto raise_overflow;\
+            }\
+        }\
+        return (target_type) value;\
+    }
+
 /* ObjectToMemviewSlice */
 static CYTHON_INLINE __Pyx_memviewslice __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_uint8_t__const__(PyObject *obj, int writable_flag) {
     __Pyx_memviewslice result = __Pyx_MEMSLICE_INIT;
@@ -33085,6 +33876,307 @@ no_fail:
     return new_mvs;
 }
 
+/* CIntFromPy */
+static int64_t __Pyx_LargePyLong___Pyx_PyLong_As_int64_t(PyObject *x);
+static int64_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_int64_t(void) {
+    const char* type_name = "int64_t";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (int64_t) -1;
+}
+static int64_t __Pyx_raise_overflow___Pyx_PyLong_As_int64_t(void) {
+    const char* type_name = "int64_t";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (int64_t) -1;
+}
+static CYTHON_INLINE int64_t __Pyx_PyULong___Pyx_PyLong_As_int64_t(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(int64_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int64_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int64_t) >= 2 * PyLong_SHIFT)) {
+                return (int64_t) (((((int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int64_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int64_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int64_t) >= 3 * PyLong_SHIFT)) {
+                return (int64_t) (((((((int64_t)digits[2]) << PyLong_SHIFT) | (int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int64_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int64_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int64_t) >= 4 * PyLong_SHIFT)) {
+                return (int64_t) (((((((((int64_t)digits[3]) << PyLong_SHIFT) | (int64_t)digits[2]) << PyLong_SHIFT) | (int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (int64_t) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(int64_t) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int64_t, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(int64_t) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int64_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_int64_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int64_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int64_t();
+}
+static CYTHON_INLINE int64_t __Pyx_PySLong___Pyx_PyLong_As_int64_t(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(int64_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int64_t, long, ival)
+            } else if ((8 * sizeof(int64_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (int64_t) (((int64_t) -1) * (((((int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int64_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int64_t, long, ival)
+            } else if ((8 * sizeof(int64_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (int64_t) (((int64_t) -1) * (((((((int64_t)digits[2]) << PyLong_SHIFT) | (int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int64_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int64_t, long, ival)
+            } else if ((8 * sizeof(int64_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (int64_t) (((int64_t) -1) * (((((((((int64_t)digits[3]) << PyLong_SHIFT) | (int64_t)digits[2]) << PyLong_SHIFT) | (int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(int64_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int64_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int64_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (int64_t) (((((int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int64_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int64_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int64_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (int64_t) (((((((int64_t)digits[2]) << PyLong_SHIFT) | (int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int64_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int64_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int64_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (int64_t) (((((((((int64_t)digits[3]) << PyLong_SHIFT) | (int64_t)digits[2]) << PyLong_SHIFT) | (int64_t)digits[1]) << PyLong_SHIFT) | (int64_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(int64_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int64_t, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(int64_t) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int64_t, long, PyLong_AsLong(x))
+    } else if ((sizeof(int64_t) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int64_t, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_int64_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int64_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int64_t();
+}
+static int64_t __Pyx_LargePyLong___Pyx_PyLong_As_int64_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int64_t neg_one = (int64_t) -1, const_zero = (int64_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    int64_t val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (int64_t) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (int64_t) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to int64_t");
+        return (int64_t) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (int64_t) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (int64_t) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(int64_t) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((int64_t) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(int64_t) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((int64_t) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((int64_t) 1) << (sizeof(int64_t) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (int64_t) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int64_t();
+}
+static CYTHON_INLINE int64_t __Pyx_PyLong___Pyx_PyLong_As_int64_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int64_t neg_one = (int64_t) -1, const_zero = (int64_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(int64_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_int64_t(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(int64_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_int64_t(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int64_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int64_t();
+#endif
+}
+static int64_t __Pyx_NonPyLong___Pyx_PyLong_As_int64_t(PyObject *x) {
+    int64_t val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (int64_t) -1;
+    val = __Pyx_PyLong_As_int64_t(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE int64_t __Pyx_PyLong_As_int64_t(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_int64_t(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_int64_t(x);
+    }
+}
+
 /* PyObjectVectorcallMethodKwds (used by CIntToPy) */
 #if !CYTHON_VECTORCALL
 static PyObject *__Pyx_Object_VectorcallMethodKwds(PyObject *name, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -33143,6 +34235,85 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int64_t(int64_t value) {
         PyObject *result = NULL, *kwds = NULL;
         PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
         py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int64_t));
+        if (!py_bytes) goto limited_bad;
+        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
+        if (!from_bytes_str) goto limited_bad;
+        order_str = PyUnicode_FromString(little ? "little" : "big");
+        if (!order_str) goto limited_bad;
+        {
+            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
+            if (!is_unsigned) {
+                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
+                if (!signed_str) goto limited_bad;
+#if CYTHON_VECTORCALL
+                kwds = PyTuple_Pack(1, signed_str);
+#else
+                {
+                    PyObject *keys[] = {signed_str};
+                    PyObject *values[] = {Py_True};
+                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
+                }
+#endif
+                Py_DECREF(signed_str);
+                if (unlikely(!kwds)) goto limited_bad;
+            }
+            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
+        }
+        limited_bad:
+        Py_XDECREF(kwds);
+        Py_XDECREF(order_str);
+        Py_XDECREF(py_bytes);
+        Py_XDECREF(from_bytes_str);
+        return result;
+#endif
+    }
+}
+
+/* CIntToPy */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int neg_one = (int) -1, const_zero = (int) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        if (sizeof(int) < sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int) <= sizeof(unsigned long)) {
+            return PyLong_FromUnsignedLong((unsigned long) value);
+#if !CYTHON_COMPILING_IN_PYPY
+        } else if (sizeof(int) <= sizeof(unsigned PY_LONG_LONG)) {
+            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
+#endif
+        }
+    } else {
+        if (sizeof(int) <= sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int) <= sizeof(PY_LONG_LONG)) {
+            return PyLong_FromLongLong((PY_LONG_LONG) value);
+        }
+    }
+    {
+        unsigned char *bytes = (unsigned char *)&value;
+#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
+        if (is_unsigned) {
+            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
+        } else {
+            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
+        }
+#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        return _PyLong_FromByteArray(bytes, sizeof(int),
+                                     little, !is_unsigned);
+#else
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        PyObject *result = NULL, *kwds = NULL;
+        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
+        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int));
         if (!py_bytes) goto limited_bad;
         from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
         if (!from_bytes_str) goto limited_bad;
@@ -33270,28 +34441,6 @@ static int __Pyx_CheckUnpickleChecksum(long checksum, long checksum1, long check
     __Pyx_RaiseUnpickleChecksumError(checksum, checksum1, checksum2, checksum3, members);
     return -1;
 }
-
-/* CIntFromPyVerify (used by CIntFromPy) */
-#define __PYX_VERIFY_RETURN_INT(target_type, func_type, func_value)\
-    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 0)
-#define __PYX_VERIFY_RETURN_INT_EXC(target_type, func_type, func_value)\
-    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 1)
-#define __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, exc)\
-    {\
-        func_type value = func_value;\
-        if (sizeof(target_type) < sizeof(func_type)) {\
-            if (unlikely(value != (func_type) (target_type) value)) {\
-                func_type zero = 0;\
-                if (exc && unlikely(value == (func_type)-1 && PyErr_Occurred()))\
-                    return (target_type) -1;\
-                if (is_unsigned && unlikely(value < zero))\
-                    goto raise_neg_overflow;\
-                else\
-                    goto raise_overflow;\
-            }\
-        }\
-        return (target_type) value;\
-    }
 
 /* CIntFromPy */
 static int __Pyx_LargePyLong___Pyx_PyLong_As_int(PyObject *x);
@@ -33892,85 +35041,6 @@ static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *x) {
         return __Pyx_PyLong___Pyx_PyLong_As_long(x);
     } else {
         return __Pyx_NonPyLong___Pyx_PyLong_As_long(x);
-    }
-}
-
-/* CIntToPy */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const int neg_one = (int) -1, const_zero = (int) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    if (is_unsigned) {
-        if (sizeof(int) < sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int) <= sizeof(unsigned long)) {
-            return PyLong_FromUnsignedLong((unsigned long) value);
-#if !CYTHON_COMPILING_IN_PYPY
-        } else if (sizeof(int) <= sizeof(unsigned PY_LONG_LONG)) {
-            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
-#endif
-        }
-    } else {
-        if (sizeof(int) <= sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int) <= sizeof(PY_LONG_LONG)) {
-            return PyLong_FromLongLong((PY_LONG_LONG) value);
-        }
-    }
-    {
-        unsigned char *bytes = (unsigned char *)&value;
-#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
-        if (is_unsigned) {
-            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
-        } else {
-            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
-        }
-#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        return _PyLong_FromByteArray(bytes, sizeof(int),
-                                     little, !is_unsigned);
-#else
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        PyObject *result = NULL, *kwds = NULL;
-        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
-        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int));
-        if (!py_bytes) goto limited_bad;
-        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
-        if (!from_bytes_str) goto limited_bad;
-        order_str = PyUnicode_FromString(little ? "little" : "big");
-        if (!order_str) goto limited_bad;
-        {
-            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
-            if (!is_unsigned) {
-                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
-                if (!signed_str) goto limited_bad;
-#if CYTHON_VECTORCALL
-                kwds = PyTuple_Pack(1, signed_str);
-#else
-                {
-                    PyObject *keys[] = {signed_str};
-                    PyObject *values[] = {Py_True};
-                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
-                }
-#endif
-                Py_DECREF(signed_str);
-                if (unlikely(!kwds)) goto limited_bad;
-            }
-            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
-        }
-        limited_bad:
-        Py_XDECREF(kwds);
-        Py_XDECREF(order_str);
-        Py_XDECREF(py_bytes);
-        Py_XDECREF(from_bytes_str);
-        return result;
-#endif
     }
 }
 

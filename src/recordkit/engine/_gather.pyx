@@ -124,3 +124,42 @@ def gather_items(list arrays, const int64_t[::1] slot, const int64_t[::1] seq):
         for i in range(S):
             ov[i] = base[slot[i]][seq[i]]
     return out
+
+
+def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a, Py_ssize_t b, int64_t total,
+             int64_t size, bint have_first, Py_ssize_t max_count):
+    """Walk positions [a, b) choosing sequences for a minibatch (CNTK's rule).
+
+    pos_j[p] < 0: -1 the sequence was dropped (skipped), -2 its chunk is not loaded
+    (stop, status 1, so the caller loads it). The first sequence is always taken;
+    later ones only while total + length <= size (status 2 when the next one does
+    not fit or the size is reached). max_count < 0: no limit on sequences (status 2
+    when reached). Status 0: ran to b. Returns (next position, taken positions, total, status).
+    """
+    cdef Py_ssize_t p = a, n = 0
+    cdef int status = 0
+    cdef int64_t j, L
+    out = np.empty(b - a if b > a else 0, dtype=np.int64)
+    cdef int64_t[::1] ov = out
+    with nogil:
+        while p < b:
+            j = pos_j[p]
+            if j == -1:
+                p += 1
+                continue
+            if j == -2:
+                status = 1
+                break
+            L = pos_len[p]
+            if have_first and total + L > size:
+                status = 2
+                break
+            ov[n] = p
+            n += 1
+            total += L
+            have_first = True
+            p += 1
+            if total >= size or (max_count >= 0 and n >= max_count):
+                status = 2
+                break
+    return p, out[:n], total, status

@@ -29,8 +29,19 @@ class StreamBatch:
     lengths: np.ndarray
     data: np.ndarray | None = None
     mask: np.ndarray | None = None
-    csr: sp.csr_matrix | None = None
+    values: np.ndarray | None = None     # sparse: CSR values, indices and indptr over samples
+    indices: np.ndarray | None = None
+    indptr: np.ndarray | None = None
     seq_offsets: np.ndarray | None = None
+    _csr: sp.csr_matrix | None = field(default=None, repr=False)
+
+    @property
+    def csr(self) -> sp.csr_matrix:
+        """The sparse samples as a (total samples, dim) scipy CSR matrix (built on first use)."""
+        if self._csr is None and self.is_sparse:
+            self._csr = sp.csr_matrix((self.values, self.indices, self.indptr),
+                                      shape=(len(self.indptr) - 1, self.dim))
+        return self._csr
 
     @property
     def num_sequences(self) -> int:
@@ -42,7 +53,7 @@ class StreamBatch:
 
     @property
     def dtype(self) -> np.dtype:
-        return self.csr.dtype if self.is_sparse else self.data.dtype
+        return self.values.dtype if self.is_sparse else self.data.dtype
 
     def as_sequences(self) -> list:
         """One (samples, dim) array (dense) or CSR matrix (sparse) per sequence."""
@@ -140,10 +151,28 @@ def _pack_sparse(spec, cols: list[SparseColumn], lengths: np.ndarray) -> StreamB
         ptrs.append(c.indptr[:-1] + base)
         base += int(c.indptr[-1])
     indptr = np.concatenate(ptrs + [np.array([base], dtype=np.int64)])
-    csr = sp.csr_matrix((values, indices, indptr), shape=(len(indptr) - 1, spec.dim))
     seq_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=seq_offsets[1:])
-    return StreamBatch(spec.name, True, spec.dim, lengths, csr=csr, seq_offsets=seq_offsets)
+    return StreamBatch(spec.name, True, spec.dim, lengths, values=values, indices=indices, indptr=indptr,
+                       seq_offsets=seq_offsets)
+
+
+def _prepared(chunk, specs) -> dict:
+    """Per chunk, once: the arrays the gather kernels take (byte views, int64 keys and lengths)."""
+    prep = getattr(chunk, "_gather_views", None)
+    if prep is None:
+        prep = {"__keys__": chunk.keys.view(np.int64),
+                "__lengths__": np.ascontiguousarray(chunk.lengths, dtype=np.int64)}
+        for spec in specs:
+            col = chunk.columns[spec.name]
+            vals = np.ascontiguousarray(col.values)
+            if spec.is_sparse:
+                prep[spec.name] = (vals.view(np.uint8), col.indices, col.indptr, col.seq_offsets, vals.dtype)
+            else:
+                row_bytes = spec.dim * vals.dtype.itemsize
+                prep[spec.name] = (vals.view(np.uint8).reshape(-1, row_bytes), col.seq_offsets, vals.dtype)
+        chunk._gather_views = prep
+    return prep
 
 
 def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, frame_mode: bool = False):
@@ -155,27 +184,26 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
     from recordkit.engine import _gather
     slot = np.ascontiguousarray(slot, dtype=np.int64)
     seq = np.ascontiguousarray(seq, dtype=np.int64)
-    keys = _gather.gather_items([c.keys.view(np.int64) for c in chunks], slot, seq).view(np.uint64)
-    lengths = _gather.gather_items([np.ascontiguousarray(c.lengths, dtype=np.int64) for c in chunks], slot, seq)
+    preps = [_prepared(c, specs) for c in chunks]
+    keys = _gather.gather_items([p["__keys__"] for p in preps], slot, seq).view(np.uint64)
+    lengths = _gather.gather_items([p["__lengths__"] for p in preps], slot, seq)
     streams = {}
     for spec in specs:
-        cols = [c.columns[spec.name] for c in chunks]
-        offsets = [c.seq_offsets for c in cols]
+        parts = [p[spec.name] for p in preps]
         if spec.is_sparse:
-            dtype = cols[0].values.dtype
-            vals, ind, ptr, lens = _gather.gather_sparse(
-                [np.ascontiguousarray(c.values).view(np.uint8) for c in cols], [c.indices for c in cols],
-                [c.indptr for c in cols], offsets, slot, seq, dtype.itemsize)
+            dtype = parts[0][4]
+            vals, ind, ptr, lens = _gather.gather_sparse([x[0] for x in parts], [x[1] for x in parts],
+                                                         [x[2] for x in parts], [x[3] for x in parts], slot, seq,
+                                                         dtype.itemsize)
             _check_frames(spec, lens, frame_mode)
-            csr = sp.csr_matrix((vals.view(dtype), ind, ptr), shape=(len(ptr) - 1, spec.dim))
             so = np.zeros(len(lens) + 1, dtype=np.int64)
             np.cumsum(lens, out=so[1:])
-            streams[spec.name] = StreamBatch(spec.name, True, spec.dim, lens, csr=csr, seq_offsets=so)
+            streams[spec.name] = StreamBatch(spec.name, True, spec.dim, lens, values=vals.view(dtype), indices=ind,
+                                             indptr=ptr, seq_offsets=so)
         else:
-            dtype = cols[0].values.dtype
-            row_bytes = spec.dim * dtype.itemsize
-            rows = [np.ascontiguousarray(c.values).view(np.uint8).reshape(-1, row_bytes) for c in cols]
-            out, lens, T = _gather.gather_padded(rows, offsets, slot, seq, row_bytes)
+            dtype = parts[0][2]
+            out, lens, T = _gather.gather_padded([x[0] for x in parts], [x[1] for x in parts], slot, seq,
+                                                 spec.dim * dtype.itemsize)
             _check_frames(spec, lens, frame_mode)
             data = out.view(dtype).reshape(len(lens), T, spec.dim)
             mask = np.arange(T) < lens[:, None]

@@ -31,6 +31,7 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.minibatch import Minibatch, pack_from_chunks
+from recordkit.engine import _gather
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 
 INFINITELY_REPEAT = None
@@ -296,38 +297,24 @@ class MinibatchSource:
             if self._cursor >= stop:
                 self._exhausted = True
                 break
-            want = max(size - total, 0) + 1
-            if limit_seqs is not None:
-                want = min(want, limit_seqs - count)
-            end = min(stop, self._cursor + max(want, 1))
-            a, b = self._cursor - sw.lo, end - sw.lo
-            missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
-            self._ensure([int(c) for c in missing])
-            pj, pl = sw.pos_j[a:b], sw.pos_len[a:b]
-            valid = pj >= 0
-            if count == 0:
-                first = int(np.argmax(valid)) if valid.any() else -1
-                if first < 0:  # the whole run was dropped for errors
-                    self._cursor = end
-                    continue
-                # everything before it was dropped; the first sequence is taken whatever its length
-                sel = np.array([first])
-                take = first + 1
-                blocked = False
-            else:
-                cl = np.cumsum(pl)
-                take = int(np.searchsorted(cl, size - total, side="right"))
-                sel = np.nonzero(valid[:take])[0]
-                blocked = take < b - a  # the next sequence does not fit
-            cids.append(sw.chunk[self._cursor + sel])
-            js.append(pj[sel])
-            lens.append(pl[sel])
-            sweeps.append(np.full(len(sel), sw.index, dtype=np.int64))
-            positions.append(self._cursor + sel)
-            total += int(pl[sel].sum())
-            count += len(sel)
-            self._cursor += take
-            if blocked or total >= size or (limit_seqs is not None and count >= limit_seqs):
+            nxt, sel, total, status = _gather.pick_run(sw.pos_j, sw.pos_len, self._cursor - sw.lo, stop - sw.lo,
+                                                       total, size, count > 0,
+                                                       -1 if limit_seqs is None else limit_seqs - count)
+            self._cursor = sw.lo + nxt
+            if len(sel):
+                cids.append(sw.chunk[sw.lo + sel])
+                js.append(sw.pos_j[sel])
+                lens.append(sw.pos_len[sel])
+                sweeps.append(np.full(len(sel), sw.index, dtype=np.int64))
+                positions.append(sw.lo + sel)
+                count += len(sel)
+            if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
+                end = min(stop, self._cursor + max(size, 1) + 1)
+                a, b = self._cursor - sw.lo, end - sw.lo
+                missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
+                self._ensure([int(c) for c in missing])
+                continue
+            if status == 2:
                 break
         if self._cursor >= self._sweep.hi:
             end_of_sweep = True

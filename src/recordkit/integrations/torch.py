@@ -32,7 +32,9 @@ the dataset replace the world size and rank (for launchers other than
 torch.distributed); the DataLoader workers still subdivide them.
 
 Items. ``{"keys": int64 (S,), "lengths": int64 (S,), "end_of_sweep": bool,
-"sweep": int, name: ..., "__state__": dict}`` where a dense stream ``name`` gives a
+"sweep": int, "sweeps": int64 (S,), name: ..., "__state__": dict}`` (``sweep``: the sweep
+the minibatch started in; ``sweeps``: each sequence's, as a minibatch may run on into
+the next sweep) where a dense stream ``name`` gives a
 float tensor (S, T, dim) zero padded plus ``name + "_mask"`` (S, T) bool and
 ``name + "_lengths"`` (S,) int64, and a sparse stream gives a
 ``torch.sparse_csr_tensor`` of shape (samples, dim) whose rows are the samples,
@@ -61,7 +63,7 @@ which would see the same order each time.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -104,6 +106,8 @@ def to_torch(minibatch) -> dict:
         "end_of_sweep": bool(minibatch.end_of_sweep),
         "sweep": int(minibatch.sweep),
     }
+    if minibatch.sweeps is not None:
+        out["sweeps"] = _tensor(np.asarray(minibatch.sweeps, dtype=np.int64))
     for name, sb in minibatch.streams.items():
         if sb.is_sparse:
             out[name] = _csr_tensor(sb.csr)

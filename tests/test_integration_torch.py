@@ -1,0 +1,356 @@
+"""recordkit.integrations.torch: tensors, DataLoader workers, resume, and DDP ranks (gloo, real processes)."""
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader  # noqa: E402
+
+from recordkit import StreamSpec  # noqa: E402
+from recordkit.engine.source import MinibatchSource  # noqa: E402
+from recordkit.formats.ctf import CTFReader  # noqa: E402
+from recordkit.integrations.torch import STATE_KEY, MinibatchDataset, StateTracker, to_torch  # noqa: E402
+
+N_SEQ = 60
+HERE = Path(__file__).resolve().parent
+
+
+def write_ctf(path, n=N_SEQ):
+    """Sequence k: k % 3 + 1 samples; x dense dim 2 = (k, t); y sparse dim 5, one or two entries per sample."""
+    lines = []
+    for k in range(n):
+        for t in range(k % 3 + 1):
+            y = f"{k % 5}:1" if t == 0 else f"{(k + t) % 5}:{t + 1} {(k + t + 2) % 5}:0.5"
+            lines.append(f"{k} |x {k} {t} |y {y}\n")
+    path.write_text("".join(lines))
+    return path
+
+
+STREAMS = [StreamSpec("x", "dense", 2, "x"), StreamSpec("y", "sparse", 5, "y")]
+
+
+def make_source(path, *, max_sweeps=1, randomize=True, seed=0, precision="float"):
+    """Module level, so functools.partial of it pickles for any DataLoader start method."""
+    reader = CTFReader(str(path), STREAMS, precision=precision, chunk_size=256)
+    return MinibatchSource(reader, randomize=randomize, seed=seed, max_sweeps=max_sweeps)
+
+
+@pytest.fixture
+def data(tmp_path):
+    return write_ctf(tmp_path / "data.ctf")
+
+
+def keys_of(item):
+    return [int(k) for k in item["keys"].numpy().view(np.uint64)]
+
+
+def record(item):
+    """What identifies a minibatch: its keys, sweeps and a digest of its content."""
+    return (tuple(keys_of(item)), tuple(item["sweeps"].tolist()), float(item["x"].sum()),
+            float(item["y"].values().sum()))
+
+
+def loader(ds, num_workers):
+    kw = {"timeout": 30} if num_workers else {}
+    return DataLoader(ds, batch_size=None, num_workers=num_workers, **kw)
+
+
+# ------------------------------------------------------------------------------------------------
+# to_torch: the engine's arrays as tensors
+
+@pytest.mark.parametrize("precision,dtype", [("float", torch.float32), ("double", torch.float64)])
+def test_to_torch_matches_engine_output(data, precision, dtype):
+    src = make_source(data, randomize=True, precision=precision)
+    seen = []
+    for mb in src.minibatches(7):
+        t = to_torch(mb)
+        assert t["keys"].dtype == torch.int64 and t["lengths"].dtype == torch.int64
+        assert keys_of(t) == [int(k) for k in mb.keys]
+        np.testing.assert_array_equal(t["lengths"].numpy(), mb.lengths)
+        assert t["end_of_sweep"] is bool(mb.end_of_sweep)
+        np.testing.assert_array_equal(t["sweeps"].numpy(), mb.sweeps)
+        # dense: (S, T, dim) padded, mask, lengths; shares memory with the engine's arrays
+        x = mb["x"]
+        assert t["x"].dtype == dtype and tuple(t["x"].shape) == x.data.shape
+        assert t["x"].shape[0] == len(mb.keys) and t["x"].shape[2] == 2
+        np.testing.assert_array_equal(t["x"].numpy(), x.data)
+        assert np.shares_memory(t["x"].numpy(), x.data)
+        assert t["x_mask"].dtype == torch.bool and tuple(t["x_mask"].shape) == x.mask.shape
+        np.testing.assert_array_equal(t["x_mask"].numpy(), x.mask)
+        np.testing.assert_array_equal(t["x_lengths"].numpy(), x.lengths)
+        for i, k in enumerate(keys_of(t)):  # the content itself: x = (key, step), zero padded
+            n = k % 3 + 1
+            assert int(t["x_lengths"][i]) == n
+            np.testing.assert_array_equal(t["x"][i, :n].numpy(), np.c_[np.full(n, k), np.arange(n)])
+            assert not t["x"][i, n:].any() and not t["x_mask"][i, n:].any()
+        # sparse: CSR over samples, rows of sequence i in offsets[i]:offsets[i+1]
+        y = mb["y"]
+        ty = t["y"]
+        assert ty.layout == torch.sparse_csr and ty.dtype == dtype
+        assert tuple(ty.shape) == y.csr.shape == (int(mb["y"].lengths.sum()), 5)
+        np.testing.assert_array_equal(ty.crow_indices().numpy(), y.csr.indptr)
+        np.testing.assert_array_equal(ty.col_indices().numpy(), y.csr.indices)
+        np.testing.assert_array_equal(ty.values().numpy(), y.csr.data)
+        assert np.shares_memory(ty.values().numpy(), y.csr.data)
+        np.testing.assert_array_equal(ty.to_dense().numpy(), y.csr.toarray())
+        np.testing.assert_array_equal(t["y_offsets"].numpy(), y.seq_offsets)
+        assert t["y_offsets"].dtype == torch.int64
+        for i, k in enumerate(keys_of(t)):
+            first = ty.to_dense()[int(t["y_offsets"][i])]
+            assert float(first[k % 5]) == 1.0 and float(first.sum()) == 1.0
+        seen += keys_of(t)
+    assert sorted(seen) == list(range(N_SEQ))
+
+
+def test_to_torch_keeps_uint64_keys_recoverable(tmp_path):
+    """Keys are uint64 in the engine; the int64 view gives every bit back."""
+    src = make_source(write_ctf(tmp_path / "d.ctf", 4), randomize=False)
+    mb = src.next_minibatch(100)
+    big = np.array([2**64 - 1, 2**63, 5, 0], dtype=np.uint64)
+    mb.keys = big
+    t = to_torch(mb)
+    np.testing.assert_array_equal(t["keys"].numpy().view(np.uint64), big)
+
+
+# ------------------------------------------------------------------------------------------------
+# MinibatchDataset in a DataLoader
+
+def test_dataset_items_equal_to_torch_of_the_same_source(data):
+    ds = MinibatchDataset(functools.partial(make_source, data), 9)
+    items = list(loader(ds, 0))
+    ref = [to_torch(mb) for mb in make_source(data).minibatches(9)]
+    assert [record(i) for i in items] == [record(r) for r in ref]
+    for item in items:
+        st = item[STATE_KEY]
+        assert json.loads(json.dumps(st)) == st
+        assert (st["worker_id"], st["num_workers"], st["rank"], st["world_size"]) == (0, 1, 0, 1)
+        assert (st["partition_index"], st["num_partitions"]) == (0, 1)
+        assert st["source"]["partition"] == [1, 0]
+    assert items[-1]["end_of_sweep"]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_dataloader_reads_every_sequence_of_a_sweep_once(data, num_workers):
+    ds = MinibatchDataset(functools.partial(make_source, data, max_sweeps=1), 8)
+    items = list(loader(ds, num_workers))
+    keys = [k for item in items for k in keys_of(item)]
+    assert collections.Counter(keys) == collections.Counter(range(N_SEQ))
+    parts = {item[STATE_KEY]["partition_index"] for item in items}
+    assert parts == set(range(max(num_workers, 1)))
+    for item in items:
+        st = item[STATE_KEY]
+        assert st["num_partitions"] == max(num_workers, 1)
+        assert st["partition_index"] == st["worker_id"]
+        assert st["source"]["partition"] == [st["num_partitions"], st["partition_index"]]
+
+
+def test_dataloader_workers_split_every_sweep(data):
+    ds = MinibatchDataset(functools.partial(make_source, data, max_sweeps=3), 8)
+    per_sweep = collections.defaultdict(collections.Counter)
+    by_worker = collections.defaultdict(set)
+    for item in loader(ds, 2):
+        for k, s in zip(keys_of(item), item["sweeps"].tolist()):
+            per_sweep[s][k] += 1
+            by_worker[(s, item[STATE_KEY]["worker_id"])].add(k)
+    assert sorted(per_sweep) == [0, 1, 2]
+    for s, counts in per_sweep.items():
+        assert counts == collections.Counter(range(N_SEQ)), s
+        assert not by_worker[(s, 0)] & by_worker[(s, 1)]
+    # each sweep has its own randomization: the workers' shares differ between sweeps
+    assert by_worker[(0, 0)] != by_worker[(1, 0)] or by_worker[(1, 0)] != by_worker[(2, 0)]
+
+
+def test_explicit_partitions_replace_rank_and_world_size(data):
+    got = {}
+    for rank in range(2):
+        ds = MinibatchDataset(functools.partial(make_source, data), 8, num_data_partitions=2, partition_index=rank)
+        items = list(loader(ds, 2))
+        for item in items:
+            st = item[STATE_KEY]
+            assert (st["rank"], st["world_size"], st["num_partitions"]) == (rank, 2, 4)
+            assert st["partition_index"] == rank * 2 + st["worker_id"]
+        got[rank] = [k for item in items for k in keys_of(item)]
+    assert not set(got[0]) & set(got[1])
+    assert collections.Counter(got[0] + got[1]) == collections.Counter(range(N_SEQ))
+
+
+def test_constructor_checks(data):
+    f = functools.partial(make_source, data)
+    with pytest.raises(TypeError):
+        MinibatchDataset(object(), 8)
+    with pytest.raises(ValueError):
+        MinibatchDataset(f, 0)
+    with pytest.raises(ValueError):
+        MinibatchDataset(f, 8, num_data_partitions=2)
+    with pytest.raises(ValueError):
+        MinibatchDataset(f, 8, num_data_partitions=2, partition_index=2)
+    with pytest.raises(ValueError, match="__state__"):
+        MinibatchDataset(f, 8, resume_state={0: {"sweep": 0}})
+
+
+# ------------------------------------------------------------------------------------------------
+# checkpoint / resume
+
+def per_partition(items):
+    out = collections.defaultdict(list)
+    for item in items:
+        out[item[STATE_KEY]["partition_index"]].append(record(item))
+    return dict(out)
+
+
+@pytest.mark.parametrize("num_workers,cut", [(0, 3), (2, 1), (2, 5), (2, 9)])
+def test_resume_continues_with_exactly_the_remaining_minibatches(data, num_workers, cut):
+    factory = functools.partial(make_source, data, max_sweeps=2)
+    full = per_partition(loader(MinibatchDataset(factory, 8), num_workers))
+    assert sum(map(len, full.values())) > cut + 2
+
+    tracker = StateTracker()
+    taken = []
+    for n, item in enumerate(loader(MinibatchDataset(factory, 8), num_workers)):
+        if n == cut:
+            break  # the DataLoader has prefetched more; those must come again
+        tracker.update(item)
+        taken.append(item)
+    saved = json.loads(json.dumps(tracker.state_dict()))  # what a checkpoint file holds
+    assert all(isinstance(k, str) for k in saved)
+
+    rest = list(loader(MinibatchDataset(factory, 8, resume_state=saved), num_workers))
+    before, after = per_partition(taken), per_partition(rest)
+    # each worker's stream: what was taken, then exactly what it would have produced next
+    for p, stream in full.items():
+        assert before.get(p, []) + after.get(p, []) == stream, p
+    # as multisets over all workers: the resumed run yields exactly the rest
+    all_full = collections.Counter(r for s in full.values() for r in s)
+    assert collections.Counter(record(i) for i in rest) == all_full - collections.Counter(map(record, taken))
+
+
+def test_state_dict_from_accepts_states_or_items_last_one_wins(data):
+    factory = functools.partial(make_source, data)
+    items = list(loader(MinibatchDataset(factory, 8), 2))[:5]
+    by_items = MinibatchDataset.state_dict_from(items)
+    by_states = MinibatchDataset.state_dict_from({i: it[STATE_KEY] for i, it in enumerate(items)})
+    assert by_items == by_states
+    last = {}
+    for it in items:
+        last[it[STATE_KEY]["partition_index"]] = it[STATE_KEY]
+    assert by_items == last
+    t = StateTracker()
+    t.load_state_dict(json.loads(json.dumps(by_items)))
+    assert t.state_dict() == by_items
+
+
+def test_resume_at_the_end_yields_nothing(data):
+    factory = functools.partial(make_source, data)
+    tracker = StateTracker()
+    for item in loader(MinibatchDataset(factory, 8), 2):
+        tracker.update(item)
+    assert list(loader(MinibatchDataset(factory, 8, resume_state=tracker.state_dict()), 2)) == []
+
+
+def test_resume_with_another_split_is_refused(data):
+    factory = functools.partial(make_source, data)
+    tracker = StateTracker()
+    for item in loader(MinibatchDataset(factory, 8), 2):
+        tracker.update(item)
+        break
+    ds = MinibatchDataset(factory, 8, resume_state=tracker.state_dict())
+    with pytest.raises(ValueError, match="partitions"):
+        next(iter(ds))  # one process: 1 partition, the state was saved with 2
+
+
+def test_resume_with_other_data_is_refused(data, tmp_path):
+    tracker = StateTracker()
+    for item in loader(MinibatchDataset(functools.partial(make_source, data), 8), 0):
+        tracker.update(item)
+        break
+    other = write_ctf(tmp_path / "other.ctf", N_SEQ + 7)
+    ds = MinibatchDataset(functools.partial(make_source, other), 8, resume_state=tracker.state_dict())
+    with pytest.raises(ValueError, match="other data"):
+        next(iter(ds))
+
+
+# ------------------------------------------------------------------------------------------------
+# DDP: two real ranks over gloo on 127.0.0.1, each with a DataLoader of two workers
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ddp(tmp_path, data, *, world_size=2, extra=(), timeout=90):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK"))}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(HERE), env.get("PYTHONPATH", "")] if p)
+    outs = [tmp_path / f"rank{r}.json" for r in range(world_size)]
+    procs = [subprocess.Popen([sys.executable, str(HERE / "torch_ddp_worker.py"), "--rank", str(r),
+                               "--world-size", str(world_size), "--data", str(data), "--out", str(outs[r]),
+                               "--timeout", "40", *extra],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world_size)]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for r, p in enumerate(procs):
+        assert p.returncode == 0, f"rank {r} failed:\n" + "\n".join(logs)
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def check_ranks(results, max_sweeps, world_size=2, num_workers=2):
+    per_sweep = collections.defaultdict(collections.Counter)
+    owner = collections.defaultdict(dict)
+    for res in results:
+        rank = res["rank"]
+        for it in res["items"]:
+            assert it["rank"] == rank and it["world_size"] == world_size
+            assert it["num_partitions"] == world_size * num_workers
+            assert it["partition_index"] == rank * num_workers + it["worker_id"]
+            for k, s in zip(it["keys"], it["sweeps"]):
+                per_sweep[s][k] += 1
+                assert owner[s].setdefault(k, it["partition_index"]) == it["partition_index"]
+    assert sorted(per_sweep) == list(range(max_sweeps))
+    for s, counts in per_sweep.items():
+        # every sequence of every sweep exactly once over all ranks and workers
+        assert counts == collections.Counter(range(N_SEQ)), s
+        assert set(owner[s].values()) == set(range(world_size * num_workers))
+    for res in results:  # and the ranks are disjoint
+        assert len({w for it in res["items"] for w in [it["worker_id"]]}) == num_workers
+
+
+def dist_in_workers(tmp_path, world_size=2, num_workers=2):
+    return {json.loads((tmp_path / f"rank{r}.json.worker{w}").read_text())["dist_initialized"]
+            for r in range(world_size) for w in range(num_workers)}
+
+
+def test_ddp_two_ranks_two_workers_each_cover_every_sweep_once(tmp_path, data):
+    results = run_ddp(tmp_path, data, extra=["--num-workers", "2", "--max-sweeps", "2", "--context", "fork"])
+    check_ranks(results, 2)
+    k0 = {k for it in results[0]["items"] for k in it["keys"]}
+    assert k0 and k0 != set(range(N_SEQ))
+
+
+def test_ddp_resume_with_forkserver_workers(tmp_path, data):
+    """Workers started by forkserver (or spawn) have no process group: the rank seen in the
+    main process when the DataLoader pickles the dataset is used; and each rank resumes."""
+    results = run_ddp(tmp_path, data, extra=["--num-workers", "2", "--max-sweeps", "1", "--context", "forkserver",
+                                             "--resume-after", "3"])
+    assert dist_in_workers(tmp_path) == {False}
+    check_ranks(results, 1)
+    for res in results:
+        assert {it["phase"] for it in res["items"]} == {0, 1}
