@@ -400,9 +400,6 @@ with MinibatchSource(reader, randomize=True, window=128, **kwargs) as mbs:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="recordkit bug (src/recordkit/engine/source.py MinibatchSource._pick): a "
-                   "worker whose share of every sweep is empty loops forever starting new sweeps unless "
-                   "max_sweeps is set (max_samples does not stop it)")
 @pytest.mark.parametrize("limit", ["endless", "max_samples"])
 def test_worker_with_an_empty_share_does_not_hang(limit: str):
     """Case 36's setting without ``max_sweeps``: rank 1's share of every sweep is empty. The

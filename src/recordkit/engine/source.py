@@ -279,6 +279,7 @@ class MinibatchSource:
         end_of_sweep = False
         sweep_index = self._sweep.index
         limit_seqs = max_sequences if max_sequences is not None else None
+        empty_sweeps = 0
         while True:
             sw = self._sweep
             if self._cursor >= sw.hi:
@@ -286,6 +287,16 @@ class MinibatchSource:
                 if self.max_sweeps is not None and sw.index + 1 >= self.max_sweeps:
                     self._exhausted = True
                     break
+                if self.max_samples is not None and (sw.index + 1) * self.sweep_samples >= self.max_samples:
+                    self._exhausted = True
+                    break
+                if sw.hi == sw.lo:
+                    # this worker's share is empty (fewer sequences than workers): after a few
+                    # empty sweeps in a row, report the end instead of spinning forever
+                    empty_sweeps += 1
+                    if empty_sweeps > 2 and count == 0:
+                        self._exhausted = True
+                        break
                 self._start_sweep(sw.index + 1)
                 continue
             stop = sw.hi
