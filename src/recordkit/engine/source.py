@@ -110,6 +110,7 @@ class MinibatchSource:
         self._lookups: dict[int, np.ndarray] = {}
         self._futures: dict = {}
         self._prefetch_chunks = max(0, int(prefetch_chunks))
+        self._threads = max(1, int(threads))
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="recordkit-prefetch") \
             if self._prefetch_chunks else None
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
@@ -187,12 +188,19 @@ class MinibatchSource:
         data = self._loaded.get(cid)
         if data is None:
             fut = self._futures.pop(cid, None)
-            data = fut.result() if fut is not None else self.deserializer.load_chunk(cid)
+            data = fut.result() if fut is not None else self._load_now(cid)
             self._loaded[cid] = data
             self._lookups[cid] = data.position_lookup(self._described[cid])
             if self._sweep is not None:
                 self._resolve(self._sweep, cid)
         return data
+
+    def _load_now(self, cid: int) -> ChunkData:
+        """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
+        try:
+            return self.deserializer.load_chunk(cid, threads=self._threads)
+        except TypeError:  # a deserializer whose load_chunk takes no threads argument
+            return self.deserializer.load_chunk(cid)
 
     def _ensure(self, cids: list) -> None:
         """Load these chunks, all at once on the background threads when there are several."""

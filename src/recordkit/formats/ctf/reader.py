@@ -94,12 +94,18 @@ class CTFReader:
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
 
-    def load_chunk(self, chunk_id: int) -> ChunkData:
+    def load_chunk(self, chunk_id: int, *, threads: int = 1) -> ChunkData:
+        """Parse one chunk; ``threads`` > 1 parses byte-balanced pieces of it in parallel
+        (for a caller that waits on this chunk alone, e.g. the first minibatch)."""
         if chunk_id in self._memory:
             return self._memory[chunk_id]
-        lo, hi = int(self._bounds[chunk_id]), int(self._bounds[chunk_id + 1])
-        piece = self._parse_piece(chunk_id, lo, hi, self._stop_after(chunk_id))
-        return self._finish_chunk(chunk_id, [piece])
+        stop = self._stop_after(chunk_id)
+        pieces = self._pieces(chunk_id, threads)
+        if len(pieces) == 1:
+            return self._finish_chunk(chunk_id, [self._parse_piece(chunk_id, *pieces[0], stop)])
+        with ThreadPoolExecutor(max_workers=len(pieces), thread_name_prefix="recordkit-ctf") as pool:
+            parsed = list(pool.map(lambda lh: self._parse_piece(chunk_id, lh[0], lh[1], stop), pieces))
+        return self._finish_chunk(chunk_id, parsed)
 
     # -- conveniences --------------------------------------------------------------------------
     def sequence_lengths(self, chunk_id: int) -> np.ndarray:
