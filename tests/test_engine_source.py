@@ -321,3 +321,51 @@ def test_bptt_needs_equal_stream_lengths(tmp_path):
     src = MinibatchSource(CTFReader(p, [dense("a", 1), dense("b", 1)]), randomize=False, truncation_length=2)
     with pytest.raises(ValueError, match="same length"):
         src.next_minibatch(4)
+
+
+# ------------------------------------------------------------------------------------------------
+# epochs and separate worker processes
+
+def test_epoch_size_cuts_the_timeline_like_cntk(tmp_path):
+    # 10 one-sample sequences; epochs of 4 samples: minibatches never cross an epoch end
+    src = MinibatchSource(CTFReader(lines_file(tmp_path, 10), STREAMS), randomize=False, epoch_size=4,
+                          max_sweeps=2)
+    got = [(mb.epoch, keys_of(mb), mb.end_of_epoch) for mb in src.minibatches(3)]
+    assert got[:4] == [(0, [0, 1, 2], False), (0, [3], True), (1, [4, 5, 6], False), (1, [7], True)]
+    assert [k for _, ks, _ in got for k in ks] == list(range(10)) * 2
+
+
+def test_epoch_starts_at_the_first_sequence_boundary_after_it(tmp_path):
+    # sequence lengths 3: epochs of 4 samples start at sequences starting at or after 4, 8, ...
+    src = MinibatchSource(CTFReader(lines_file(tmp_path, 6, lengths=[3] * 6), STREAMS), randomize=False,
+                          epoch_size=4, max_sweeps=1)
+    # starts 0 3 | 6 | 9 | 12 15: epoch e holds the sequences starting in [4e, 4e + 4)
+    assert [(mb.epoch, keys_of(mb)) for mb in src.minibatches(100)] == [(0, [0, 1]), (1, [2]), (2, [3]), (3, [4, 5])]
+
+
+WORKER_SCRIPT = (
+    "import json,sys\n"
+    "from recordkit import StreamSpec\nfrom recordkit.formats.ctf import CTFReader\n"
+    "from recordkit.engine.source import MinibatchSource\n"
+    "path, n, i = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
+    "src=MinibatchSource(CTFReader(path,[StreamSpec('x','dense',2),StreamSpec('y','sparse',5)],chunk_size=150),\n"
+    "                    seed=4, window=2, max_sweeps=2, num_data_partitions=n, partition_index=i)\n"
+    "out=[]\n"
+    "while (mb:=src.next_minibatch(5)) is not None:\n"
+    "    out += [[int(s), int(k), int(l)] for s, k, l in zip(mb.sweeps, mb.keys, mb.lengths)]\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def test_worker_processes_read_disjoint_complete_shares(tmp_path):
+    lengths = [1 + (k * 11) % 4 for k in range(45)]
+    p = lines_file(tmp_path, 45, lengths=lengths)
+    n = 3
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER_SCRIPT, str(p), str(n), str(i)], stdout=subprocess.PIPE,
+                              text=True) for i in range(n)]
+    results = [json.loads(proc.communicate(timeout=60)[0]) for proc in procs]
+    for sweep in (0, 1):
+        shares = [[k for s, k, _ in r if s == sweep] for r in results]
+        assert sorted(k for share in shares for k in share) == list(range(45))
+        samples = [sum(lengths[k] for k in share) for share in shares]
+        assert max(samples) - min(samples) <= 2 * max(lengths)  # each cut is off by less than a sequence

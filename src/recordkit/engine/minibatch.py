@@ -82,6 +82,8 @@ class Minibatch:
     sweep: int                   # the sweep the minibatch started in
     sweeps: np.ndarray | None = None  # per sequence: its sweep (a minibatch may span two)
     extra: dict = field(default_factory=dict)
+    epoch: int | None = None          # with epoch_size: the epoch, and whether this minibatch ends it
+    end_of_epoch: bool = False
 
     def __getitem__(self, name: str) -> StreamBatch:
         return self.streams[name]

@@ -61,14 +61,17 @@ class MinibatchSource:
     randomize: block randomization (CNTK's) or file order. window: randomization
     window in chunks, or with ``sample_based_window`` in samples; None = the whole
     data set. seed: sweep k uses seed + k. max_samples / max_sweeps: where the data
-    ends (None = repeat forever). frame_mode: every sequence must be one sample.
+    ends (None = repeat forever). epoch_size: CNTK's epochs of that many samples (a
+    minibatch never crosses an epoch end and reports ``end_of_epoch``; the next epoch
+    starts at the first sequence at or after the boundary). frame_mode: every sequence must be one sample.
     truncation_length: truncated BPTT (see ``next_minibatch``). num_data_partitions /
     partition_index: the default worker split (else torch.distributed's, else 1/0).
     """
 
     def __init__(self, deserializer, *, randomize: bool = True, window: int | None = None,
                  sample_based_window: bool = False, seed: int = 0, max_samples: int | None = None,
-                 max_sweeps: int | None = None, frame_mode: bool = False, truncation_length: int = 0,
+                 max_sweeps: int | None = None, epoch_size: int | None = None, frame_mode: bool = False,
+                 truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
                  prefetch_chunks: int = 2, threads: int = 2):
         if max_samples is not None and max_sweeps is not None:
@@ -85,6 +88,10 @@ class MinibatchSource:
                            if randomize else NoRandomizer(self._chunks))
         self.max_samples = max_samples
         self.max_sweeps = max_sweeps
+        if epoch_size is not None and int(epoch_size) <= 0:
+            raise ValueError("epoch_size must be positive")
+        self.epoch_size = None if epoch_size is None else int(epoch_size)
+        self._epoch = 0
         self.frame_mode = bool(frame_mode)
         self.truncation_length = int(truncation_length)
         self._default_partitions = (num_data_partitions, partition_index)
@@ -288,6 +295,8 @@ class MinibatchSource:
         sweep_index = self._sweep.index
         limit_seqs = max_sequences if max_sequences is not None else None
         empty_sweeps = 0
+        end_of_epoch = False
+        mb_epoch = self._epoch
         while True:
             sw = self._sweep
             if self._cursor >= sw.hi:
@@ -313,9 +322,22 @@ class MinibatchSource:
             if self.max_samples is not None:
                 room = self.max_samples - sw.index * self.sweep_samples
                 stop = min(stop, int(np.searchsorted(sw.cum[:-1], room, side="left")))
+            epoch_stop = False
+            if self.epoch_size is not None:
+                room = (self._epoch + 1) * self.epoch_size - sw.index * self.sweep_samples
+                at = int(np.searchsorted(sw.cum[:-1], room, side="left"))
+                if at < stop:
+                    stop, epoch_stop = max(at, sw.lo), True
             if self._cursor >= stop:
-                self._exhausted = True
-                break
+                if not epoch_stop:
+                    self._exhausted = True
+                    break
+                if count:  # this minibatch ends the epoch; the next call starts the next one
+                    end_of_epoch = True
+                    break
+                self._epoch += 1
+                mb_epoch = self._epoch
+                continue
             nxt, sel, total, status = _gather.pick_run(sw.pos_j, sw.pos_len, self._cursor - sw.lo, stop - sw.lo,
                                                        total, size, count > 0,
                                                        -1 if limit_seqs is None else limit_seqs - count)
@@ -343,6 +365,7 @@ class MinibatchSource:
                   np.concatenate(lens) if lens else np.zeros(0, np.int64),
                   np.concatenate(sweeps) if sweeps else np.zeros(0, np.int64),
                   np.concatenate(positions) if positions else np.zeros(0, np.int64))
+        self._last_epoch = (mb_epoch, end_of_epoch)
         return picked, end_of_sweep, sweep_index
 
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
@@ -352,6 +375,8 @@ class MinibatchSource:
         streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
         self._evict()
         mb = Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps)
+        if self.epoch_size is not None:
+            mb.epoch, mb.end_of_epoch = self._last_epoch
         self.samples_delivered += mb.num_samples
         self.minibatches_delivered += 1
         return mb
@@ -379,6 +404,7 @@ class MinibatchSource:
             "position": int(self._cursor),
             "partition": None if self._partition is None else list(self._partition),
             "exhausted": self._exhausted,
+            "epoch": self._epoch,
             "samples_delivered": self.samples_delivered,
             "minibatches_delivered": self.minibatches_delivered,
             "bptt": bptt,
@@ -398,6 +424,7 @@ class MinibatchSource:
         part = tuple(state["partition"]) if state.get("partition") else None
         self._partition = part
         self._exhausted = bool(state.get("exhausted"))
+        self._epoch = int(state.get("epoch", 0))
         self.samples_delivered = int(state.get("samples_delivered", 0))
         self.minibatches_delivered = int(state.get("minibatches_delivered", 0))
         self._bptt = None
