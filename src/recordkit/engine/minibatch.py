@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 
 
 @dataclass
@@ -111,52 +110,6 @@ def _padded_rows(lengths: np.ndarray, T: int) -> np.ndarray:
     np.cumsum(lengths[:-1], out=starts[1:])
     t = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
     return seq * T + t
-
-
-def pack(parts: list[tuple[ChunkData, np.ndarray]], specs, *, frame_mode: bool = False) -> dict:
-    """Pack the chosen sequences (``parts``: chunk + indexes into it, in minibatch order).
-
-    Returns ``{name: StreamBatch}``. Each chunk contributes one vectorized ``take``.
-    """
-    taken = [chunk.take(idx) for chunk, idx in parts]
-    out = {}
-    for spec in specs:
-        cols = [c.columns[spec.name] for c in taken]
-        lengths = np.concatenate([np.diff(c.seq_offsets) for c in cols]) if cols else np.zeros(0, np.int64)
-        if frame_mode and len(lengths) and lengths.max() > 1:
-            bad = int(lengths.max())
-            raise ValueError(f"frame mode needs single-sample sequences, but stream '{spec.name}' has a "
-                             f"sequence of {bad} samples (CNTK: 'Detected a non-frame sequence')")
-        if spec.is_sparse:
-            out[spec.name] = _pack_sparse(spec, cols, lengths)
-        else:
-            out[spec.name] = _pack_dense(spec, cols, lengths)
-    return out
-
-
-def _pack_dense(spec, cols: list[DenseColumn], lengths: np.ndarray) -> StreamBatch:
-    values = np.concatenate([c.values for c in cols]) if len(cols) > 1 else cols[0].values
-    T = int(lengths.max()) if len(lengths) else 0
-    data = np.zeros((len(lengths), T, spec.dim), dtype=values.dtype)
-    mask = np.zeros((len(lengths), T), dtype=bool)
-    rows = _padded_rows(lengths, T)
-    data.reshape(-1, spec.dim)[rows] = values
-    mask.reshape(-1)[rows] = True
-    return StreamBatch(spec.name, False, spec.dim, lengths, data=data, mask=mask)
-
-
-def _pack_sparse(spec, cols: list[SparseColumn], lengths: np.ndarray) -> StreamBatch:
-    values = np.concatenate([c.values for c in cols])
-    indices = np.concatenate([c.indices for c in cols])
-    ptrs, base = [], 0
-    for c in cols:
-        ptrs.append(c.indptr[:-1] + base)
-        base += int(c.indptr[-1])
-    indptr = np.concatenate(ptrs + [np.array([base], dtype=np.int64)])
-    seq_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=seq_offsets[1:])
-    return StreamBatch(spec.name, True, spec.dim, lengths, values=values, indices=indices, indptr=indptr,
-                       seq_offsets=seq_offsets)
 
 
 def _prepared(chunk, specs) -> dict:

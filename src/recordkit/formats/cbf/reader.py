@@ -15,6 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
+from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
@@ -32,7 +33,7 @@ _PROBLEMS = {
 }
 
 
-class CBFReader:
+class CBFReader(ClosingReader):
     """Read a CBF file.
 
     ``streams``: None for every stream of the file under its own name; or a list of
@@ -223,14 +224,3 @@ class CBFReader:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
+from recordkit.formats.closing import AtomicWriter
 from recordkit.atomic import AtomicFile
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
@@ -28,7 +29,7 @@ DEFAULT_CHUNK_SIZE = 32 << 20
 MAX_IN_FLIGHT = 2
 
 
-class CBFWriter:
+class CBFWriter(AtomicWriter):
     """Write a CBF file. ``streams`` name the streams (``name`` is stored in the header)."""
 
     def __init__(self, path, streams, *, precision="float", chunk_size: int = DEFAULT_CHUNK_SIZE):
@@ -198,11 +199,3 @@ class CBFWriter:
         self._in_flight.clear()
         self._out.discard()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

@@ -20,6 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
+from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
@@ -30,7 +31,7 @@ DEFAULT_CHUNK_SIZE = 32 << 20
 WARNINGS_PER_KIND = 20  # beyond this, a kind of warning is counted but not printed
 
 
-class CTFReader:
+class CTFReader(ClosingReader):
     """Read a CTF file as sequences of declared streams.
 
     Parameters mirror CNTK's CNTKTextFormatReader: ``precision`` ('float' or
@@ -181,17 +182,6 @@ class CTFReader:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -- internals -------------------------------------------------------------------------------
     def _describe_chunks(self) -> list[ChunkInfo]:

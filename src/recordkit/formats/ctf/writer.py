@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from recordkit.formats.closing import AtomicWriter
 from recordkit.atomic import AtomicFile
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.formats.ctf import _kernel
 
 
-class CTFWriter:
+class CTFWriter(AtomicWriter):
     """Write sequences to ``path`` (atomically: the file appears on ``close()``)."""
 
     def __init__(self, path, streams, *, precision="float"):
@@ -126,15 +127,6 @@ class CTFWriter:
 
     def abort(self) -> None:
         self._out.discard()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_ctf(path, streams, sequences, *, precision="float") -> int:
