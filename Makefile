@@ -16,6 +16,14 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py $(shell find src -name '*.pyx' -
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# PyTorch for the integration tests: the CPU build this machine kind keeps on disk (a plain
+# `torch` would download a multi-GB CUDA build). Elsewhere: pip install 'recordkit[torch]'.
+TORCH_STAMP := $(VENV)/.torch
+$(TORCH_STAMP): $(STAMP)
+	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH_REQUIREMENT)
+	touch $(TORCH_STAMP)
+TORCH_REQUIREMENT ?= torch==2.13.0
+
 install: $(STAMP)
 
 # Rebuild the compiled kernels in place after editing a .pyx file.
@@ -25,11 +33,15 @@ build: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/recordkit demo
 
-test: $(STAMP)
+test: $(STAMP) $(TORCH_STAMP)
 	$(BIN)/python -m pytest -q
 
+# Side by side with CNTK 2.7 where ../shared/tools/cntk-oracle is set up (see benchmarks/README.md).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ctf_throughput.py
+	$(BIN)/python benchmarks/cbf_throughput.py
+	$(BIN)/python benchmarks/minibatch_throughput.py
+	$(BIN)/python benchmarks/shuffle_quality.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
