@@ -21,6 +21,10 @@ from recordkit.engine.source import MinibatchSource  # noqa: E402
 from recordkit.formats.ctf import CTFReader  # noqa: E402
 from recordkit.integrations.torch import STATE_KEY, MinibatchDataset, StateTracker, to_torch  # noqa: E402
 
+# torch warns (once) when it rebuilds a sparse CSR tensor sent by a DataLoader worker
+pytestmark = [pytest.mark.filterwarnings("ignore:Sparse invariant checks are implicitly disabled"),
+              pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")]
+
 N_SEQ = 60
 HERE = Path(__file__).resolve().parent
 
@@ -122,6 +126,17 @@ def test_to_torch_keeps_uint64_keys_recoverable(tmp_path):
     np.testing.assert_array_equal(t["keys"].numpy().view(np.uint64), big)
 
 
+def test_to_torch_carries_truncated_bptt_flags(data):
+    reader = CTFReader(str(data), STREAMS, chunk_size=256)
+    src = MinibatchSource(reader, randomize=False, max_sweeps=1, truncation_length=2)
+    mb = src.next_minibatch(4)  # two slots of two steps
+    t = to_torch(mb)
+    assert set(t["extra"]) == set(mb.extra)
+    for k, v in mb.extra.items():
+        np.testing.assert_array_equal(t["extra"][k].numpy().view(v.dtype), v)
+    assert tuple(t["x"].shape) == (2, 2, 2) and t["y"].layout == torch.strided  # BPTT delivers sparse dense
+
+
 # ------------------------------------------------------------------------------------------------
 # MinibatchDataset in a DataLoader
 
@@ -167,7 +182,7 @@ def test_dataloader_workers_split_every_sweep(data):
         assert counts == collections.Counter(range(N_SEQ)), s
         assert not by_worker[(s, 0)] & by_worker[(s, 1)]
     # each sweep has its own randomization: the workers' shares differ between sweeps
-    assert by_worker[(0, 0)] != by_worker[(1, 0)] or by_worker[(1, 0)] != by_worker[(2, 0)]
+    assert by_worker[(0, 0)] != by_worker[(1, 0)]
 
 
 def test_explicit_partitions_replace_rank_and_world_size(data):
@@ -329,8 +344,8 @@ def check_ranks(results, max_sweeps, world_size=2, num_workers=2):
         # every sequence of every sweep exactly once over all ranks and workers
         assert counts == collections.Counter(range(N_SEQ)), s
         assert set(owner[s].values()) == set(range(world_size * num_workers))
-    for res in results:  # and the ranks are disjoint
-        assert len({w for it in res["items"] for w in [it["worker_id"]]}) == num_workers
+    for res in results:  # every worker of every rank had a share
+        assert {it["worker_id"] for it in res["items"]} == set(range(num_workers))
 
 
 def dist_in_workers(tmp_path, world_size=2, num_workers=2):
@@ -341,6 +356,7 @@ def dist_in_workers(tmp_path, world_size=2, num_workers=2):
 def test_ddp_two_ranks_two_workers_each_cover_every_sweep_once(tmp_path, data):
     results = run_ddp(tmp_path, data, extra=["--num-workers", "2", "--max-sweeps", "2", "--context", "fork"])
     check_ranks(results, 2)
+    assert dist_in_workers(tmp_path) == {True}  # forked workers inherit the process group
     k0 = {k for it in results[0]["items"] for k in it["keys"]}
     assert k0 and k0 != set(range(N_SEQ))
 

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-import torch  # imported here so that a forkserver (which preloads __main__) has it once for all workers
+import torch
 
 
 def make_source(path: str, max_sweeps: int, seed: int):
@@ -73,10 +73,16 @@ def main(argv=None) -> int:
     try:
         factory = functools.partial(make_source, args.data, args.max_sweeps, args.seed)
 
+        context = args.context
+        if context == "forkserver":  # the server imports these once; each worker forks from it ready
+            import multiprocessing
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["torch", "recordkit.integrations.torch", "__main__"])
+
         def loader(ds):
             kw = {}
             if args.num_workers:
-                kw = {"multiprocessing_context": args.context, "timeout": args.timeout,
+                kw = {"multiprocessing_context": context, "timeout": args.timeout,
                       "worker_init_fn": functools.partial(note_dist, args.out)}
             return DataLoader(ds, batch_size=None, num_workers=args.num_workers, **kw)
 

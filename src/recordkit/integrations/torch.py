@@ -54,11 +54,17 @@ taken nothing from it). Minibatches the DataLoader had prefetched but the loop h
 not taken are produced again. The checkpoint must be resumed with the same number of
 partitions (world size x workers) and the same data and randomization settings.
 Under DDP each rank may resume from its own states or from the union of all ranks'
-(the partition indexes are global). Every iteration of the dataset starts from
+(the partition indexes are global). DataLoader workers started by spawn or
+forkserver have no process group: they use the rank and world size the main process
+had when the DataLoader sent them the dataset. Every iteration of the dataset starts from
 ``resume_state``; for several epochs use one source that runs several sweeps
 (``max_sweeps=k`` or None, each sweep with its own randomization; ``end_of_sweep``
 and ``sweep`` tell where one ends) rather than re-iterating a one-sweep dataset,
 which would see the same order each time.
+
+Sparse tensors sent from DataLoader workers are rebuilt in the main process by
+torch, which warns once that sparse invariant checks are off and that CSR support is
+in beta; both are harmless here (the engine builds valid CSR).
 """
 from __future__ import annotations
 
@@ -236,8 +242,13 @@ class MinibatchDataset(IterableDataset):
     def _rank_world(self) -> tuple[int, int]:
         if self.num_data_partitions is not None:
             return self.num_data_partitions, self.partition_index
-        seen = _distributed() or self._dist_seen
-        return seen if seen is not None else (1, 0)
+        live = _distributed()
+        if live is not None:
+            return live
+        # a DataLoader worker started by spawn/forkserver has no process group of its own
+        if get_worker_info() is not None and self._dist_seen is not None:
+            return self._dist_seen
+        return 1, 0
 
     def partition(self) -> dict:
         """This process's (worker's) share: worker id and count, rank and world size, partition."""
