@@ -180,3 +180,13 @@ def test_parallel_pieces_report_the_same_errors_as_a_serial_read(tmp_path):
     serial, parallel = run(1), run(2)
     assert serial == parallel
     assert serial[1] == 11 and 5 not in serial[0] and 42 not in serial[0] and len(serial[0]) == 389
+
+
+def test_unjoined_pieces_hold_the_same_sequences_in_order(tmp_path):
+    p = corpus(tmp_path)
+    whole = list(CTFReader(p, STREAMS, chunk_size=700).iter_chunks(threads=2))
+    pieces = list(CTFReader(p, STREAMS, chunk_size=700).iter_chunks(threads=2, whole=False))
+    assert len(pieces) > len(whole)
+    assert np.concatenate([c.keys for c in pieces]).tolist() == np.concatenate([c.keys for c in whole]).tolist()
+    np.testing.assert_array_equal(np.concatenate([c.columns["a"].values for c in pieces]),
+                                  np.concatenate([c.columns["a"].values for c in whole]))

@@ -128,12 +128,14 @@ class CTFReader(ClosingReader):
         """Sequences in the index (before any is dropped for errors)."""
         return len(self.index)
 
-    def iter_chunks(self, threads: int = 2, prefetch: int = 1) -> Iterator[ChunkData]:
+    def iter_chunks(self, threads: int = 2, prefetch: int = 1, *, whole: bool = True) -> Iterator[ChunkData]:
         """Every chunk in file order, parsed by ``threads`` threads (GIL released).
 
         Each chunk is cut into ``threads`` pieces of about equal bytes, so even a file
         of one or two chunks keeps every thread busy; ``prefetch`` chunks are parsed
-        ahead of the one being consumed.
+        ahead of the one being consumed. ``whole=False`` yields the pieces as they are
+        (consecutive runs of a chunk's sequences) instead of joining them, which saves a
+        copy for consumers that take sequences in order anyway, such as a converter.
         """
         n = len(self._chunks)
         if threads <= 1:
@@ -155,7 +157,12 @@ class CTFReader(ClosingReader):
                         yield self._memory[i]
                         continue
                     pieces = [f.result() for f in pending.pop(i)]
-                    yield self._finish_chunk(i, pieces)
+                    if whole or len(pieces) == 1:
+                        yield self._finish_chunk(i, pieces)
+                    else:
+                        self._charge_pieces(i, pieces)
+                        for piece in pieces:
+                            yield self._finish_chunk(i, [piece], remember=False)
             finally:
                 for futures in pending.values():
                     for f in futures:
@@ -219,13 +226,17 @@ class CTFReader(ClosingReader):
                                     stop_after, rows)
         return lo, buf, parsed
 
-    def _finish_chunk(self, chunk_id: int, pieces) -> ChunkData:
-        """Charge the pieces' events (once per chunk), then join them into one ChunkData."""
+    def _charge_pieces(self, chunk_id: int, pieces) -> None:
+        """Count and report the errors and warnings of a chunk's pieces, once per chunk."""
         with self._lock:
             if chunk_id not in self._charged:
                 for lo, buf, (kept, columns, errors, nerr, warns, wcounts, stopped) in pieces:
                     self._charge_events(chunk_id, lo, buf, errors, nerr, warns, wcounts)
                 self._charged.add(chunk_id)
+
+    def _finish_chunk(self, chunk_id: int, pieces, *, remember: bool = True) -> ChunkData:
+        """Charge the pieces' events (once per chunk), then join them into one ChunkData."""
+        self._charge_pieces(chunk_id, pieces)
         kept = np.concatenate([p[0] + p[2][0] for p in pieces])  # absolute index of each sequence read
         keys = self.index.keys[kept] if len(kept) else np.zeros(0, dtype=np.uint64)
         cols = {}
@@ -246,7 +257,7 @@ class CTFReader(ClosingReader):
             lengths = np.max(np.vstack(counts_all), axis=0) if len(kept) else np.zeros(0, dtype=np.int64)
         first = int(self._bounds[chunk_id])
         data = ChunkData(chunk_id, keys, lengths, cols, positions=kept - first)
-        if self.keep_data_in_memory:
+        if self.keep_data_in_memory and remember:
             self._memory[chunk_id] = data
         return data
 
