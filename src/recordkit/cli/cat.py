@@ -11,13 +11,19 @@ def register(sub) -> None:
     p = sub.add_parser("cat", help="print every sequence as a JSON line",
                        description="Print one JSON object per sequence: "
                                    '{"key": ID, "NAME": [SAMPLE, ...], ...}; dense samples are lists of '
-                                   'DIM numbers, sparse samples {"indices": [...], "values": [...]}.')
+                                   'DIM numbers, sparse samples {"indices": [...], "values": [...]}. For an '
+                                   'OFRecord file or directory: one object per record, '
+                                   '{"FEATURE": {"kind": KIND, "values": [...]}} (bytes as base64).')
     p.add_argument("path")
     sources.add_ctf_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from recordkit.formats.detect import sniff
+    if sniff(args.path) == "ofrecord":
+        from recordkit.cli import ofrecord_commands
+        return ofrecord_commands.cat(args)
     reader = sources.open_source(args)
     specs = reader.streams
     out = sys.stdout.buffer

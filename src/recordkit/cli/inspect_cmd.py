@@ -74,7 +74,11 @@ def describe_ctf(path, chunk_size, skip_ids) -> dict:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    if sniff(args.path) == "cbf":
+    kind = sniff(args.path)
+    if kind == "ofrecord":
+        from recordkit.cli import ofrecord_commands
+        return ofrecord_commands.inspect(args)
+    if kind == "cbf":
         info = describe_cbf(args.path)
     else:
         info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids)

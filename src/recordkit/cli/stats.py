@@ -58,6 +58,20 @@ def compute(reader, progress=None) -> dict:
 
 
 def run(args) -> int:
+    from recordkit.formats.detect import sniff
+    if sniff(args.path) == "ofrecord":
+        from recordkit.cli import ofrecord_commands
+        result = ofrecord_commands.stats(args)
+        if args.json:
+            sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+        else:
+            print(f"{args.path}: {result['records']} records")
+            print(f"{'feature':<20}{'kind':<13}{'records':>9}{'values':>12}{'sum':>16}{'min':>14}{'max':>14}")
+            fmt = lambda v: "-" if v is None else f"{v:.6g}"
+            for name, t in sorted(result["features"].items()):
+                print(f"{name:<20}{t['kind']:<13}{t['records']:>9}{t['values']:>12}{fmt(t['sum']):>16}"
+                      f"{fmt(t['min']):>14}{fmt(t['max']):>14}")
+        return 0
     reader = sources.open_source(args)
     with reader, byte_progress(sum(c.size for c in reader.chunks), "stats") as bar:
         result = compute(reader, bar)

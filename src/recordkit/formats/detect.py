@@ -11,17 +11,23 @@ CBF_EXTENSIONS = {".cbf", ".bin"}
 
 
 def sniff(path) -> str:
-    """'cbf' or 'ctf' for an existing file: its magic number, else its extension, else CTF.
+    """'cbf', 'ofrecord' or 'ctf' for an existing path: a directory of part files is OFRecord;
+    a file: its magic number, else a first frame that parses as an OFRecord, else its
+    extension, else CTF.
 
     The extension matters for damaged files: a ``.cbf`` whose magic number is gone
     should be reported as a broken CBF file, not parsed as text.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
+    if os.path.isdir(path):
+        return "ofrecord"
     with open(path, "rb") as f:
         head = f.read(8)
-    if len(head) == 8 and struct.unpack("<Q", head)[0] == cbf_layout.MAGIC:
-        return "cbf"
+        if len(head) == 8 and struct.unpack("<Q", head)[0] == cbf_layout.MAGIC:
+            return "cbf"
+        if len(head) == 8 and _looks_like_ofrecord(f, struct.unpack("<q", head)[0], os.fstat(f.fileno()).st_size):
+            return "ofrecord"
     return by_extension(path, "ctf")
 
 
@@ -33,3 +39,15 @@ def by_extension(path, default: str | None = None) -> str | None:
     if ext in CTF_EXTENSIONS:
         return "ctf"
     return default
+
+
+def _looks_like_ofrecord(f, length: int, size: int) -> bool:
+    if not 0 < length <= min(size - 8, 64 << 20):
+        return False
+    from recordkit.formats.ofrecord import schema
+    msg = schema.OFRecord()
+    try:
+        msg.ParseFromString(f.read(length))
+    except Exception:
+        return False
+    return len(msg.feature) > 0

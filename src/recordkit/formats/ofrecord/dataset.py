@@ -1,0 +1,121 @@
+"""OFRecord data sets: directories of ``part-NNNNN`` files, their frames and sidecar index.
+
+Names follow OneFlow's ``OFRecordDataset``: part i is ``part_name_prefix`` + i zero-padded
+to ``part_name_suffix_length`` digits (-1: no padding); only ``data_part_num`` parts are
+read. Without ``data_part_num`` the directory is listed for ``<prefix><digits>`` files.
+A sidecar index (``.<part>.rkidx`` beside each part) stores frame offsets; it is trusted
+only while the part's size and modification time are those it was built from.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from recordkit.errors import FormatError
+from recordkit.formats.ofrecord import _kernel
+
+PROBLEMS = {
+    1: "record length {detail} is not positive",
+    2: "record length {detail} runs past the end of the file (truncated file?)",
+    3: "{detail} bytes left at the end: too few for a record length (truncated file?)",
+    4: "record length {detail} exceeds the limit",
+}
+INDEX_MAGIC = "recordkit-ofrecord-index"
+
+
+def part_name(prefix: str, index: int, suffix_length: int = -1) -> str:
+    digits = str(index)
+    return prefix + "0" * max(suffix_length - len(digits), 0) + digits
+
+
+def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "part-",
+               part_name_suffix_length: int = -1) -> list[str]:
+    """The part files of a data set (or ``[path]`` for a single file)."""
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        return [path]
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if data_part_num is not None:
+        paths = [os.path.join(path, part_name(part_name_prefix, i, part_name_suffix_length))
+                 for i in range(int(data_part_num))]
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing:
+            raise FileNotFoundError(f"{missing[0]}: part file missing ({len(missing)} of {len(paths)} missing; "
+                                    f"check part_name_prefix/part_name_suffix_length)")
+        return paths
+    pattern = re.compile(re.escape(part_name_prefix) + r"(\d+)$")
+    found = sorted((int(m.group(1)), name) for name in os.listdir(path) if (m := pattern.match(name)))
+    if not found:
+        raise FileNotFoundError(f"{path}: no '{part_name_prefix}N' part files")
+    return [os.path.join(path, name) for _, name in found]
+
+
+@dataclass
+class PartIndex:
+    path: str
+    offsets: np.ndarray   # payload offsets
+    lengths: np.ndarray   # payload lengths
+    size: int
+    problem: tuple | None = None  # (code, frame offset, record index, detail) where framing broke
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def error(self) -> FormatError | None:
+        if self.problem is None:
+            return None
+        code, offset, index, detail = self.problem
+        return FormatError(self.path, PROBLEMS[code].format(detail=detail), offset=offset, record=f"record {index}")
+
+
+def scan_part(path: str) -> PartIndex:
+    """Index a part file by its length prefixes (one compiled pass over the mapped file)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return PartIndex(path, np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view = memoryview(mm)
+        try:
+            offsets, lengths, problem = _kernel.scan_frames(view)
+        finally:
+            view.release()
+    return PartIndex(path, offsets, lengths, size, problem)
+
+
+def sidecar_path(path: str) -> str:
+    d, name = os.path.split(path)
+    return os.path.join(d, f".{name}.rkidx")
+
+
+def load_index(path: str, *, write: bool = False) -> PartIndex:
+    """The part's index from its sidecar when current, else a fresh scan (saved if ``write``)."""
+    side = sidecar_path(path)
+    st = os.stat(path)
+    try:
+        with np.load(side, allow_pickle=False) as z:
+            meta = z["meta"]
+            if str(z["magic"]) == INDEX_MAGIC and int(meta[0]) == st.st_size and int(meta[1]) == st.st_mtime_ns:
+                offsets, lengths = z["offsets"].astype(np.int64), z["lengths"].astype(np.int64)
+                if len(offsets) == len(lengths) and (len(offsets) == 0 or int(offsets[-1] + lengths[-1]) == st.st_size):
+                    return PartIndex(path, offsets, lengths, st.st_size)
+    except Exception:
+        pass  # missing, stale, damaged or foreign: rebuild
+    index = scan_part(path)
+    if write and index.problem is None:
+        _write_index(side, index, st)
+    return index
+
+
+def _write_index(side: str, index: PartIndex, st) -> None:
+    from recordkit.atomic import AtomicFile
+    try:
+        with AtomicFile(side) as f:
+            np.savez(f.file, magic=np.array(INDEX_MAGIC), meta=np.array([st.st_size, st.st_mtime_ns], np.int64),
+                     offsets=index.offsets, lengths=index.lengths)
+    except OSError:
+        pass  # a read-only directory just means no sidecar

@@ -1,0 +1,326 @@
+"""Image helpers behind the OFRecord image decoders and preprocessing ops.
+
+Pillow stands in for OneFlow's libjpeg-turbo + OpenCV: it decodes, NumPy crops
+and flips, Pillow resizes. Everything works on HWC ``uint8`` (or ``float32`` for
+resizing) NumPy arrays. The public, OneFlow-shaped API lives in
+:mod:`recordkit.formats.ofrecord.decoders`; this module holds the pieces:
+
+* :func:`decode_image` -- encoded bytes to an HWC array in RGB, BGR or GRAY;
+* :func:`random_crop_window` -- OneFlow's Inception-style crop window
+  (``oneflow/user/image/random_crop_generator.cpp``), driven by a NumPy
+  ``Generator`` instead of ``std::mt19937``;
+* :func:`resize_image` / :func:`keep_aspect_ratio_size` /
+  :func:`resample_filter` -- the arithmetic of ``image_resize_kernels.cpp``
+  with Pillow filters in place of ``cv::resize``.
+
+Pillow is imported lazily so that importing recordkit does not require it.
+"""
+from __future__ import annotations
+
+import io
+import math
+from typing import Sequence
+
+import numpy as np
+
+#: Formats :func:`decode_image` lets Pillow try -- roughly what OpenCV's
+#: ``imdecode`` reads. Deliberately a closed list: Pillow plugins such as EPS
+#: would start external programs (Ghostscript) on untrusted record bytes.
+IMAGE_FORMATS: tuple[str, ...] = (
+    "JPEG", "MPO", "PNG", "BMP", "DIB", "PPM", "TIFF", "WEBP", "GIF", "SUN", "JPEG2000",
+)
+
+#: color space -> number of channels (OneFlow ``ImageUtil::IsColor``).
+COLOR_SPACES = {"RGB": 3, "BGR": 3, "GRAY": 1}
+
+#: OneFlow interpolation names -> Pillow resampling filter names ("auto" is resolved per image).
+INTERPOLATIONS = {
+    "bilinear": "BILINEAR",
+    "nearest_neighbor": "NEAREST",
+    "nn": "NEAREST",
+    "bicubic": "BICUBIC",
+    "area": "BOX",
+    "auto": None,
+}
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - exercised only without Pillow
+        raise ImportError(
+            "decoding and resizing OFRecord images needs Pillow: pip install pillow"
+        ) from exc
+    return Image
+
+
+def channels_of(color_space: str) -> int:
+    """3 for "RGB"/"BGR", 1 for "GRAY"; ValueError for anything else (OneFlow: UNIMPLEMENTED)."""
+    try:
+        return COLOR_SPACES[color_space]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"color_space must be one of {', '.join(COLOR_SPACES)}, not {color_space!r}"
+        ) from None
+
+
+class ImageDecodeError(ValueError):
+    """The bytes are not an image Pillow can decode (the caller adds file and record)."""
+
+
+def _high_bit_depth_to_uint8(arr: np.ndarray) -> np.ndarray:
+    """16-bit (or 32-bit integer / float) samples to 8 bits the way OpenCV's IMREAD_COLOR does."""
+    if arr.dtype.kind == "f":
+        return np.clip(np.rint(arr), 0, 255).astype(np.uint8)
+    return (np.clip(arr.astype(np.int64), 0, 65535) >> 8).astype(np.uint8)
+
+
+def _to_array(im, color_space: str) -> np.ndarray:
+    """A loaded PIL image to an HWC uint8 array in ``color_space``."""
+    mode = im.mode
+    if mode.startswith("I") or mode == "F":
+        # 16-bit grayscale PNG/TIFF (or 32-bit int/float): scale to 8 bits, then to channels.
+        gray = _high_bit_depth_to_uint8(np.asarray(im))
+        if gray.ndim == 3:  # multi-channel high-depth modes are not produced by Pillow; be safe
+            gray = gray[..., 0]
+        if color_space == "GRAY":
+            return np.ascontiguousarray(gray[:, :, None])
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+    if color_space == "GRAY":
+        arr = np.asarray(im if mode == "L" else im.convert("L"))
+        return np.ascontiguousarray(arr[:, :, None])
+    arr = np.asarray(im if mode == "RGB" else im.convert("RGB"))
+    if color_space == "BGR":
+        arr = arr[:, :, ::-1]
+    return np.ascontiguousarray(arr)
+
+
+_available_formats: tuple[str, ...] | None = None
+
+
+def _formats(Image) -> tuple[str, ...]:
+    """The :data:`IMAGE_FORMATS` this Pillow build registers (``Image.open`` rejects unknown names)."""
+    global _available_formats
+    if _available_formats is None:
+        Image.init()
+        _available_formats = tuple(f for f in IMAGE_FORMATS if f in Image.OPEN)
+    return _available_formats
+
+
+def open_image(data):
+    """``PIL.Image`` for encoded bytes (lazy: header parsed, pixels not yet decoded)."""
+    Image = _pil()
+    try:
+        return Image.open(io.BytesIO(bytes(data)), formats=_formats(Image))
+    except Exception as exc:  # UnidentifiedImageError, SyntaxError, DecompressionBombError, ...
+        raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
+
+
+def decode_image(data, color_space: str = "BGR", *, window=None) -> np.ndarray:
+    """Decode encoded image bytes to an HWC uint8 array.
+
+    ``color_space`` is "RGB", "BGR" (C=3) or "GRAY" (C=1). Alpha is dropped and
+    palette, bilevel, CMYK and YCbCr images are converted, as OpenCV's
+    ``IMREAD_COLOR``/``IMREAD_GRAYSCALE`` would; 16-bit samples keep their high
+    byte. EXIF orientation is *not* applied (OneFlow's libjpeg path, which
+    handles every JPEG, ignores it too). ``window`` is an optional crop
+    ``(y, x, h, w)`` or a callable ``(height, width) -> (y, x, h, w)`` that is
+    given the image size before the pixels are decoded. Raises
+    :class:`ImageDecodeError` for bytes that are not a decodable image.
+    """
+    channels_of(color_space)
+    im = open_image(data)
+    try:
+        with im:
+            if callable(window):
+                window = window(im.height, im.width)
+            try:
+                im.load()
+            except Exception as exc:  # truncated or corrupt pixel data
+                raise ImageDecodeError(
+                    f"cannot decode {im.format} image ({len(data)} bytes): {exc}"
+                ) from exc
+            arr = _to_array(im, color_space)
+    except ImageDecodeError:
+        raise
+    except Exception as exc:  # conversion failures on exotic modes
+        raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
+    if window is not None:
+        y, x, h, w = (int(v) for v in window)
+        arr = np.ascontiguousarray(arr[y:y + h, x:x + w])
+    return arr
+
+
+# --------------------------------------------------------------------------- random crop
+
+
+def _round_half_away(x: float) -> int:
+    """``std::roundf`` for the non-negative values the crop generator feeds it."""
+    return int(math.floor(x + 0.5))
+
+
+def random_crop_window(
+    height: int,
+    width: int,
+    rng: np.random.Generator,
+    *,
+    num_attempts: int = 10,
+    random_area: Sequence[float] = (0.08, 1.0),
+    random_aspect_ratio: Sequence[float] = (0.75, 1.333333),
+) -> tuple[int, int, int, int]:
+    """One Inception-style crop window ``(y, x, h, w)`` for an image of ``height`` x ``width``.
+
+    Follows ``RandomCropGenerator::GenerateCropWindow``: if even a full-height
+    (full-width) crop at the extreme aspect ratio is below the minimum area,
+    that crop is taken; otherwise up to ``num_attempts`` tries draw an area
+    fraction uniformly from ``random_area`` and a w/h ratio log-uniformly from
+    ``random_aspect_ratio``, with ``w = round(sqrt(area*ratio))`` and
+    ``h = round(sqrt(area/ratio))``, accepting the first that fits and whose
+    rounded ratio stays in range. Otherwise the fallback is the whole image,
+    clamped to the ratio range and shrunk to at most the maximum area. The
+    anchor is uniform over all valid positions. The random stream is NumPy's,
+    not ``std::mt19937``'s, so windows differ from OneFlow's for the same seed.
+    """
+    H, W = int(height), int(width)
+    if H <= 0 or W <= 0:
+        return 0, 0, max(H, 0), max(W, 0)
+    area_lo, area_hi = (float(v) for v in random_area)
+    ratio_lo, ratio_hi = (float(v) for v in random_aspect_ratio)
+    log_lo, log_hi = math.log(ratio_lo), math.log(ratio_hi)
+    max_hw_ratio = 1.0 / ratio_lo
+    min_area = W * H * area_lo
+    max_w = max(1, int(H * ratio_hi))
+    max_h = max(1, int(W * max_hw_ratio))
+
+    if H * max_w < min_area:
+        h, w = H, max_w
+    elif W * max_h < min_area:
+        h, w = max_h, W
+    else:
+        accepted = False
+        for _ in range(int(num_attempts)):
+            target_area = rng.uniform(area_lo, area_hi) * (H * W)
+            ratio = math.exp(rng.uniform(log_lo, log_hi))
+            w = max(1, _round_half_away(math.sqrt(target_area * ratio)))
+            h = max(1, _round_half_away(math.sqrt(target_area / ratio)))
+            r = w / h
+            if w <= W and h <= H and ratio_lo <= r <= ratio_hi:
+                accepted = True
+                break
+        if not accepted:
+            max_area = area_hi * W * H
+            r = W / H
+            if r > ratio_hi:
+                h, w = H, max_w
+            elif r < ratio_lo:
+                h, w = max_h, W
+            else:
+                h, w = H, W
+            scale = min(1.0, max_area / (h * w))
+            h = max(1, int(h * math.sqrt(scale)))
+            w = max(1, int(w * math.sqrt(scale)))
+    # OneFlow CHECKs these; the clamp only matters for degenerate ranges.
+    h, w = min(h, H), min(w, W)
+    y = int(rng.integers(0, H - h + 1))
+    x = int(rng.integers(0, W - w + 1))
+    return y, x, h, w
+
+
+def validate_crop_ranges(num_attempts, random_area, random_aspect_ratio) -> None:
+    if int(num_attempts) < 0:
+        raise ValueError(f"num_attempts must be >= 0, not {num_attempts}")
+    if len(random_area) != 2 or len(random_aspect_ratio) != 2:
+        raise ValueError("random_area and random_aspect_ratio must be (min, max) pairs")
+    a_lo, a_hi = (float(v) for v in random_area)
+    if not (0.0 < a_lo <= a_hi <= 1.0):
+        raise ValueError(f"random_area must satisfy 0 < min <= max <= 1, not {tuple(random_area)}")
+    r_lo, r_hi = (float(v) for v in random_aspect_ratio)
+    if not (0.0 < r_lo <= r_hi) or not math.isfinite(r_hi):
+        raise ValueError(
+            f"random_aspect_ratio must satisfy 0 < min <= max, not {tuple(random_aspect_ratio)}"
+        )
+
+
+# --------------------------------------------------------------------------- resize
+
+
+def resample_filter(interpolation_type: str, old_wh, new_wh) -> str:
+    """Pillow filter name for a OneFlow interpolation name.
+
+    "auto" is bilinear when the new image has at least as many pixels as the
+    old one, area (Pillow ``BOX``) otherwise -- ``GetCvInterpolationFlag``.
+    """
+    try:
+        name = INTERPOLATIONS[interpolation_type]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"interpolation_type must be one of {', '.join(INTERPOLATIONS)}, "
+            f"not {interpolation_type!r}"
+        ) from None
+    if name is None:
+        ow, oh = old_wh
+        nw, nh = new_wh
+        name = "BILINEAR" if nw * nh >= ow * oh else "BOX"
+    return name
+
+
+def resize_image(image: np.ndarray, width: int, height: int, filter_name: str) -> np.ndarray:
+    """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype."""
+    Image = _pil()
+    resample = getattr(Image.Resampling, filter_name)
+    size = (int(width), int(height))
+    if image.dtype == np.uint8:
+        if image.shape[2] == 3:
+            return np.asarray(Image.fromarray(np.ascontiguousarray(image), "RGB").resize(size, resample))
+        planes = [
+            np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c]), "L").resize(size, resample))
+            for c in range(image.shape[2])
+        ]
+    else:
+        src = image.astype(np.float32, copy=False)
+        planes = [
+            np.asarray(Image.fromarray(np.ascontiguousarray(src[:, :, c]), "F").resize(size, resample))
+            for c in range(src.shape[2])
+        ]
+    return np.stack(planes, axis=2)
+
+
+def keep_aspect_ratio_size(
+    height: int, width: int, target_size: int, *, resize_longer: bool, min_size: int = 0, max_size: int = 0
+) -> tuple[int, int]:
+    """``(new_w, new_h)`` as ``GetTargetResizedSize4ImageBuffer`` computes them.
+
+    The shorter (or longer) side becomes ``target_size``, the other keeps the
+    aspect ratio with round-half-even; ``max_size`` caps the longer side when
+    resizing the shorter one, ``min_size`` floors the shorter side when
+    resizing the longer one. Sides are at least 1 (OneFlow would hand OpenCV a
+    zero size for extreme aspect ratios).
+    """
+    org_min = float(min(height, width))
+    org_max = float(max(height, width))
+    aspect = org_min / org_max
+    if resize_longer:
+        res_max = float(target_size)
+        res_min = float(np.rint(res_max * aspect))
+        if min_size > 0 and res_min < min_size:
+            res_min = float(min_size)
+            res_max = float(np.rint(res_min / aspect))
+    else:
+        res_min = float(target_size)
+        res_max = float(np.rint(res_min / aspect))
+        if max_size > 0 and res_max > max_size:
+            res_max = float(max_size)
+            res_min = float(np.rint(res_max * aspect))
+    res_min_i, res_max_i = max(1, int(res_min)), max(1, int(res_max))
+    if width < height:
+        return res_min_i, res_max_i
+    return res_max_i, res_min_i
+
+
+def to_dtype(image: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``cv::Mat::convertTo``: float to uint8 rounds half-even and saturates."""
+    if image.dtype == dtype:
+        return image
+    if dtype == np.uint8:
+        return np.clip(np.rint(image), 0, 255).astype(np.uint8)
+    return image.astype(dtype)
