@@ -1,0 +1,166 @@
+"""OFRecord data sets as a Deserializer, and sequences written back as records.
+
+The mapping between records and the engine's streams (used by ``recordkit convert`` and
+``MinibatchSource``), one record per sequence:
+
+* a **dense** stream ``NAME`` of dim D is the numeric feature ``ALIAS`` (the stream's
+  alias, default its name) holding the sequence's samples one after another: L samples
+  are L*D values (float_list for float32, double_list for float64; integer lists are
+  converted);
+* a **sparse** stream ``NAME`` of dim D is three features: ``ALIAS:indices`` (int64_list,
+  the column of every stored value), ``ALIAS:values`` (float_list/double_list) and
+  ``ALIAS:nnz`` (int64_list, stored values per sample, so its length is the number of
+  samples);
+* the sequence key is the int64 feature ``key`` when present (CTF sequence ids survive a
+  round trip), else the record's position in the data set.
+
+Chunks are runs of at most ``records_per_chunk`` records of one part file.
+"""
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
+from recordkit.errors import FormatError
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.ofrecord import codec
+from recordkit.formats.ofrecord.dataset import load_index, part_paths
+
+KEY_FEATURE = "key"
+
+
+class OFRecordDeserializer(ClosingReader):
+    def __init__(self, path, streams, *, precision="float", records_per_chunk: int = 4096,
+                 data_part_num: int | None = None, part_name_prefix: str = "part-",
+                 part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE):
+        self.path = str(path)
+        self._streams = check_streams(streams)
+        self.dtype = resolve_precision(precision)
+        self.key_feature = key_feature
+        self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length)
+        self._chunks, self._where = [], []
+        first = 0
+        for part in self.paths:
+            index = load_index(part)
+            err = index.error()
+            if err is not None:
+                raise err
+            for lo in range(0, len(index), records_per_chunk):
+                hi = min(lo + records_per_chunk, len(index))
+                start = int(index.offsets[lo]) - 8
+                end = int(index.offsets[hi - 1] + index.lengths[hi - 1])
+                self._chunks.append(ChunkInfo(len(self._chunks), hi - lo, hi - lo, start, end - start))
+                self._where.append((part, index, lo, hi, first))
+                first += hi - lo
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        part, index, lo, hi, first = self._where[chunk_id]
+        with open(part, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            records = [codec.decode(mm[o:o + n], path=part, offset=o - 8, index=lo + i)
+                       for i, (o, n) in enumerate(zip(index.offsets[lo:hi].tolist(), index.lengths[lo:hi].tolist()))]
+        keys = np.arange(first, first + len(records), dtype=np.uint64)
+        if self.key_feature:
+            found = [r.get(self.key_feature) for r in records]
+            if all(f is not None and f.kind == "int64_list" and len(f) == 1 for f in found):
+                keys = np.array([int(f.value[0]) for f in found], dtype=np.int64).view(np.uint64)
+        columns, counts = {}, []
+        for spec in self._streams:
+            col = self._sparse(spec, records, part, lo) if spec.is_sparse else self._dense(spec, records, part, lo)
+            columns[spec.name] = col
+            counts.append(np.diff(col.seq_offsets))
+        defining = [i for i, s in enumerate(self._streams) if s.defines_mb_size]
+        lengths = counts[defining[0]] if defining else np.max(np.vstack(counts), axis=0)
+        return ChunkData(chunk_id, keys, lengths.astype(np.int64), columns)
+
+    def _feature(self, rec, name, part, index, numeric=True):
+        f = rec.get(name)
+        if f is None:
+            raise FormatError(part, f"feature '{name}' is missing", record=f"record {index}")
+        if numeric and f.kind == "bytes_list":
+            raise FormatError(part, f"feature '{name}' is a bytes_list: expected a numeric list",
+                              record=f"record {index}")
+        return f
+
+    def _dense(self, spec, records, part, lo) -> DenseColumn:
+        values, counts = [], np.zeros(len(records), dtype=np.int64)
+        for i, rec in enumerate(records):
+            v = self._feature(rec, spec.alias, part, lo + i).value
+            if len(v) % spec.dim:
+                raise FormatError(part, f"feature '{spec.alias}' has {len(v)} values, not a multiple of dim "
+                                        f"{spec.dim}", record=f"record {lo + i}")
+            values.append(v)
+            counts[i] = len(v) // spec.dim
+        flat = np.concatenate(values).astype(self.dtype, copy=False) if values else np.zeros(0, self.dtype)
+        return DenseColumn(flat.reshape(-1, spec.dim), _offsets(counts))
+
+    def _sparse(self, spec, records, part, lo) -> SparseColumn:
+        idx, vals, nnz, counts = [], [], [], np.zeros(len(records), dtype=np.int64)
+        for i, rec in enumerate(records):
+            ind = self._feature(rec, spec.alias + ":indices", part, lo + i).value
+            val = self._feature(rec, spec.alias + ":values", part, lo + i).value
+            per = self._feature(rec, spec.alias + ":nnz", part, lo + i).value
+            if len(ind) != len(val) or int(per.sum()) != len(val) or (len(per) and per.min() < 0):
+                raise FormatError(part, f"sparse stream '{spec.alias}': {len(ind)} indices, {len(val)} values and "
+                                        f"per-sample counts adding up to {int(per.sum())} do not agree",
+                                  record=f"record {lo + i}")
+            if len(ind) and (ind.min() < 0 or ind.max() >= spec.dim):
+                raise FormatError(part, f"sparse stream '{spec.alias}': index outside [0, {spec.dim})",
+                                  record=f"record {lo + i}")
+            idx.append(ind)
+            vals.append(val)
+            nnz.append(per)
+            counts[i] = len(per)
+        per_sample = np.concatenate(nnz).astype(np.int64) if nnz else np.zeros(0, np.int64)
+        indptr = _offsets(per_sample)
+        return SparseColumn(np.concatenate(vals).astype(self.dtype, copy=False) if vals else np.zeros(0, self.dtype),
+                            np.concatenate(idx).astype(np.int32) if idx else np.zeros(0, np.int32),
+                            indptr, _offsets(counts), spec.dim)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        """Every chunk in order (records decode through protobuf, which holds the GIL: one thread)."""
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def __iter__(self):
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        pass
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def chunk_records(chunk: ChunkData, streams, *, dtype=np.float32, key_feature: str | None = KEY_FEATURE):
+    """The sequences of a ChunkData as OFRecord feature dicts (the mapping in this module's docstring)."""
+    for i in range(len(chunk)):
+        rec = {}
+        if key_feature:
+            rec[key_feature] = np.array([chunk.keys[i]], dtype=np.uint64).view(np.int64)
+        for spec in streams:
+            col = chunk.columns[spec.name]
+            a, b = int(col.seq_offsets[i]), int(col.seq_offsets[i + 1])
+            if spec.is_sparse:
+                lo, hi = int(col.indptr[a]), int(col.indptr[b])
+                rec[spec.alias + ":indices"] = col.indices[lo:hi].astype(np.int64)
+                rec[spec.alias + ":values"] = col.values[lo:hi].astype(dtype)
+                rec[spec.alias + ":nnz"] = np.diff(col.indptr[a:b + 1]).astype(np.int64)
+            else:
+                rec[spec.alias] = col.values[a:b].astype(dtype).reshape(-1)
+        yield rec
