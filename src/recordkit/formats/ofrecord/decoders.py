@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
