@@ -7,7 +7,8 @@ length prefixes is fast (one 8-byte read per record); it builds the offsets inde
 and finds every framing problem without parsing a payload.
 """
 from libc.stdint cimport int64_t, uint8_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memcmp, memset
+from libc.stdint cimport uint64_t, int32_t, int8_t
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -58,3 +59,318 @@ def scan_frames(const uint8_t[::1] buf, int64_t base=0, int64_t max_record=-1):
         memcpy(cnp.PyArray_DATA(l), lens.data(), lens.size() * 8)
     problem = None if code == 0 else (code, base + pos, <int64_t>offs.size(), detail)
     return o, l, problem
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch decoding of one numeric feature straight from the wire format (no protobuf objects)
+
+DEF K_MISSING = 0
+DEF K_BYTES = 1
+DEF K_FLOAT = 2
+DEF K_DOUBLE = 3
+DEF K_INT32 = 4
+DEF K_INT64 = 5
+
+cdef inline bint read_varint(const uint8_t* p, int64_t* pos, int64_t end, uint64_t* out) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while pos[0] < end and shift < 64:
+        b = p[pos[0]]
+        pos[0] += 1
+        v |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            out[0] = v
+            return True
+        shift += 7
+    return False
+
+cdef inline bint skip_field(const uint8_t* p, int64_t* pos, int64_t end, uint64_t wire) noexcept nogil:
+    cdef uint64_t n
+    if wire == 0:
+        return read_varint(p, pos, end, &n)
+    if wire == 1:
+        pos[0] += 8
+        return pos[0] <= end
+    if wire == 2:
+        if not read_varint(p, pos, end, &n) or n > <uint64_t>(end - pos[0]):
+            return False
+        pos[0] += <int64_t>n
+        return True
+    if wire == 5:
+        pos[0] += 4
+        return pos[0] <= end
+    return False
+
+cdef int find_feature(const uint8_t* p, int64_t start, int64_t end, const uint8_t* name, int64_t name_len,
+                      int64_t* list_start, int64_t* list_end) noexcept nogil:
+    """Kind of feature `name` in the record p[start:end] (K_MISSING if absent, -1 malformed) and the
+    extent of its list message. The last entry with the key wins, as in protobuf maps."""
+    cdef int64_t pos = start, epos, eend, vpos, vend, kpos = 0, klen = -1, fpos, fend
+    cdef uint64_t tag, n
+    cdef int kind = K_MISSING, k
+    cdef int64_t ls = 0, le = 0
+    while pos < end:
+        if not read_varint(p, &pos, end, &tag):
+            return -1
+        if tag != 0x0a:  # not a map entry: skip unknown field
+            if not skip_field(p, &pos, end, tag & 7):
+                return -1
+            continue
+        if not read_varint(p, &pos, end, &n) or n > <uint64_t>(end - pos):
+            return -1
+        epos = pos
+        eend = pos + <int64_t>n
+        pos = eend
+        klen = -1
+        vpos = -1
+        while epos < eend:
+            if not read_varint(p, &epos, eend, &tag):
+                return -1
+            if tag == 0x0a or tag == 0x12:
+                if not read_varint(p, &epos, eend, &n) or n > <uint64_t>(eend - epos):
+                    return -1
+                if tag == 0x0a:
+                    kpos = epos
+                    klen = <int64_t>n
+                else:
+                    vpos = epos
+                    vend = epos + <int64_t>n
+                epos += <int64_t>n
+            elif not skip_field(p, &epos, eend, tag & 7):
+                return -1
+        if klen != name_len or memcmp(p + kpos, name, name_len) != 0:
+            continue
+        if vpos < 0:  # key present, value empty: a Feature with no kind
+            kind, ls, le = K_MISSING, 0, 0
+            continue
+        # the Feature: the last list field set wins (oneof)
+        kind = K_MISSING
+        fpos = vpos
+        while fpos < vend:
+            if not read_varint(p, &fpos, vend, &tag):
+                return -1
+            k = <int>(tag >> 3)
+            if (tag & 7) == 2 and 1 <= k <= 5:
+                if not read_varint(p, &fpos, vend, &n) or n > <uint64_t>(vend - fpos):
+                    return -1
+                kind = k
+                ls = fpos
+                le = fpos + <int64_t>n
+                fpos = le
+            elif not skip_field(p, &fpos, vend, tag & 7):
+                return -1
+    list_start[0] = ls
+    list_end[0] = le
+    return kind
+
+cdef int64_t decode_list(const uint8_t* p, int64_t start, int64_t end, int kind, double* dout, int64_t* iout,
+                         int64_t cap, int64_t* count) noexcept nogil:
+    """Decode the values of a list message into dout (float kinds) or iout (int kinds), at most
+    cap of them; count gets the total number of values. Returns 0, or -1 when malformed."""
+    cdef int64_t pos = start, n_total = 0, e, i
+    cdef uint64_t tag, n, v
+    cdef float f
+    cdef double d
+    while pos < end:
+        if not read_varint(p, &pos, end, &tag):
+            return -1
+        if (tag >> 3) != 1:
+            if not skip_field(p, &pos, end, tag & 7):
+                return -1
+            continue
+        if (tag & 7) == 2:  # packed run
+            if not read_varint(p, &pos, end, &n) or n > <uint64_t>(end - pos):
+                return -1
+            e = pos + <int64_t>n
+            if kind == K_FLOAT:
+                if n % 4:
+                    return -1
+                for i in range(<int64_t>(n // 4)):
+                    if n_total < cap:
+                        memcpy(&f, p + pos + 4 * i, 4)
+                        dout[n_total] = f
+                    n_total += 1
+            elif kind == K_DOUBLE:
+                if n % 8:
+                    return -1
+                for i in range(<int64_t>(n // 8)):
+                    if n_total < cap:
+                        memcpy(&d, p + pos + 8 * i, 8)
+                        dout[n_total] = d
+                    n_total += 1
+            else:
+                while pos < e:
+                    if not read_varint(p, &pos, e, &v):
+                        return -1
+                    if n_total < cap:
+                        iout[n_total] = <int64_t>v if kind == K_INT64 else <int64_t>(<int32_t>v)
+                    n_total += 1
+            pos = e
+        elif (tag & 7) == 5 and kind == K_FLOAT:
+            if pos + 4 > end:
+                return -1
+            if n_total < cap:
+                memcpy(&f, p + pos, 4)
+                dout[n_total] = f
+            n_total += 1
+            pos += 4
+        elif (tag & 7) == 1 and kind == K_DOUBLE:
+            if pos + 8 > end:
+                return -1
+            if n_total < cap:
+                memcpy(&d, p + pos, 8)
+                dout[n_total] = d
+            n_total += 1
+            pos += 8
+        elif (tag & 7) == 0 and (kind == K_INT32 or kind == K_INT64):
+            if not read_varint(p, &pos, end, &v):
+                return -1
+            if n_total < cap:
+                iout[n_total] = <int64_t>v if kind == K_INT64 else <int64_t>(<int32_t>v)
+            n_total += 1
+        else:
+            return -1
+    count[0] = n_total
+    return 0
+
+
+DEF O_F32 = 0
+DEF O_F64 = 1
+DEF O_I8 = 2
+DEF O_I32 = 3
+DEF O_I64 = 4
+DEF O_U8 = 5
+OUT_CODES = {"float32": O_F32, "float64": O_F64, "int8": O_I8, "int32": O_I32, "int64": O_I64, "uint8": O_U8}
+
+cdef inline void store_f(uint8_t* row, int code, int64_t i, double v) noexcept nogil:
+    # C++ static_cast semantics (float to int truncates toward zero)
+    if code == O_F32:
+        (<float*>row)[i] = <float>v
+    elif code == O_F64:
+        (<double*>row)[i] = v
+    elif code == O_I8:
+        (<int8_t*>row)[i] = <int8_t><int64_t>v
+    elif code == O_I32:
+        (<int32_t*>row)[i] = <int32_t><int64_t>v
+    elif code == O_I64:
+        (<int64_t*>row)[i] = <int64_t>v
+    else:
+        (<uint8_t*>row)[i] = <uint8_t><int64_t>v
+
+cdef inline void store_i(uint8_t* row, int code, int64_t i, int64_t v) noexcept nogil:
+    if code == O_F32:
+        (<float*>row)[i] = <float>v
+    elif code == O_F64:
+        (<double*>row)[i] = <double>v
+    elif code == O_I8:
+        (<int8_t*>row)[i] = <int8_t>v
+    elif code == O_I32:
+        (<int32_t*>row)[i] = <int32_t>v
+    elif code == O_I64:
+        (<int64_t*>row)[i] = v
+    else:
+        (<uint8_t*>row)[i] = <uint8_t>v
+
+
+def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths, bytes name,
+                   int64_t K, str out_dtype, int mode):
+    """Decode feature `name` of every record into an (N, K) array, OneFlow's raw-decoder rules.
+
+    mode 0: a numeric list must have exactly K values; 1 (truncate): copy min(L, K), zero the
+    rest; 2 (dim1_varying_length): copy min(L, K), zero the rest. A bytes list must hold one
+    value, whose bytes are read as int8 (min(len, K) copied, rest zero). Returns (array,
+    problem) with problem None or (code, record, detail): 1 feature missing, 2 bytes list
+    without exactly one value, 3 list length L != K (detail L), 4 malformed record,
+    5 feature without a kind.
+    """
+    cdef int code = OUT_CODES[out_dtype]
+    cdef int64_t N = offsets.shape[0], r, i, cnt, ls, le, pos, L, m
+    cdef int kind
+    cdef int64_t esz = np.dtype(out_dtype).itemsize
+    out = np.zeros((N, K), dtype=out_dtype)
+    cdef uint8_t[:, ::1] ov = out.view(np.uint8).reshape(N, K * esz) if K > 0 else np.zeros((N, 1), np.uint8)
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] > 0 else NULL
+    cdef const uint8_t* nm = name
+    cdef int64_t nlen = len(name)
+    cdef int pcode = 0
+    cdef int64_t prec = 0, pdetail = 0
+    cdef vector[double] dtmp
+    cdef vector[int64_t] itmp
+    cdef uint64_t tag, n
+    cdef int64_t bytes_count, bpos, blen
+    dtmp.resize(K + 1)
+    itmp.resize(K + 1)
+    with nogil:
+        for r in range(N):
+            kind = find_feature(p, offsets[r], offsets[r] + lengths[r], nm, nlen, &ls, &le)
+            if kind < 0:
+                pcode, prec = 4, r
+                break
+            if kind == K_MISSING:
+                pcode, prec = (1 if ls == 0 and le == 0 else 5), r
+                break
+            if kind == K_BYTES:
+                # exactly one value: field 1, wire type 2
+                pos = ls
+                bytes_count = 0
+                bpos = 0
+                blen = 0
+                while pos < le:
+                    if not read_varint(p, &pos, le, &tag):
+                        pcode = 4
+                        break
+                    if tag == 0x0a:
+                        if not read_varint(p, &pos, le, &n) or n > <uint64_t>(le - pos):
+                            pcode = 4
+                            break
+                        bytes_count += 1
+                        bpos = pos
+                        blen = <int64_t>n
+                        pos += <int64_t>n
+                    elif not skip_field(p, &pos, le, tag & 7):
+                        pcode = 4
+                        break
+                if pcode:
+                    prec = r
+                    break
+                if bytes_count != 1:
+                    pcode, prec, pdetail = 2, r, bytes_count
+                    break
+                m = blen if blen < K else K
+                for i in range(m):
+                    store_i(&ov[r, 0], code, i, <int64_t>(<int8_t>p[bpos + i]))
+                continue
+            # fast path: float list -> float32, one packed run of exactly K values
+            if kind == K_FLOAT and code == O_F32:
+                pos = ls
+                if read_varint(p, &pos, le, &tag) and tag == 0x0a and read_varint(p, &pos, le, &n) \
+                        and pos + <int64_t>n == le and n == <uint64_t>(4 * K):
+                    if K:
+                        memcpy(&ov[r, 0], p + pos, 4 * K)
+                    continue
+            if decode_list(p, ls, le, kind, dtmp.data(), itmp.data(), K, &cnt) != 0:
+                pcode, prec = 4, r
+                break
+            if cnt != K and mode == 0:
+                pcode, prec, pdetail = 3, r, cnt
+                break
+            m = cnt if cnt < K else K
+            if kind == K_FLOAT or kind == K_DOUBLE:
+                for i in range(m):
+                    store_f(&ov[r, 0], code, i, dtmp[i])
+            else:
+                for i in range(m):
+                    store_i(&ov[r, 0], code, i, itmp[i])
+    problem = None if pcode == 0 else (pcode, prec, pdetail)
+    return out, problem
+
+
+def feature_kinds(const uint8_t[::1] buf, int64_t offset, int64_t length, list names):
+    """Kind code of each named feature in one record (0 missing, 1..5 as record.proto, -1 malformed)."""
+    cdef int64_t ls, le
+    cdef bytes nb
+    out = []
+    for nb in names:
+        out.append(find_feature(&buf[0], offset, offset + length, nb, len(nb), &ls, &le))
+    return out

@@ -24,6 +24,7 @@ from typing import Iterator
 import numpy as np
 
 from recordkit.errors import ErrorBudget, FormatError, RecordkitWarning
+from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.dataset import load_index, part_paths
 
@@ -37,7 +38,7 @@ def balanced_split(n: int, parts: int, index: int) -> range:
     return range(start, start + base + (1 if index < extra else 0))
 
 
-class OFRecordReader:
+class OFRecordReader(ClosingReader):
     def __init__(self, ofrecord_dir, batch_size: int = 1, data_part_num: int | None = None,
                  part_name_prefix: str = "part-", part_name_suffix_length: int = -1, random_shuffle: bool = False,
                  shuffle_buffer_size: int = 1024, shuffle_after_epoch: bool = False, random_seed: int | None = None,
@@ -65,6 +66,7 @@ class OFRecordReader:
         self.drop_last = bool(drop_last)
         self.budget = ErrorBudget(max_errors, warn=lambda text: warnings.warn(text, RecordkitWarning, stacklevel=4))
         self._indexes = {p: load_index(p, write=index_sidecar) for p in self.paths}
+        self._maps: dict = {}
 
     # -- which parts, in which order ---------------------------------------------------------------
     def parts_for_epoch(self, epoch: int) -> list[str]:
@@ -83,59 +85,93 @@ class OFRecordReader:
         n = self.records_per_epoch() * (self.epochs or 1)
         return n // self.batch_size if (self.drop_last or self.epochs is None) else -(-n // self.batch_size)
 
-    # -- records ------------------------------------------------------------------------------------
-    def _part_records(self, path: str) -> Iterator[dict]:
+    # -- frames and records --------------------------------------------------------------------------
+    def _mapped(self, path: str):
+        mm = self._maps.get(path)
+        if mm is None:
+            with open(path, "rb") as f:
+                mm = self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return mm
+
+    def _part_frames(self, path: str) -> Iterator[tuple]:
+        """(payload view, (path, record index, frame offset)) for every intact frame of a part."""
         index = self._indexes[path]
-        if index.size == 0:
-            return
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        if index.size:
+            view = memoryview(self._mapped(path))
             for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
-                try:
-                    yield codec.decode(mm[off:off + n], path=path, offset=off - 8, index=i)
-                except FormatError as e:
-                    self.budget.charge(e, consequence="record skipped")
+                yield view[off:off + n], (path, i, off - 8)
         err = index.error()
         if err is not None:
             self.budget.charge(err, consequence="rest of the part skipped")
 
-    def records(self) -> Iterator[dict]:
-        """Records in stream order (shuffled through the buffer when random_shuffle)."""
+    def _stream(self) -> Iterator[tuple]:
+        epoch = 0
+        while self.epochs is None or epoch < self.epochs:
+            produced = False
+            for path in self.parts_for_epoch(epoch):
+                for frame in self._part_frames(path):
+                    produced = True
+                    yield frame
+            if not produced:
+                return  # nothing readable: an endless stream would spin
+            epoch += 1
+
+    def frames(self) -> Iterator[tuple]:
+        """Frames in stream order (through the shuffle buffer when random_shuffle)."""
         stream = self._stream()
         if not self.random_shuffle:
             yield from stream
             return
         rng = np.random.default_rng(self.seed)
         buffer = []
-        for rec in stream:
+        for item in stream:
             if len(buffer) < self.shuffle_buffer_size:
-                buffer.append(rec)
+                buffer.append(item)
                 continue
             j = int(rng.integers(len(buffer)))
-            buffer[j], rec = rec, buffer[j]
-            yield rec
-        order = rng.permutation(len(buffer))  # the stream ended (finite epochs): drain at random
-        for j in order:
+            buffer[j], item = item, buffer[j]
+            yield item
+        for j in rng.permutation(len(buffer)):  # the stream ended (finite epochs): drain at random
             yield buffer[j]
 
-    def _stream(self) -> Iterator[dict]:
-        epoch = 0
-        while self.epochs is None or epoch < self.epochs:
-            produced = False
-            for path in self.parts_for_epoch(epoch):
-                for rec in self._part_records(path):
-                    produced = True
-                    yield rec
-            if not produced:
-                return  # nothing readable: an endless stream would spin
-            epoch += 1
+    def records(self) -> Iterator[dict]:
+        """Decoded records ``{name: Feature}`` in stream order; unparseable ones count as errors."""
+        for payload, (path, i, off) in self.frames():
+            try:
+                yield codec.decode(payload, path=path, offset=off, index=i)
+            except FormatError as e:
+                self.budget.charge(e, consequence="record skipped")
 
-    def __iter__(self) -> Iterator[list]:
-        """Batches of ``batch_size`` records (lists of ``{name: Feature}``)."""
+    def _batched(self, items) -> Iterator[list]:
         batch = []
-        for rec in self.records():
-            batch.append(rec)
+        for item in items:
+            batch.append(item)
             if len(batch) == self.batch_size:
                 yield batch
                 batch = []
         if batch and not self.drop_last and self.epochs is not None:
             yield batch
+
+    def __iter__(self) -> Iterator[list]:
+        """Batches of ``batch_size`` records (lists of ``{name: Feature}``)."""
+        return self._batched(self.records())
+
+    def batches(self, features: dict) -> Iterator[dict]:
+        """Batches decoded straight from the wire into NumPy arrays, OneFlow's raw-decoder way.
+
+        ``features``: {name: (shape, dtype)} or {name: {"shape", "dtype", "truncate",
+        "dim1_varying_length"}}; each batch is {name: array (n, *shape)}. The compiled decoder
+        reads the packed lists without building protobuf objects (see ``batch.decode_frames``).
+        """
+        from recordkit.formats.ofrecord.batch import decode_frames, normalize_spec
+        spec = normalize_spec(features)
+        for frames in self._batched(self.frames()):
+            yield decode_frames(frames, spec, self.budget)
+
+    def close(self) -> None:
+        for mm in self._maps.values():
+            try:
+                mm.close()
+            except BufferError:
+                pass  # views still alive; the map closes with them
+        self._maps.clear()
