@@ -374,3 +374,79 @@ def feature_kinds(const uint8_t[::1] buf, int64_t offset, int64_t length, list n
     for nb in names:
         out.append(find_feature(&buf[0], offset, offset + length, nb, len(nb), &ls, &le))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding: the bytes protobuf's deterministic serialization would produce, without protobuf objects
+
+cdef inline Py_ssize_t varint_size(uint64_t v) noexcept nogil:
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+cdef inline Py_ssize_t put_varint(uint8_t* out, uint64_t v) noexcept nogil:
+    cdef Py_ssize_t n = 0
+    while v >= 0x80:
+        out[n] = <uint8_t>((v & 0x7F) | 0x80)
+        v >>= 7
+        n += 1
+    out[n] = <uint8_t>v
+    return n + 1
+
+
+def encode_varints(const int64_t[::1] values, bint as_int32):
+    """The packed varint payload of an int32/int64 list (int32 negatives are 10 bytes, as protobuf)."""
+    cdef Py_ssize_t n = values.shape[0], i, total = 0, pos = 0
+    cdef uint64_t v
+    for i in range(n):
+        v = <uint64_t>(<int64_t>(<int32_t>values[i]) if as_int32 else values[i])
+        total += varint_size(v)
+    out = bytearray(total)
+    cdef uint8_t* o = out
+    with nogil:
+        for i in range(n):
+            v = <uint64_t>(<int64_t>(<int32_t>values[i]) if as_int32 else values[i])
+            pos += put_varint(o + pos, v)
+    return bytes(out)
+
+
+def frame_entry(bytes name, int kind, bytes payload, list byte_values):
+    """One map entry (field 1 of OFRecord): key, then the Feature holding the list message.
+
+    kind 1 (bytes_list) uses byte_values (each a repeated field 1); other kinds a packed payload.
+    """
+    cdef bytearray lst = bytearray()
+    cdef bytes v
+    cdef uint8_t tmp[10]
+    cdef Py_ssize_t k
+    if kind == 1:
+        for v in byte_values:
+            lst += b"\x0a"
+            k = put_varint(tmp, len(v))
+            lst += tmp[:k]
+            lst += v
+    elif payload:
+        lst += b"\x0a"
+        k = put_varint(tmp, len(payload))
+        lst += tmp[:k]
+        lst += payload
+    cdef bytearray feature = bytearray()
+    feature.append((kind << 3) | 2)
+    k = put_varint(tmp, len(lst))
+    feature += tmp[:k]
+    feature += lst
+    cdef bytearray entry = bytearray(b"\x0a")
+    k = put_varint(tmp, len(name))
+    entry += tmp[:k]
+    entry += name
+    entry += b"\x12"
+    k = put_varint(tmp, len(feature))
+    entry += tmp[:k]
+    entry += feature
+    cdef bytearray out = bytearray(b"\x0a")
+    k = put_varint(tmp, len(entry))
+    out += tmp[:k]
+    out += entry
+    return bytes(out)

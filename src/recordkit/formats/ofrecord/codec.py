@@ -87,7 +87,7 @@ def _kind_of_dtype(dtype: np.dtype) -> str:
     raise TypeError(f"cannot store a {dtype} array in an OFRecord: use float32/64 or a signed integer type")
 
 
-def to_message(features: dict):
+def to_message(features: dict):  # the protobuf path: reference for encode() and for callers wanting a message
     """A ``oneflow.OFRecord`` protobuf message holding ``features`` (in their order)."""
     msg = schema.OFRecord()
     for name, value in features.items():
@@ -104,9 +104,32 @@ def to_message(features: dict):
     return msg
 
 
+_KIND_CODES = {kind: i for i, kind in enumerate(KINDS, start=1)}
+
+
 def encode(features: dict) -> bytes:
-    """Serialize a record (``SerializeToString``, as OneFlow's own tools do)."""
-    return to_message(features).SerializeToString()
+    """Serialize a record deterministically: map entries sorted by the names' UTF-8 bytes (as
+    C++ protobuf's deterministic serialization does), so the same record always gives the
+    same bytes; built by the compiled encoder without creating protobuf objects (packed
+    float lists are copied as they are). Parsers read it as ``to_message(features)``."""
+    from recordkit.formats.ofrecord import _kernel
+    parts = []
+    for name in features:
+        if not isinstance(name, str):
+            raise TypeError(f"feature names must be str, not {type(name).__name__}")
+    for name in sorted(features, key=lambda n: n.encode("utf-8")):
+        f = to_feature(features[name])
+        code = _KIND_CODES[f.kind]
+        if f.kind == "bytes_list":
+            parts.append(_kernel.frame_entry(name.encode("utf-8"), code, b"", f.value))
+        elif f.kind in ("float_list", "double_list"):
+            parts.append(_kernel.frame_entry(name.encode("utf-8"), code,
+                                             np.ascontiguousarray(f.value, dtype=f.value.dtype.newbyteorder("<"))
+                                             .tobytes(), []))
+        else:
+            payload = _kernel.encode_varints(np.ascontiguousarray(f.value, dtype=np.int64), f.kind == "int32_list")
+            parts.append(_kernel.frame_entry(name.encode("utf-8"), code, payload, []))
+    return b"".join(parts)
 
 
 def from_message(msg) -> dict:
