@@ -277,3 +277,16 @@ def test_encoder_matches_protobuf_deterministic_serialization(record):
 def test_writer_output_is_the_same_every_run(tmp_path):
     rec = {name: np.arange(3, dtype=np.float32) for name in ("zeta", "alpha", "mid", "b", "a")}
     assert len({codec.encode(rec) for _ in range(5)}) == 1
+
+
+def test_random_access_by_index(tmp_path):
+    from recordkit.formats.ofrecord.dataset import OFRecordDataset
+    d = write_set(tmp_path / "d", n=10, parts=3)
+    with OFRecordDataset(d) as ds:
+        assert len(ds) == 10
+        # round robin over 3 parts: part 0 holds 0,3,6,9; part 1 1,4,7; part 2 2,5,8
+        assert [int(ds[i]["label"].value[0]) for i in range(10)] == [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]
+        assert int(ds[-1]["label"].value[0]) == 8
+        with pytest.raises(IndexError):
+            ds[10]
+    assert all(os.path.exists(sidecar_path(p)) for p in part_paths(d))

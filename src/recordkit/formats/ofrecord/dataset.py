@@ -119,3 +119,56 @@ def _write_index(side: str, index: PartIndex, st) -> None:
                      offsets=index.offsets, lengths=index.lengths)
     except OSError:
         pass  # a read-only directory just means no sidecar
+
+
+class OFRecordDataset:
+    """Random access to the records of a data set: ``len()`` and ``ds[i]`` (parts in order).
+
+    Built on the per-part indexes (sidecars reused while current, written with
+    ``index_sidecar=True``), so opening a data set reads only the length prefixes once.
+    """
+
+    def __init__(self, path, data_part_num: int | None = None, part_name_prefix: str = "part-",
+                 part_name_suffix_length: int = -1, *, index_sidecar: bool = True):
+        self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length)
+        self.indexes = [load_index(p, write=index_sidecar) for p in self.paths]
+        for index in self.indexes:
+            err = index.error()
+            if err is not None:
+                raise err
+        self._starts = np.concatenate([[0], np.cumsum([len(i) for i in self.indexes])]).astype(np.int64)
+        self._files: dict = {}
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def raw(self, i: int) -> bytes:
+        """The serialized record i."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"record {i} out of range for {n} records")
+        i %= n
+        part = int(np.searchsorted(self._starts, i, side="right")) - 1
+        index, j = self.indexes[part], i - int(self._starts[part])
+        f = self._files.get(part)
+        if f is None:
+            f = self._files[part] = open(self.paths[part], "rb")
+        return os.pread(f.fileno(), int(index.lengths[j]), int(index.offsets[j]))
+
+    def __getitem__(self, i: int) -> dict:
+        from recordkit.formats.ofrecord import codec
+        part = int(np.searchsorted(self._starts, i % max(len(self), 1), side="right")) - 1
+        j = i % max(len(self), 1) - int(self._starts[part])
+        return codec.decode(self.raw(i), path=self.paths[part], offset=int(self.indexes[part].offsets[j]) - 8,
+                            index=j)
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
