@@ -290,3 +290,15 @@ def test_random_access_by_index(tmp_path):
         with pytest.raises(IndexError):
             ds[10]
     assert all(os.path.exists(sidecar_path(p)) for p in part_paths(d))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(min_size=0, max_size=12), _values, max_size=5))
+def test_compiled_decoder_agrees_with_protobuf(record):
+    data = codec.encode(record)
+    msg = schema.OFRecord()
+    msg.ParseFromString(data)
+    reference = codec.from_message(msg)
+    ours = codec.decode(data)
+    assert ours == reference
+    assert all(ours[k].value.dtype == reference[k].value.dtype for k in ours if ours[k].kind != "bytes_list")

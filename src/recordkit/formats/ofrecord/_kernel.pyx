@@ -450,3 +450,125 @@ def frame_entry(bytes name, int kind, bytes payload, list byte_values):
     out += tmp[:k]
     out += entry
     return bytes(out)
+
+
+def decode_record(const uint8_t[::1] buf):
+    """Every feature of one record: {name: (kind code, values)}, or None if malformed.
+
+    Numeric lists come back as NumPy arrays of the list's own type, decoded in C (packed
+    floats copied in one go); bytes lists as lists of bytes. The last map entry with a
+    name wins; a feature with no kind maps to (0, None).
+    """
+    cdef int64_t end = buf.shape[0], pos = 0, epos, eend, kpos = 0, klen = 0, vpos, vend, fpos, ls, le, cnt, bp
+    cdef uint64_t tag, n
+    cdef int kind, k
+    cdef const uint8_t* p = &buf[0] if end > 0 else NULL
+    out = {}
+    while pos < end:
+        if not read_varint(p, &pos, end, &tag):
+            return None
+        if tag != 0x0a:
+            if not skip_field(p, &pos, end, tag & 7):
+                return None
+            continue
+        if not read_varint(p, &pos, end, &n) or n > <uint64_t>(end - pos):
+            return None
+        epos = pos
+        eend = pos + <int64_t>n
+        pos = eend
+        klen = 0
+        kpos = epos
+        vpos = -1
+        vend = -1
+        while epos < eend:
+            if not read_varint(p, &epos, eend, &tag):
+                return None
+            if tag == 0x0a or tag == 0x12:
+                if not read_varint(p, &epos, eend, &n) or n > <uint64_t>(eend - epos):
+                    return None
+                if tag == 0x0a:
+                    kpos = epos
+                    klen = <int64_t>n
+                else:
+                    vpos = epos
+                    vend = epos + <int64_t>n
+                epos += <int64_t>n
+            elif not skip_field(p, &epos, eend, tag & 7):
+                return None
+        try:
+            name = bytes(buf[kpos:kpos + klen]).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        kind = 0
+        ls = le = 0
+        if vpos >= 0:
+            fpos = vpos
+            while fpos < vend:
+                if not read_varint(p, &fpos, vend, &tag):
+                    return None
+                k = <int>(tag >> 3)
+                if (tag & 7) == 2 and 1 <= k <= 5:
+                    if not read_varint(p, &fpos, vend, &n) or n > <uint64_t>(vend - fpos):
+                        return None
+                    kind = k
+                    ls = fpos
+                    le = fpos + <int64_t>n
+                    fpos = le
+                elif not skip_field(p, &fpos, vend, tag & 7):
+                    return None
+        if kind == 0:
+            out[name] = (0, None)
+        elif kind == K_BYTES:
+            values = []
+            bp = ls
+            while bp < le:
+                if not read_varint(p, &bp, le, &tag):
+                    return None
+                if tag == 0x0a:
+                    if not read_varint(p, &bp, le, &n) or n > <uint64_t>(le - bp):
+                        return None
+                    values.append(bytes(buf[bp:bp + <int64_t>n]))
+                    bp += <int64_t>n
+                elif not skip_field(p, &bp, le, tag & 7):
+                    return None
+            out[name] = (kind, values)
+        else:
+            out[name] = (kind, _numeric_list(buf, ls, le, kind))
+            if out[name][1] is None:
+                return None
+    return out
+
+
+cdef object _numeric_list(const uint8_t[::1] buf, int64_t ls, int64_t le, int kind):
+    cdef const uint8_t* p = &buf[0]
+    cdef int64_t pos = ls, cnt = 0
+    cdef uint64_t tag, n
+    # the usual case: one packed run of floats or doubles: copy it whole
+    if kind == K_FLOAT or kind == K_DOUBLE:
+        if read_varint(p, &pos, le, &tag) and tag == 0x0a and read_varint(p, &pos, le, &n) and pos + <int64_t>n == le:
+            dt = np.float32 if kind == K_FLOAT else np.float64
+            if n % np.dtype(dt).itemsize:
+                return None
+            return np.frombuffer(bytes(buf[pos:le]), dtype=np.dtype(dt).newbyteorder("<")).astype(dt, copy=False)
+    cdef vector[double] d
+    cdef vector[int64_t] ints
+    # count first (cap 0), then decode
+    if decode_list(p, ls, le, kind, NULL, NULL, 0, &cnt) != 0:
+        return None
+    d.resize(cnt + 1)
+    ints.resize(cnt + 1)
+    if decode_list(p, ls, le, kind, d.data(), ints.data(), cnt, &cnt) != 0:
+        return None
+    if kind == K_FLOAT:
+        out = np.empty(cnt, dtype=np.float32)
+        for i in range(cnt):
+            out[i] = d[i]
+    elif kind == K_DOUBLE:
+        out = np.empty(cnt, dtype=np.float64)
+        for i in range(cnt):
+            out[i] = d[i]
+    else:
+        out = np.empty(cnt, dtype=np.int32 if kind == K_INT32 else np.int64)
+        for i in range(cnt):
+            out[i] = ints[i]
+    return out

@@ -147,7 +147,16 @@ def from_message(msg) -> dict:
 
 
 def decode(data, *, path: str = "<bytes>", offset: int | None = None, index: int | None = None) -> dict:
-    """Parse one serialized OFRecord into ``{name: Feature}``; a bad record is a located error."""
+    """Parse one serialized OFRecord into ``{name: Feature}``; a bad record is a located error.
+
+    The compiled wire decoder builds the arrays directly (packed float lists copied whole);
+    when it cannot (a malformed record, or a feature without a kind) protobuf parses the
+    record, so the error message is protobuf's.
+    """
+    from recordkit.formats.ofrecord import _kernel
+    raw = _kernel.decode_record(np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data)
+    if raw is not None and all(kind for kind, _ in raw.values()):
+        return {name: Feature(KINDS[kind - 1], value) for name, (kind, value) in sorted(raw.items())}
     msg = schema.OFRecord()
     try:
         msg.ParseFromString(bytes(data))
