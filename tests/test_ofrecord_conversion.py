@@ -78,3 +78,24 @@ def test_mapping_errors_name_the_feature_and_record(tmp_path):
         deser.load_chunk(1)
     with pytest.raises(FormatError, match=r"feature 'x' is missing \(record 2\)"):
         deser.load_chunk(2)
+
+
+def _ofrecord_source(directory):
+    return MinibatchSource(OFRecordDeserializer(directory, [dense("images", 4), dense("labels", 1)]),
+                           randomize=True, seed=3, max_sweeps=1)
+
+
+def test_ofrecord_data_feeds_the_pytorch_dataset(tmp_path):
+    torch = pytest.importorskip("torch")
+    import functools
+    from torch.utils.data import DataLoader
+    from recordkit.integrations.torch import MinibatchDataset
+    d = tmp_path / "ofr"
+    with OFRecordWriter(d, 3) as w:
+        for k in range(20):
+            w.write({"images": np.full(4, k, np.float32), "labels": np.array([k], np.int64)})
+    ds = MinibatchDataset(functools.partial(_ofrecord_source, str(d)), 5)
+    batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+    labels = torch.cat([b["labels"].reshape(-1) for b in batches]).tolist()
+    assert sorted(int(x) for x in labels) == list(range(20))  # every record once across both workers
+    assert all(torch.equal(b["images"][:, 0, 0], b["labels"].reshape(-1)) for b in batches)
