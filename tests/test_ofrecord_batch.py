@@ -110,3 +110,13 @@ def test_reader_batches_match_records_and_honour_the_budget(tmp_path):
 def test_bad_spec_dtype():
     with pytest.raises(ValueError, match="not one of"):
         normalize_spec({"a": ((), np.float16)})
+
+
+def test_feature_without_a_kind_is_reported_as_such():
+    entry = b"\x0a\x01a" + b"\x12\x00"              # key "a", an empty Feature (no list set)
+    record = b"\x0a" + bytes([len(entry)]) + entry
+    with pytest.raises(FormatError, match="feature 'a' has no kind set"):
+        decode_frames([(record, ("mem", 0, 0))], normalize_spec({"a": ((), "int32")}))
+    empty_entry = b"\x0a\x00"  # an entry with neither key nor value: no feature named "a"
+    with pytest.raises(FormatError, match="feature 'a' is missing"):
+        decode_frames([(empty_entry, ("mem", 0, 0))], normalize_spec({"a": ((), "int32")}))

@@ -102,27 +102,35 @@ cdef inline bint skip_field(const uint8_t* p, int64_t* pos, int64_t end, uint64_
         return pos[0] <= end
     return False
 
-cdef int find_feature(const uint8_t* p, int64_t start, int64_t end, const uint8_t* name, int64_t name_len,
-                      int64_t* list_start, int64_t* list_end) noexcept nogil:
-    """Kind of feature `name` in the record p[start:end] (K_MISSING if absent, -1 malformed) and the
-    extent of its list message. The last entry with the key wins, as in protobuf maps."""
-    cdef int64_t pos = start, epos, eend, vpos, vend, kpos = 0, klen = -1, fpos, fend
+cdef struct Entry:
+    int64_t kpos      # key bytes
+    int64_t klen
+    int kind          # 1..5 as record.proto's oneof, 0 when the Feature has no kind
+    int64_t ls        # extent of the list message
+    int64_t le
+
+cdef int next_entry(const uint8_t* p, int64_t* pos, int64_t end, Entry* e) noexcept nogil:
+    """Advance to the record's next map entry: 1 (e filled), 0 at the end, -1 if malformed.
+
+    Unknown fields are skipped; inside a Feature the last list field wins (oneof semantics).
+    """
+    cdef int64_t epos, eend, vpos = -1, vend = -1, fpos
     cdef uint64_t tag, n
-    cdef int kind = K_MISSING, k
-    cdef int64_t ls = 0, le = 0
-    while pos < end:
-        if not read_varint(p, &pos, end, &tag):
+    cdef int k
+    while pos[0] < end:
+        if not read_varint(p, pos, end, &tag):
             return -1
-        if tag != 0x0a:  # not a map entry: skip unknown field
-            if not skip_field(p, &pos, end, tag & 7):
+        if tag != 0x0a:  # not a map entry
+            if not skip_field(p, pos, end, tag & 7):
                 return -1
             continue
-        if not read_varint(p, &pos, end, &n) or n > <uint64_t>(end - pos):
+        if not read_varint(p, pos, end, &n) or n > <uint64_t>(end - pos[0]):
             return -1
-        epos = pos
-        eend = pos + <int64_t>n
-        pos = eend
-        klen = -1
+        epos = pos[0]
+        eend = epos + <int64_t>n
+        pos[0] = eend
+        e.kpos = epos
+        e.klen = 0
         vpos = -1
         while epos < eend:
             if not read_varint(p, &epos, eend, &tag):
@@ -131,38 +139,53 @@ cdef int find_feature(const uint8_t* p, int64_t start, int64_t end, const uint8_
                 if not read_varint(p, &epos, eend, &n) or n > <uint64_t>(eend - epos):
                     return -1
                 if tag == 0x0a:
-                    kpos = epos
-                    klen = <int64_t>n
+                    e.kpos = epos
+                    e.klen = <int64_t>n
                 else:
                     vpos = epos
                     vend = epos + <int64_t>n
                 epos += <int64_t>n
             elif not skip_field(p, &epos, eend, tag & 7):
                 return -1
-        if klen != name_len or memcmp(p + kpos, name, name_len) != 0:
-            continue
-        if vpos < 0:  # key present, value empty: a Feature with no kind
-            kind, ls, le = K_MISSING, 0, 0
-            continue
-        # the Feature: the last list field set wins (oneof)
-        kind = K_MISSING
+        e.kind = 0
+        e.ls = e.le = 0
         fpos = vpos
-        while fpos < vend:
+        while vpos >= 0 and fpos < vend:
             if not read_varint(p, &fpos, vend, &tag):
                 return -1
             k = <int>(tag >> 3)
             if (tag & 7) == 2 and 1 <= k <= 5:
                 if not read_varint(p, &fpos, vend, &n) or n > <uint64_t>(vend - fpos):
                     return -1
-                kind = k
-                ls = fpos
-                le = fpos + <int64_t>n
-                fpos = le
+                e.kind = k
+                e.ls = fpos
+                e.le = fpos + <int64_t>n
+                fpos = e.le
             elif not skip_field(p, &fpos, vend, tag & 7):
                 return -1
-    list_start[0] = ls
-    list_end[0] = le
-    return kind
+        return 1
+    return 0
+
+DEF NOT_FOUND = -2
+
+cdef int find_feature(const uint8_t* p, int64_t start, int64_t end, const uint8_t* name, int64_t name_len,
+                      int64_t* list_start, int64_t* list_end) noexcept nogil:
+    """Kind of feature `name` in the record p[start:end] (NOT_FOUND, 0 for a Feature without a kind,
+    -1 malformed) and the extent of its list message. The last entry with the key wins, as in
+    protobuf maps."""
+    cdef int64_t pos = start
+    cdef Entry e
+    cdef int r, kind = NOT_FOUND
+    while True:
+        r = next_entry(p, &pos, end, &e)
+        if r < 0:
+            return -1
+        if r == 0:
+            return kind
+        if e.klen == name_len and memcmp(p + e.kpos, name, name_len) == 0:
+            kind = e.kind
+            list_start[0] = e.ls
+            list_end[0] = e.le
 
 cdef int64_t decode_list(const uint8_t* p, int64_t start, int64_t end, int kind, double* dout, int64_t* iout,
                          int64_t cap, int64_t* count) noexcept nogil:
@@ -304,11 +327,14 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
     with nogil:
         for r in range(N):
             kind = find_feature(p, offsets[r], offsets[r] + lengths[r], nm, nlen, &ls, &le)
+            if kind == NOT_FOUND:
+                pcode, prec = 1, r
+                break
             if kind < 0:
                 pcode, prec = 4, r
                 break
             if kind == K_MISSING:
-                pcode, prec = (1 if ls == 0 and le == 0 else 5), r
+                pcode, prec = 5, r
                 break
             if kind == K_BYTES:
                 # exactly one value: field 1, wire type 2
@@ -367,7 +393,8 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
 
 
 def feature_kinds(const uint8_t[::1] buf, int64_t offset, int64_t length, list names):
-    """Kind code of each named feature in one record (0 missing, 1..5 as record.proto, -1 malformed)."""
+    """Kind code of each named feature in one record (-2 missing, 0 no kind, 1..5 as record.proto,
+    -1 malformed)."""
     cdef int64_t ls, le
     cdef bytes nb
     out = []
@@ -459,84 +486,43 @@ def decode_record(const uint8_t[::1] buf):
     floats copied in one go); bytes lists as lists of bytes. The last map entry with a
     name wins; a feature with no kind maps to (0, None).
     """
-    cdef int64_t end = buf.shape[0], pos = 0, epos, eend, kpos = 0, klen = 0, vpos, vend, fpos, ls, le, cnt, bp
+    cdef int64_t end = buf.shape[0], pos = 0, bp
     cdef uint64_t tag, n
-    cdef int kind, k
+    cdef Entry e
+    cdef int r
     cdef const uint8_t* p = &buf[0] if end > 0 else NULL
     out = {}
-    while pos < end:
-        if not read_varint(p, &pos, end, &tag):
+    while True:
+        r = next_entry(p, &pos, end, &e)
+        if r < 0:
             return None
-        if tag != 0x0a:
-            if not skip_field(p, &pos, end, tag & 7):
-                return None
-            continue
-        if not read_varint(p, &pos, end, &n) or n > <uint64_t>(end - pos):
-            return None
-        epos = pos
-        eend = pos + <int64_t>n
-        pos = eend
-        klen = 0
-        kpos = epos
-        vpos = -1
-        vend = -1
-        while epos < eend:
-            if not read_varint(p, &epos, eend, &tag):
-                return None
-            if tag == 0x0a or tag == 0x12:
-                if not read_varint(p, &epos, eend, &n) or n > <uint64_t>(eend - epos):
-                    return None
-                if tag == 0x0a:
-                    kpos = epos
-                    klen = <int64_t>n
-                else:
-                    vpos = epos
-                    vend = epos + <int64_t>n
-                epos += <int64_t>n
-            elif not skip_field(p, &epos, eend, tag & 7):
-                return None
+        if r == 0:
+            return out
         try:
-            name = bytes(buf[kpos:kpos + klen]).decode("utf-8")
+            name = bytes(buf[e.kpos:e.kpos + e.klen]).decode("utf-8")
         except UnicodeDecodeError:
             return None
-        kind = 0
-        ls = le = 0
-        if vpos >= 0:
-            fpos = vpos
-            while fpos < vend:
-                if not read_varint(p, &fpos, vend, &tag):
-                    return None
-                k = <int>(tag >> 3)
-                if (tag & 7) == 2 and 1 <= k <= 5:
-                    if not read_varint(p, &fpos, vend, &n) or n > <uint64_t>(vend - fpos):
-                        return None
-                    kind = k
-                    ls = fpos
-                    le = fpos + <int64_t>n
-                    fpos = le
-                elif not skip_field(p, &fpos, vend, tag & 7):
-                    return None
-        if kind == 0:
+        if e.kind == 0:
             out[name] = (0, None)
-        elif kind == K_BYTES:
+        elif e.kind == K_BYTES:
             values = []
-            bp = ls
-            while bp < le:
-                if not read_varint(p, &bp, le, &tag):
+            bp = e.ls
+            while bp < e.le:
+                if not read_varint(p, &bp, e.le, &tag):
                     return None
                 if tag == 0x0a:
-                    if not read_varint(p, &bp, le, &n) or n > <uint64_t>(le - bp):
+                    if not read_varint(p, &bp, e.le, &n) or n > <uint64_t>(e.le - bp):
                         return None
                     values.append(bytes(buf[bp:bp + <int64_t>n]))
                     bp += <int64_t>n
-                elif not skip_field(p, &bp, le, tag & 7):
+                elif not skip_field(p, &bp, e.le, tag & 7):
                     return None
-            out[name] = (kind, values)
+            out[name] = (e.kind, values)
         else:
-            out[name] = (kind, _numeric_list(buf, ls, le, kind))
-            if out[name][1] is None:
+            arr = _numeric_list(buf, e.ls, e.le, e.kind)
+            if arr is None:
                 return None
-    return out
+            out[name] = (e.kind, arr)
 
 
 cdef object _numeric_list(const uint8_t[::1] buf, int64_t ls, int64_t le, int kind):
