@@ -13,15 +13,22 @@ def register(sub) -> None:
                                    '{"key": ID, "NAME": [SAMPLE, ...], ...}; dense samples are lists of '
                                    'DIM numbers, sparse samples {"indices": [...], "values": [...]}. For an '
                                    'OFRecord file or directory: one object per record, '
-                                   '{"FEATURE": {"kind": KIND, "values": [...]}} (bytes as base64).')
+                                   '{"FEATURE": {"kind": KIND, "values": [...]}} (bytes as base64). For a SINGA '
+                                   'store (--store, or a sniffed KVFile/BinFile): {"key": KEY, "value": BASE64}.')
     p.add_argument("path")
     sources.add_ctf_arguments(p)
+    from recordkit.cli import singa_cat
+    singa_cat.add_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    if sniff(args.path) == "ofrecord":
+    kind = "singa" if args.store else sniff(args.path)
+    if kind == "singa":
+        from recordkit.cli import singa_cat
+        return singa_cat.cat(args)
+    if kind == "ofrecord":
         from recordkit.cli import ofrecord_commands
         return ofrecord_commands.cat(args)
     reader = sources.open_source(args)

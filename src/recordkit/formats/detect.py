@@ -11,8 +11,9 @@ CBF_EXTENSIONS = {".cbf", ".bin"}
 
 
 def sniff(path) -> str:
-    """'cbf', 'ofrecord' or 'ctf' for an existing path: a directory of part files is OFRecord;
-    a file: its magic number, else a first frame that parses as an OFRecord, else its
+    """'cbf', 'ofrecord', 'singa' or 'ctf' for an existing path: a directory of part files is
+    OFRecord (one holding shard.dat a SINGA 0.1 shard); a file: the CBF magic number, else a
+    first frame that parses as an OFRecord, else a SINGA KVFile/BinFile layout, else its
     extension, else CTF.
 
     The extension matters for damaged files: a ``.cbf`` whose magic number is gone
@@ -21,13 +22,16 @@ def sniff(path) -> str:
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     if os.path.isdir(path):
-        return "ofrecord"
+        return "singa" if os.path.exists(os.path.join(path, "shard.dat")) else "ofrecord"
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) == 8 and struct.unpack("<Q", head)[0] == cbf_layout.MAGIC:
             return "cbf"
         if len(head) == 8 and _looks_like_ofrecord(f, struct.unpack("<q", head)[0], os.fstat(f.fileno()).st_size):
             return "ofrecord"
+    from recordkit.formats.singa.sniff import sniff as sniff_singa
+    if sniff_singa(path) in ("kvfile", "binfile"):  # text is CTF unless --store textfile says otherwise
+        return "singa"
     return by_extension(path, "ctf")
 
 
