@@ -20,7 +20,8 @@ def register(sub) -> None:
                                    "feature name) or --header. See the README for the record <-> stream mapping.")
     p.add_argument("path", metavar="IN")
     p.add_argument("output", metavar="OUT")
-    p.add_argument("--to", choices=["ctf", "cbf", "ofrecord"], help="output format (default: from OUT's extension)")
+    p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
+                   help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
     p.add_argument("--parts", type=int, default=1, metavar="N", help="OFRecord output: number of part files")
     p.add_argument("--header", metavar="FILE",
                    help="CNTK converter header file: one stream a line, 'name alias dense|sparse dim'")
@@ -63,7 +64,10 @@ def run(args) -> int:
     if os.path.exists(args.output) and os.path.samefile(args.path, args.output):
         raise SystemExit("recordkit: error: IN and OUT are the same file")
     source_kind = sniff(args.path)
-    if source_kind == "cbf":
+    if source_kind == "singa":
+        from recordkit.formats.singa.deserializer import SingaRecordDeserializer
+        reader = SingaRecordDeserializer(args.path, precision=args.precision or "float")
+    elif source_kind == "cbf":
         reader = sources.open_cbf(args)
     elif source_kind == "ofrecord":
         from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
@@ -75,6 +79,9 @@ def run(args) -> int:
     precision = args.precision or _precision_of(reader)
     if target == "ofrecord":
         writer = _OFRecordSink(args.output, reader.streams, precision, args.parts)
+    elif target in ("kvfile", "binfile"):
+        from recordkit.formats.singa.deserializer import SingaRecordWriter
+        writer = SingaRecordWriter(args.output, reader.streams, store=target)
     elif target == "cbf":
         from recordkit.formats.cbf import CBFWriter
         writer = CBFWriter(args.output, reader.streams, precision=precision,

@@ -1,0 +1,143 @@
+"""SINGA record stores as a Deserializer, and sequences written back as records.
+
+The mapping (used by ``recordkit convert`` and ``MinibatchSource``): every tuple of a
+KVFile/BinFile store holding SINGA records (``RecordProto``/``SingleLabelImageRecord``
+as SINGA 0.x's create_data wrote them) is one sequence of one sample, with two dense
+streams: ``features`` (dim = the product of the record's shape: its ``data`` floats, or
+its ``pixel`` bytes as numbers 0..255) and ``label`` (dim 1). The tuple's key becomes
+the sequence key when it is a decimal number (``"00042"``), else the tuple index.
+Writing goes the other way: a record with ``shape = [dim]``, ``data`` = the features and
+``label`` = the label stream's first value, keyed by the sequence key ``%05d``.
+
+Chunks are runs of ``tuples_per_chunk`` tuples; their byte offsets are found by one pass
+over the framing at open, so a chunk is read without reading the ones before it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, resolve_precision
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.singa import records
+from recordkit.formats.singa.store import open as open_store
+
+
+class SingaRecordDeserializer(ClosingReader):
+    def __init__(self, path, store: str | None = None, *, precision="float", tuples_per_chunk: int = 4096,
+                 storage_options=None):
+        self.path = str(path)
+        self.dtype = resolve_precision(precision)
+        self._store_kind = store
+        self._options = storage_options
+        self._starts = []  # (byte offset, tuple index) of each chunk's first tuple
+        self._counts = []
+        dim = None
+        with open_store(self.path, "read", store, storage_options=storage_options) as s:
+            self.kind = s.kind
+            while True:
+                if s._index % tuples_per_chunk == 0:
+                    self._starts.append((s._pos, s._index))
+                    self._counts.append(0)
+                item = s.read()
+                if item is None:
+                    if self._counts and self._counts[-1] == 0:
+                        self._starts.pop()
+                        self._counts.pop()
+                    break
+                self._counts[-1] += 1
+                if dim is None:
+                    dim = self._decode(item[1], s._index - 1)[0].size
+        if dim is None:
+            raise ValueError(f"{self.path}: the store holds no tuples")
+        self._streams = [StreamSpec("features", "dense", dim, dtype=self.dtype), StreamSpec("label", "dense", 1,
+                                                                                          dtype=self.dtype)]
+        self._chunks = [ChunkInfo(i, n, n, off, 0) for i, ((off, _), n) in enumerate(zip(self._starts, self._counts))]
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def _decode(self, value: bytes, index: int):
+        rec = records.decode_record(value, path=self.path, record=f"tuple {index}")
+        if rec.get("data") is not None:
+            feats = np.asarray(rec["data"], dtype=np.float64).reshape(-1)
+        elif rec.get("pixel") is not None:
+            feats = np.asarray(rec["pixel"]).reshape(-1).astype(np.float64)
+        else:
+            feats = np.zeros(0)
+        label = rec.get("label")
+        return feats, (0 if label is None else int(label))
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        offset, first = self._starts[chunk_id]
+        n = self._counts[chunk_id]
+        dim = self._streams[0].dim
+        feats = np.zeros((n, dim), dtype=self.dtype)
+        labels = np.zeros((n, 1), dtype=self.dtype)
+        keys = np.arange(first, first + n, dtype=np.uint64)
+        with open_store(self.path, "read", self._store_kind, storage_options=self._options) as s:
+            s._file.seek(offset)
+            s._pos, s._index = offset, first
+            for i in range(n):
+                key, value = s.read()
+                f, label = self._decode(value, first + i)
+                if f.size != dim:
+                    from recordkit.errors import FormatError
+                    raise FormatError(self.path, f"record has {f.size} features, the first had {dim}",
+                                      record=f"tuple {first + i}")
+                feats[i] = f
+                labels[i, 0] = label
+                if key.isdigit():
+                    keys[i] = int(key)
+        offsets = np.arange(n + 1, dtype=np.int64)
+        return ChunkData(chunk_id, keys, np.ones(n, dtype=np.int64),
+                         {"features": DenseColumn(feats, offsets), "label": DenseColumn(labels, offsets.copy())})
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def close(self) -> None:
+        pass
+
+
+class SingaRecordWriter:
+    """Sequences (features + label streams, one sample each) out as SINGA records in a store."""
+
+    def __init__(self, path, streams, *, store: str = "kvfile", feature_stream: str | None = None,
+                 label_stream: str | None = None):
+        names = [s.name for s in streams]
+        self.feature_stream = feature_stream or next((n for n in names if n != "label"), names[0])
+        self.label_stream = label_stream or ("label" if "label" in names else None)
+        self._store = open_store(str(path), "create", store)
+        self.sequences_written = 0
+
+    def write_chunk(self, chunk: ChunkData) -> None:
+        feats = chunk.columns[self.feature_stream]
+        labels = chunk.columns[self.label_stream] if self.label_stream else None
+        for i in range(len(chunk)):
+            f = np.asarray(feats.sequence(i).toarray() if hasattr(feats.sequence(i), "toarray")
+                           else feats.sequence(i), dtype=np.float32).reshape(-1)
+            label = None
+            if labels is not None:
+                lv = labels.sequence(i)
+                lv = lv.toarray() if hasattr(lv, "toarray") else np.asarray(lv)
+                label = int(lv.reshape(-1)[0]) if lv.size else 0
+            value = records.encode_record(shape=(f.size,), label=label, data=f)
+            self._store.write(b"%05d" % int(chunk.keys[i]), value)
+            self.sequences_written += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self._store.close()
+        else:
+            self._store.abort()

@@ -1,0 +1,53 @@
+"""SINGA record stores through the CLI: prepare, cat, convert to and from the other formats."""
+import json
+
+import numpy as np
+
+from recordkit.cli.main import main
+from recordkit.engine.source import MinibatchSource
+from recordkit.formats.singa import records
+from recordkit.formats.singa.deserializer import SingaRecordDeserializer
+from test_singa_prepare import make_cifar
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_prepare_cifar10_then_cat_and_read_back(tmp_path, capsys):
+    src, images = make_cifar(tmp_path, per_batch=2, test=1, seed=3)
+    out = tmp_path / "out"
+    run(capsys, "prepare", "cifar10", str(src), str(out))
+    assert {p.name for p in out.iterdir()} == {"train_data.bin", "test_data.bin", "image_mean.bin"}
+    lines = [json.loads(x) for x in run(capsys, "cat", str(out / "train_data.bin"), "--decode",
+                                        "image-record").splitlines()]
+    assert [x["key"] for x in lines] == [f"{i:05d}" for i in range(10)]
+    deser = SingaRecordDeserializer(out / "train_data.bin", tuples_per_chunk=3)
+    assert [c.num_sequences for c in deser.chunks] == [3, 3, 3, 1]
+    src_mb = MinibatchSource(deser, randomize=False, max_sweeps=1)
+    mb = src_mb.next_minibatch(100)
+    assert mb["features"].data.shape == (10, 1, 3072) and mb.keys.tolist() == list(range(10))
+    first = records.decode_record(__import__("base64").b64decode(lines[0]["value"]))
+    np.testing.assert_array_equal(mb["features"].data[0, 0], first["pixel"].reshape(-1).astype(np.float32))
+    assert mb["label"].data[0, 0, 0] == first["label"]
+
+
+def test_singa_store_to_ctf_and_back_to_a_store(tmp_path, capsys):
+    src, _ = make_cifar(tmp_path, per_batch=1, test=1, seed=9)
+    out = tmp_path / "out"
+    run(capsys, "prepare", "cifar10", str(src), str(out))
+    ctf = tmp_path / "train.ctf"
+    run(capsys, "convert", str(out / "train_data.bin"), str(ctf))
+    recs = [json.loads(x) for x in run(capsys, "cat", str(ctf), "--stream", "features=dense:3072",
+                                       "--stream", "label=dense:1").splitlines()]
+    assert len(recs) == 5 and len(recs[0]["features"][0]) == 3072
+    back = tmp_path / "back.bin"
+    run(capsys, "convert", str(ctf), str(back), "--stream", "features=dense:3072", "--stream", "label=dense:1",
+        "--to", "kvfile")
+    again = SingaRecordDeserializer(back)
+    first = again.load_chunk(0)
+    assert first.columns["label"].values[:, 0].tolist() == [r["label"][0][0] for r in recs]
+    np.testing.assert_array_equal(first.columns["features"].values[0], np.array(recs[0]["features"][0], np.float32))
