@@ -51,3 +51,25 @@ def test_singa_store_to_ctf_and_back_to_a_store(tmp_path, capsys):
     first = again.load_chunk(0)
     assert first.columns["label"].values[:, 0].tolist() == [r["label"][0][0] for r in recs]
     np.testing.assert_array_equal(first.columns["features"].values[0], np.array(recs[0]["features"][0], np.float32))
+
+
+def test_csv_store_converts_to_streams(tmp_path, capsys):
+    csv = tmp_path / "d.csv"
+    csv.write_text("1,0.5,2\n0,-1,3.25\n\n2,4,5\n")
+    ctf = tmp_path / "d.ctf"
+    run(capsys, "convert", str(csv), str(ctf), "--from", "csv", "--csv-dim", "2")
+    recs = [json.loads(x) for x in run(capsys, "cat", str(ctf), "--stream", "features=dense:2",
+                                       "--stream", "label=dense:1").splitlines()]
+    assert [r["key"] for r in recs] == [0, 1, 3]
+    assert [r["features"][0] for r in recs] == [[0.5, 2.0], [-1.0, 3.25], [4.0, 5.0]]
+    assert [r["label"][0][0] for r in recs] == [1, 0, 2]
+
+
+def test_csv_line_with_too_few_values_names_its_line(tmp_path):
+    import pytest
+    from recordkit import FormatError
+    from recordkit.formats.singa.deserializer import SingaCSVDeserializer
+    csv = tmp_path / "d.csv"
+    csv.write_text("1,0.5,2\n0,-1\n")
+    with pytest.raises(FormatError, match=r"d.csv:2: too few fields"):
+        SingaCSVDeserializer(csv, 2)

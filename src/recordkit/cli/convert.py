@@ -23,6 +23,11 @@ def register(sub) -> None:
     p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
                    help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
     p.add_argument("--parts", type=int, default=1, metavar="N", help="OFRecord output: number of part files")
+    p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
+                   help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
+    p.add_argument("--csv-dim", type=int, default=None, metavar="N", help="CSV input: values per line after the label")
+    p.add_argument("--csv-separator", default=",", metavar="SEP", help="CSV input: field separator (default ',')")
+    p.add_argument("--csv-no-label", action="store_true", help="CSV input: lines have no label column")
     p.add_argument("--header", metavar="FILE",
                    help="CNTK converter header file: one stream a line, 'name alias dense|sparse dim'")
     p.add_argument("--output-chunk-size", dest="output_chunk_size", type=int, default=None, metavar="BYTES",
@@ -63,8 +68,14 @@ def run(args) -> int:
         target = "ofrecord"
     if os.path.exists(args.output) and os.path.samefile(args.path, args.output):
         raise SystemExit("recordkit: error: IN and OUT are the same file")
-    source_kind = sniff(args.path)
-    if source_kind == "singa":
+    source_kind = "csv" if args.source_format == "csv" else sniff(args.path)
+    if source_kind == "csv":
+        if not args.csv_dim:
+            raise SystemExit("recordkit: error: --from csv needs --csv-dim N (the values per line)")
+        from recordkit.formats.singa.deserializer import SingaCSVDeserializer
+        reader = SingaCSVDeserializer(args.path, args.csv_dim, separator=args.csv_separator,
+                                      has_label=not args.csv_no_label, precision=args.precision or "float")
+    elif source_kind == "singa":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         reader = SingaRecordDeserializer(args.path, precision=args.precision or "float")
     elif source_kind == "cbf":

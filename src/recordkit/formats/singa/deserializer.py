@@ -141,3 +141,56 @@ class SingaRecordWriter:
             self._store.close()
         else:
             self._store.abort()
+
+
+class SingaCSVDeserializer(ClosingReader):
+    """A SINGA CSV text store (CSVInputLayer's input) as streams ``features`` (dim ``count``) and
+    ``label``: one line = one sequence of one sample, parsed as CSVInputLayer does (label
+    column first unless ``has_label=False``). Keys are 0-based line numbers."""
+
+    def __init__(self, path, count: int, *, separator: str = ",", has_label: bool = True, precision="float",
+                 lines_per_chunk: int = 65536, storage_options=None):
+        from recordkit.formats.singa.csvfile import parse_csv_record
+        self.path = str(path)
+        self.dtype = resolve_precision(precision)
+        self._streams = [StreamSpec("features", "dense", int(count), dtype=self.dtype)]
+        if has_label:
+            self._streams.append(StreamSpec("label", "dense", 1, dtype=self.dtype))
+        feats, labels = [], []
+        with open_store(self.path, "read", "textfile", storage_options=storage_options) as s:
+            for i, (_, line) in enumerate(s):
+                if not line.strip():
+                    continue  # blank lines carry no record
+                label, values = parse_csv_record(line, int(count), separator=separator, has_label=has_label,
+                                                  path=self.path, line=i + 1)
+                feats.append((i, values, label))
+        self._rows = feats
+        self._per = int(lines_per_chunk)
+        n = len(feats)
+        self._chunks = [ChunkInfo(c, min(self._per, n - c * self._per), min(self._per, n - c * self._per))
+                        for c in range(-(-n // self._per))]
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        rows = self._rows[chunk_id * self._per:(chunk_id + 1) * self._per]
+        n = len(rows)
+        offsets = np.arange(n + 1, dtype=np.int64)
+        cols = {"features": DenseColumn(np.array([r[1] for r in rows], dtype=self.dtype).reshape(n, -1), offsets)}
+        if len(self._streams) > 1:
+            cols["label"] = DenseColumn(np.array([[r[2]] for r in rows], dtype=self.dtype).reshape(n, 1),
+                                        offsets.copy())
+        return ChunkData(chunk_id, np.array([r[0] for r in rows], dtype=np.uint64), np.ones(n, np.int64), cols)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def close(self) -> None:
+        pass
