@@ -73,3 +73,14 @@ def test_csv_line_with_too_few_values_names_its_line(tmp_path):
     csv.write_text("1,0.5,2\n0,-1\n")
     with pytest.raises(FormatError, match=r"d.csv:2: too few fields"):
         SingaCSVDeserializer(csv, 2)
+
+
+def test_deserializer_subtracts_the_mean_file_and_scales(tmp_path, capsys):
+    src, _ = make_cifar(tmp_path, per_batch=1, test=1, seed=2)
+    out = tmp_path / "out"
+    run(capsys, "prepare", "cifar10", str(src), str(out))
+    raw = SingaRecordDeserializer(out / "train_data.bin").load_chunk(0).columns["features"].values
+    norm = SingaRecordDeserializer(out / "train_data.bin", mean=out / "image_mean.bin", std=64.0)
+    got = norm.load_chunk(0).columns["features"].values
+    mean = raw.astype(np.float64).mean(axis=0)  # image_mean.bin is the mean of the training images
+    np.testing.assert_allclose(got, (raw - mean) / 64.0, rtol=1e-5, atol=1e-4)

@@ -26,8 +26,13 @@ from recordkit.formats.singa.store import open as open_store
 
 class SingaRecordDeserializer(ClosingReader):
     def __init__(self, path, store: str | None = None, *, precision="float", tuples_per_chunk: int = 4096,
-                 storage_options=None):
+                 storage_options=None, mean=None, std=None):
+        """``mean``: an array, or the path of a mean store (image_mean.bin), subtracted from the
+        features; ``std``: a number or array they are divided by after that (RecordInputLayer's
+        mean-file subtraction and std scaling)."""
         self.path = str(path)
+        self._mean = _load_mean(mean)
+        self._std = None if std is None else np.asarray(std, dtype=np.float64).reshape(-1)
         self.dtype = resolve_precision(precision)
         self._store_kind = store
         self._options = storage_options
@@ -91,6 +96,10 @@ class SingaRecordDeserializer(ClosingReader):
                     from recordkit.errors import FormatError
                     raise FormatError(self.path, f"record has {f.size} features, the first had {dim}",
                                       record=f"tuple {first + i}")
+                if self._mean is not None:
+                    f = f - self._mean
+                if self._std is not None:
+                    f = f / self._std
                 feats[i] = f
                 labels[i, 0] = label
                 if key.isdigit():
@@ -105,6 +114,22 @@ class SingaRecordDeserializer(ClosingReader):
 
     def close(self) -> None:
         pass
+
+
+def _load_mean(mean):
+    """The mean as a flat float64 array: given directly, or read from a SINGA mean store."""
+    if mean is None:
+        return None
+    if isinstance(mean, (str, bytes)) or hasattr(mean, "__fspath__"):
+        with open_store(str(mean), "read") as s:
+            item = s.read()
+        if item is None:
+            raise ValueError(f"{mean}: the mean store is empty")
+        rec = records.decode_record(item[1], path=str(mean), record="tuple 0")
+        if rec.get("data") is None:
+            raise ValueError(f"{mean}: the mean record has no float data")
+        return np.asarray(rec["data"], dtype=np.float64).reshape(-1)
+    return np.asarray(mean, dtype=np.float64).reshape(-1)
 
 
 class SingaRecordWriter:
