@@ -84,3 +84,13 @@ def test_deserializer_subtracts_the_mean_file_and_scales(tmp_path, capsys):
     got = norm.load_chunk(0).columns["features"].values
     mean = raw.astype(np.float64).mean(axis=0)  # image_mean.bin is the mean of the training images
     np.testing.assert_allclose(got, (raw - mean) / 64.0, rtol=1e-5, atol=1e-4)
+
+
+def test_inspect_describes_a_singa_store(tmp_path, capsys):
+    src, _ = make_cifar(tmp_path, per_batch=1, test=1, seed=4)
+    out = tmp_path / "out"
+    run(capsys, "prepare", "cifar10", str(src), str(out))
+    info = json.loads(run(capsys, "inspect", str(out / "train_data.bin"), "--json"))
+    assert info["store"] == "kvfile" and info["tuples"] == 5 and info["first_key"] == "00000"
+    assert info["value_bytes"]["min"] == info["value_bytes"]["max"] == 3083
+    assert main(["stats", str(out / "train_data.bin")]) == 2

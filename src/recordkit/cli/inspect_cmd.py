@@ -40,6 +40,23 @@ def length_distribution(lengths: np.ndarray) -> dict:
             "histogram": hist}
 
 
+def describe_singa(path) -> dict:
+    import os
+    from recordkit.formats import singa
+    sizes, first, last = [], None, None
+    with singa.open(str(path), "read") as store:
+        kind = store.kind
+        for key, value in store:
+            sizes.append(len(value))
+            first = key if first is None else first
+            last = key
+    v = np.array(sizes or [0])
+    return {"format": "singa", "store": kind, "path": str(path), "bytes": os.path.getsize(path),
+            "tuples": len(sizes), "first_key": None if first is None else first.decode("utf-8", "replace"),
+            "last_key": None if last is None else last.decode("utf-8", "replace"),
+            "value_bytes": {"min": int(v.min()), "max": int(v.max()), "mean": float(v.mean())}}
+
+
 def describe_cbf(path) -> dict:
     from recordkit.formats.cbf import CBFReader
     with CBFReader(path) as r:
@@ -75,6 +92,17 @@ def describe_ctf(path, chunk_size, skip_ids) -> dict:
 def run(args) -> int:
     from recordkit.formats.detect import sniff
     kind = sniff(args.path)
+    if kind == "singa":
+        info = describe_singa(args.path)
+        if args.json:
+            sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
+        else:
+            print(f"{info['path']}: SINGA {info['store']} store, {info['tuples']} tuples, {info['bytes']} bytes")
+            if info["tuples"]:
+                print(f"  keys {info['first_key']!r} .. {info['last_key']!r}; value bytes "
+                      f"{info['value_bytes']['min']}..{info['value_bytes']['max']} "
+                      f"(mean {info['value_bytes']['mean']:.1f})")
+        return 0
     if kind == "ofrecord":
         from recordkit.cli import ofrecord_commands
         return ofrecord_commands.inspect(args)

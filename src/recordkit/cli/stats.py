@@ -59,7 +59,12 @@ def compute(reader, progress=None) -> dict:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    if sniff(args.path) == "ofrecord":
+    kind = sniff(args.path)
+    if kind == "singa":
+        from recordkit.errors import UsageError
+        raise UsageError(f"{args.path}: stats works on CTF, CBF and OFRecord data; for a SINGA store use "
+                         f"`recordkit inspect`, or convert it first (`recordkit convert STORE OUT.cbf`)")
+    if kind == "ofrecord":
         from recordkit.cli import ofrecord_commands
         result = ofrecord_commands.stats(args)
         if args.json:
