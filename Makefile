@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install build bench clean
+.PHONY: demo test install build bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cbf_throughput.py
 	$(BIN)/python benchmarks/minibatch_throughput.py
 	$(BIN)/python benchmarks/shuffle_quality.py
+
+# Longer coverage-guided fuzzing (atheris); the short hypothesis fuzz tests run in `make test`.
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP)
+	$(BIN)/python -m pip install --quiet atheris
+	mkdir -p .fuzz/ctf .fuzz/cbf .fuzz/ofrecord
+	$(BIN)/python fuzz/fuzz_ctf.py -max_total_time=$(FUZZ_SECONDS) .fuzz/ctf tests/fuzz/corpus/ctf
+	$(BIN)/python fuzz/fuzz_cbf.py -max_total_time=$(FUZZ_SECONDS) .fuzz/cbf tests/fuzz/corpus/cbf
+	$(BIN)/python fuzz/fuzz_ofrecord.py -max_total_time=$(FUZZ_SECONDS) .fuzz/ofrecord
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

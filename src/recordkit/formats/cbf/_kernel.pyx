@@ -25,6 +25,7 @@ DEF P_INDEX_RANGE = 4        # a sparse index outside [0, dim) (a = index value)
 DEF P_NNZ_SUM = 5            # per-sample nnz counts do not add up to NNZ (a = sum, b = NNZ)
 DEF P_NEGATIVE_COUNT = 6     # a per-sample nnz < 0
 DEF P_TRAILING = 7           # bytes left over after the last stream (a = count)
+DEF P_TOO_SMALL = 8          # the chunk cannot hold a count per sequence per stream (a = needed, b = has)
 
 cdef struct Problem:
     int code
@@ -142,6 +143,10 @@ def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, l
         sp_.push_back(flag)
         dm.push_back(dims[s])
         es.push_back(esizes[s])
+    # every stream stores at least a 4-byte count per sequence: a chunk too small for that is
+    # corrupt, and checking first keeps a few bytes of input from sizing a huge table below
+    if nseq > 0 and n // 4 < nseq * (1 + ns):
+        return None, None, (P_TOO_SMALL, -1, -1, 0, 4 * nseq * (1 + ns), n)
     samples.resize(ns)
     nnz.resize(ns)
     counts.resize(ns * nseq if nseq > 0 else 1)

@@ -77,6 +77,8 @@ def read_header(path: str, mm) -> FileHeader:
              header_offset)
     pos = header_offset + HEADER_HEAD.size
     end = size - 8
+    if nstreams == 0:
+        fail("the header declares no streams", header_offset + 12)
     streams = []
     for i in range(nstreams):
         if pos + 5 > end:

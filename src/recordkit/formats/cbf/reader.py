@@ -19,7 +19,7 @@ from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, UsageError
 from recordkit.formats.cbf import _kernel, layout
 
 _PROBLEMS = {
@@ -30,6 +30,7 @@ _PROBLEMS = {
     5: "per-sample non-zero counts do not add up to the sequence's NNZ",
     6: "negative per-sample non-zero count",
     7: "bytes left over after the last stream of the chunk",
+    8: "the chunk is too small for its sequences and streams",
 }
 
 
@@ -83,23 +84,23 @@ class CBFReader(ClosingReader):
                 if in_file in file_streams:
                     fs = file_streams[in_file][1]
                     if spec.format != fs.format or spec.dim != fs.dim:
-                        raise ValueError(f"{self.path}: stream '{spec.name}' is declared {spec.format} dim {spec.dim}, "
+                        raise UsageError(f"{self.path}: stream '{spec.name}' is declared {spec.format} dim {spec.dim}, "
                                          f"but the file's stream '{in_file}' is {fs.format} dim {fs.dim}")
                 pairs.append((spec.name, in_file))
         selected = []
         names = set()
         for name, in_file in pairs:
             if in_file not in file_streams:
-                raise ValueError(f"{self.path}: no stream '{in_file}' in the file "
+                raise UsageError(f"{self.path}: no stream '{in_file}' in the file "
                                  f"(it has: {', '.join(file_streams) or 'none'})")
             if name in names:
-                raise ValueError(f"stream name '{name}' is used twice")
+                raise UsageError(f"stream name '{name}' is used twice")
             names.add(name)
             i, fs = file_streams[in_file]
             dtype = self.dtype or fs.dtype
             selected.append((i, StreamSpec(name, fs.format, fs.dim, alias=in_file, dtype=dtype)))
         if not selected:
-            raise ValueError(f"{self.path}: no streams selected")
+            raise UsageError(f"{self.path}: no streams selected")
         return selected
 
     @property
@@ -160,6 +161,8 @@ class CBFReader(ClosingReader):
                 detail = f": they add up to {a}, NNZ is {b}"
             elif code == 7:
                 detail = f": {a} bytes"
+            elif code == 8:
+                detail = f": needs at least {a} bytes, has {b}"
             where = f"chunk {chunk_id}"
             if stream >= 0:
                 where += f", stream '{hs[stream].name}', sequence {seq} of the chunk"

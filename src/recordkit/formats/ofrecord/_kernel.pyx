@@ -85,6 +85,12 @@ cdef inline bint read_varint(const uint8_t* p, int64_t* pos, int64_t end, uint64
         shift += 7
     return False
 
+cdef inline bint read_tag(const uint8_t* p, int64_t* pos, int64_t end, uint64_t* tag) noexcept nogil:
+    """A field tag; False if malformed or invalid (field number 0, or beyond 32 bits), as protobuf."""
+    if not read_varint(p, pos, end, tag):
+        return False
+    return (tag[0] >> 3) != 0 and tag[0] <= 0xFFFFFFFFULL
+
 cdef inline bint skip_field(const uint8_t* p, int64_t* pos, int64_t end, uint64_t wire) noexcept nogil:
     cdef uint64_t n
     if wire == 0:
@@ -118,7 +124,7 @@ cdef int next_entry(const uint8_t* p, int64_t* pos, int64_t end, Entry* e) noexc
     cdef uint64_t tag, n
     cdef int k
     while pos[0] < end:
-        if not read_varint(p, pos, end, &tag):
+        if not read_tag(p, pos, end, &tag):
             return -1
         if tag != 0x0a:  # not a map entry
             if not skip_field(p, pos, end, tag & 7):
@@ -133,7 +139,7 @@ cdef int next_entry(const uint8_t* p, int64_t* pos, int64_t end, Entry* e) noexc
         e.klen = 0
         vpos = -1
         while epos < eend:
-            if not read_varint(p, &epos, eend, &tag):
+            if not read_tag(p, &epos, eend, &tag):
                 return -1
             if tag == 0x0a or tag == 0x12:
                 if not read_varint(p, &epos, eend, &n) or n > <uint64_t>(eend - epos):
@@ -151,7 +157,7 @@ cdef int next_entry(const uint8_t* p, int64_t* pos, int64_t end, Entry* e) noexc
         e.ls = e.le = 0
         fpos = vpos
         while vpos >= 0 and fpos < vend:
-            if not read_varint(p, &fpos, vend, &tag):
+            if not read_tag(p, &fpos, vend, &tag):
                 return -1
             k = <int>(tag >> 3)
             if (tag & 7) == 2 and 1 <= k <= 5:
@@ -196,7 +202,7 @@ cdef int64_t decode_list(const uint8_t* p, int64_t start, int64_t end, int kind,
     cdef float f
     cdef double d
     while pos < end:
-        if not read_varint(p, &pos, end, &tag):
+        if not read_tag(p, &pos, end, &tag):
             return -1
         if (tag >> 3) != 1:
             if not skip_field(p, &pos, end, tag & 7):
@@ -343,7 +349,7 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
                 bpos = 0
                 blen = 0
                 while pos < le:
-                    if not read_varint(p, &pos, le, &tag):
+                    if not read_tag(p, &pos, le, &tag):
                         pcode = 4
                         break
                     if tag == 0x0a:
@@ -508,7 +514,7 @@ def decode_record(const uint8_t[::1] buf):
             values = []
             bp = e.ls
             while bp < e.le:
-                if not read_varint(p, &bp, e.le, &tag):
+                if not read_tag(p, &bp, e.le, &tag):
                     return None
                 if tag == 0x0a:
                     if not read_varint(p, &bp, e.le, &n) or n > <uint64_t>(e.le - bp):

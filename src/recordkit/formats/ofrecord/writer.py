@@ -74,7 +74,20 @@ class OFRecordWriter(AtomicWriter):
         for part in sorted(self._files):
             self._files[part].commit()
             self.paths.append(self._files[part].path)
+        written = len(self._files)
         self._files.clear()
+        self._remove_stale_parts(written)
+
+    def _remove_stale_parts(self, written: int) -> None:
+        """Parts beyond the ones just written belong to an older data set: remove them, so that
+        re-writing a directory with fewer parts does not leave records of the old one behind.
+        (Each part is published atomically; the set as a whole is not: see the README.)"""
+        import re
+        pattern = re.compile(re.escape(self.prefix) + r"(\d+)$")
+        for name in os.listdir(self.directory):
+            m = pattern.match(name)
+            if m and int(m.group(1)) >= written:
+                os.unlink(os.path.join(self.directory, name))
 
     def abort(self) -> None:
         for f in self._files.values():

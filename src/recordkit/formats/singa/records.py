@@ -141,10 +141,16 @@ def _reshape(arr: np.ndarray, shape: tuple, what: str, path, offset, record) -> 
     """Give a flat field the record's own shape; records without a shape stay flat."""
     if not shape:
         return arr
-    if int(np.prod(shape, dtype=np.int64)) != arr.size:
+    if any(int(d) < 0 for d in shape):
+        raise FormatError(path, f"the record's shape {list(shape)} has a negative dimension", offset=offset,
+                          record=record)
+    needed = 1
+    for d in shape:  # Python ints: no int64 wrap-around for absurd shapes
+        needed *= int(d)
+    if needed != arr.size:
         raise FormatError(path, f"{what} has {arr.size} values but the record's shape {list(shape)} "
-                          f"needs {int(np.prod(shape, dtype=np.int64))}", offset=offset, record=record)
-    return arr.reshape(shape)
+                          f"needs {needed}", offset=offset, record=record)
+    return arr.reshape(tuple(int(d) for d in shape))
 
 
 def decode_record(value: bytes, *, path="<record>", offset: int | None = None, record=None) -> dict:
