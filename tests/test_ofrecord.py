@@ -302,3 +302,27 @@ def test_compiled_decoder_agrees_with_protobuf(record):
     ours = codec.decode(data)
     assert ours == reference
     assert all(ours[k].value.dtype == reference[k].value.dtype for k in ours if ours[k].kind != "bytes_list")
+
+
+@pytest.mark.parametrize("block", [9, 20, 50, 1 << 20])
+def test_block_wise_scanning_and_reading_match_a_whole_file_scan(tmp_path, monkeypatch, block):
+    from recordkit.formats.ofrecord import _kernel, dataset
+    rng = np.random.default_rng(1)
+    frames = [frame(codec.encode({"v": rng.random(int(rng.integers(0, 40))).astype(np.float32), "i": i}))
+              for i in range(30)]
+    for tail in (b"", struct.pack("<q", 500) + b"cut", b"\x01\x02"):
+        p = tmp_path / f"part-{len(tail)}"
+        p.write_bytes(b"".join(frames) + tail)
+        data = np.frombuffer(p.read_bytes(), np.uint8)
+        ref_o, ref_n, ref_problem = _kernel.scan_frames(data)
+        monkeypatch.setattr(dataset, "SCAN_BLOCK", block)
+        index = scan_part(str(p))
+        assert index.offsets.tolist() == ref_o.tolist() and index.lengths.tolist() == ref_n.tolist()
+        assert (index.problem is None) == (ref_problem is None)
+        if ref_problem:
+            assert index.problem[:3] == ref_problem[:3]
+        monkeypatch.setattr(OFRecordReader, "READ_BLOCK", block)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = [int(r["i"].value[0]) for r in OFRecordReader(p, 7, epochs=1, max_errors=1).records()]
+        assert got == list(range(30))

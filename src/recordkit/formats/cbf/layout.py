@@ -53,25 +53,43 @@ class FileHeader:
         return start, end
 
 
-def read_header(path: str, mm) -> FileHeader:
-    """Parse and validate everything outside the chunks; errors name the byte offset."""
-    size = len(mm)
+def read_header(path: str, source, size: int | None = None) -> FileHeader:
+    """Parse and validate everything outside the chunks; errors name the byte offset.
+
+    ``source`` is the file's bytes, or a ``pread(offset, n)`` function with ``size``: only
+    the prefix and the header region are read then, never the chunks.
+    """
+    if callable(source):
+        pread = source
+    else:
+        data = memoryview(source)
+        size = len(data)
+        pread = lambda offset, n: bytes(data[offset:offset + n])  # noqa: E731
 
     def fail(msg, offset, record=None):
         raise FormatError(path, msg, offset=offset, record=record)
 
+    def read(offset, n):
+        got = pread(offset, n)
+        if len(got) != n:
+            fail(f"file shrank while being read: expected {n} bytes at offset {offset}, got {len(got)}", offset)
+        return got
+
     if size < PREFIX.size + 8:
         fail(f"file is {size} bytes: too short for a CBF file (truncated?)", 0)
-    magic, version = PREFIX.unpack_from(mm, 0)
+    magic, version = PREFIX.unpack(read(0, PREFIX.size))
     if magic != MAGIC:
         fail(f"not a CNTK binary format file: magic number 0x{magic:016x}, expected 0x{MAGIC:016x}", 0)
     if version != VERSION:
         fail(f"unsupported CBF version {version}: expected {VERSION}", 8)
-    (header_offset,) = struct.unpack_from("<q", mm, size - 8)
+    (header_offset,) = struct.unpack("<q", read(size - 8, 8))
     if not PREFIX.size <= header_offset <= size - 8 - HEADER_HEAD.size:
         fail(f"header offset {header_offset} (in the last 8 bytes) is outside the file "
              f"(expected {PREFIX.size}..{size - 8 - HEADER_HEAD.size}; truncated file?)", size - 8)
-    magic, nchunks, nstreams = HEADER_HEAD.unpack_from(mm, header_offset)
+    # the header region as one buffer; positions below stay absolute (minus `base` to index it)
+    mm = read(header_offset, size - header_offset)
+    base = header_offset
+    magic, nchunks, nstreams = HEADER_HEAD.unpack_from(mm, 0)
     if magic != MAGIC:
         fail(f"no CBF header at offset {header_offset}: magic number 0x{magic:016x} (truncated or damaged file?)",
              header_offset)
@@ -83,18 +101,18 @@ def read_header(path: str, mm) -> FileHeader:
     for i in range(nstreams):
         if pos + 5 > end:
             fail(f"stream description {i} runs past the header end", pos, f"stream {i}")
-        storage, name_len = struct.unpack_from("<BI", mm, pos)
+        storage, name_len = struct.unpack_from("<BI", mm, pos - base)
         if storage not in STORAGE:
             fail(f"stream {i}: unknown storage type {storage} (expected 0 dense or 1 sparse)", pos, f"stream {i}")
         if pos + 5 + name_len + 5 > end:
             fail(f"stream {i}: name of {name_len} bytes runs past the header end", pos + 1, f"stream {i}")
-        raw = bytes(mm[pos + 5:pos + 5 + name_len])
+        raw = bytes(mm[pos + 5 - base:pos + 5 + name_len - base])
         try:
             name = raw.decode("utf-8")
         except UnicodeDecodeError:
             fail(f"stream {i}: name is not valid UTF-8/ASCII: {raw!r}", pos + 5, f"stream {i}")
         pos += 5 + name_len
-        etype, dim = struct.unpack_from("<BI", mm, pos)
+        etype, dim = struct.unpack_from("<BI", mm, pos - base)
         if etype not in ELEMENT_TYPES:
             fail(f"stream '{name}': unknown element type {etype} (expected 0 float32 or 1 float64)", pos,
                  f"stream {i}")
@@ -110,7 +128,7 @@ def read_header(path: str, mm) -> FileHeader:
     if pos + table_bytes != end:
         fail(f"offset table of {nchunks} chunks ({table_bytes} bytes at offset {pos}) does not end at the "
              f"header offset field ({end}): damaged header", pos)
-    table = np.frombuffer(mm, dtype=CHUNK_ENTRY, count=nchunks, offset=pos).copy()
+    table = np.frombuffer(mm, dtype=CHUNK_ENTRY, count=nchunks, offset=pos - base).copy()
     offs = table["offset"]
     for k in range(nchunks):
         o = int(offs[k])

@@ -1,6 +1,7 @@
 """CBFReader: the CNTK binary format as a chunked deserializer.
 
-The file is memory-mapped; opening it validates the prefix, header and offset table,
+Chunks are read with pread (a memory map would turn a file truncated while being read into a
+SIGBUS crash); opening the file validates the prefix, header and offset table,
 and each chunk is validated as it is loaded (every count against the bytes holding
 it, sparse indices against the dimension, per-sample non-zero counts against NNZ)
 by the compiled kernel, which then gathers each stream into one contiguous column.
@@ -8,7 +9,6 @@ Errors name the file, the byte offset and the chunk.
 """
 from __future__ import annotations
 
-import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
@@ -51,8 +51,7 @@ class CBFReader(ClosingReader):
             size = os.fstat(self._fh.fileno()).st_size
             if size == 0:
                 raise FormatError(self.path, "file is empty: not a CBF file", offset=0)
-            self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
-            self.header = layout.read_header(self.path, self._mm)
+            self.header = layout.read_header(self.path, self._pread, size)
         except BaseException:
             self._fh.close()
             raise
@@ -132,7 +131,18 @@ class CBFReader(ClosingReader):
         """The per-sequence sample counts stored at the start of a chunk (no decoding)."""
         info = self._chunks[chunk_id]
         n = info.num_sequences
-        return np.frombuffer(self._mm, dtype="<u4", count=n, offset=info.offset).astype(np.int64)
+        return np.frombuffer(self._read(info.offset, 4 * n, chunk_id), dtype="<u4").astype(np.int64)
+
+    def _pread(self, offset: int, n: int) -> bytes:
+        return os.pread(self._fh.fileno(), n, offset)
+
+    def _read(self, offset: int, n: int, chunk_id: int) -> bytes:
+        """Chunk bytes by pread (not a memory map: a file truncated meanwhile gives an error, not SIGBUS)."""
+        data = self._pread(offset, n)
+        if len(data) != n:
+            raise FormatError(self.path, f"file shrank while being read: chunk {chunk_id} needs {n} bytes at "
+                                         f"offset {offset}, got {len(data)}", offset=offset, record=f"chunk {chunk_id}")
+        return data
 
     def sequence_keys(self, chunk_id: int) -> np.ndarray:
         """CBF keys are ordinals: chunk start + index in chunk."""
@@ -142,13 +152,10 @@ class CBFReader(ClosingReader):
     def _decode(self, chunk_id: int) -> ChunkData:
         info = self._chunks[chunk_id]
         hs = self.header.streams
-        view = memoryview(self._mm)[info.offset:info.offset + info.size]
-        try:
-            meta, columns, problem = _kernel.decode_chunk(
-                view, info.num_sequences, [s.format == "sparse" for s in hs], [s.dim for s in hs],
-                [s.dtype.itemsize for s in hs])
-        finally:
-            view.release()
+        data = self._read(info.offset, info.size, chunk_id)
+        meta, columns, problem = _kernel.decode_chunk(
+            data, info.num_sequences, [s.format == "sparse" for s in hs], [s.dim for s in hs],
+            [s.dtype.itemsize for s in hs])
         if problem is not None:
             code, stream, seq, offset, a, b = problem
             what = _PROBLEMS.get(code, f"problem {code}")
@@ -216,13 +223,8 @@ class CBFReader(ClosingReader):
             yield from chunk
 
     def close(self) -> None:
-        if getattr(self, "_mm", None) is not None:
+        if getattr(self, "_memory", None) is not None:
             self._memory.clear()
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # arrays still reference the map; it closes when they are gone
-            self._mm = None
         if getattr(self, "_fh", None) is not None:
             self._fh.close()
             self._fh = None

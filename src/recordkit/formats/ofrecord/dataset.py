@@ -8,7 +8,6 @@ only while the part's size and modification time are those it was built from.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from dataclasses import dataclass
@@ -73,18 +72,50 @@ class PartIndex:
         return FormatError(self.path, PROBLEMS[code].format(detail=detail), offset=offset, record=f"record {index}")
 
 
+SCAN_BLOCK = 8 << 20
+
+
 def scan_part(path: str) -> PartIndex:
-    """Index a part file by its length prefixes (one compiled pass over the mapped file)."""
-    size = os.path.getsize(path)
-    if size == 0:
-        return PartIndex(path, np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = memoryview(mm)
-        try:
-            offsets, lengths, problem = _kernel.scan_frames(view)
-        finally:
-            view.release()
-    return PartIndex(path, offsets, lengths, size, problem)
+    """Index a part file by its length prefixes: one compiled pass per block read with pread
+    (no memory map, so a file truncated meanwhile is an error, not a SIGBUS)."""
+    offsets, lengths = [], []
+    problem = None
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos < size:
+            want = min(SCAN_BLOCK, size - pos)
+            block = os.pread(f.fileno(), want, pos)
+            if len(block) < want:  # the file shrank: index what is whole, report the rest
+                size = pos + len(block)
+                if not block:
+                    break
+            o, n, prob = _kernel.scan_frames(block, pos)
+            offsets.append(o)
+            lengths.append(n)
+            if prob is None:
+                pos += len(block)
+                continue
+            code, at, index, detail = prob
+            if code in (2, 3) and pos + len(block) < size:
+                # the frame continues past this block: read again from its start, large enough for it
+                if code == 2 and detail + 8 > SCAN_BLOCK:
+                    big = os.pread(f.fileno(), min(detail + 8, size - at), at)
+                    o2, n2, prob2 = _kernel.scan_frames(big[:8 + detail] if len(big) >= 8 + detail else big, at)
+                    offsets.append(o2)
+                    lengths.append(n2)
+                    if prob2 is not None:
+                        problem = (prob2[0], prob2[1], sum(len(x) for x in offsets) - len(o2) + prob2[2], prob2[3])
+                        break
+                    pos = at + 8 + detail
+                else:
+                    pos = at
+                continue
+            problem = (code, at, sum(len(x) for x in offsets), detail)
+            break
+    all_offsets = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
+    all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    return PartIndex(path, all_offsets, all_lengths, size, problem)
 
 
 def sidecar_path(path: str) -> str:

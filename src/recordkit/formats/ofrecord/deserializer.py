@@ -18,7 +18,7 @@ Chunks are runs of at most ``records_per_chunk`` records of one part file.
 """
 from __future__ import annotations
 
-import mmap
+import os
 
 import numpy as np
 
@@ -67,9 +67,16 @@ class OFRecordDeserializer(ClosingReader):
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         part, index, lo, hi, first = self._where[chunk_id]
-        with open(part, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            records = [codec.decode(mm[o:o + n], path=part, offset=o - 8, index=lo + i)
-                       for i, (o, n) in enumerate(zip(index.offsets[lo:hi].tolist(), index.lengths[lo:hi].tolist()))]
+        start = int(index.offsets[lo]) - 8
+        stop = int(index.offsets[hi - 1] + index.lengths[hi - 1])
+        with open(part, "rb") as f:
+            block = os.pread(f.fileno(), stop - start, start)
+        if len(block) != stop - start:
+            raise FormatError(part, f"file shrank while being read: expected {stop - start} bytes at offset {start}",
+                              offset=start, record=f"record {lo}")
+        view = memoryview(block)
+        records = [codec.decode(view[o - start:o - start + n], path=part, offset=o - 8, index=lo + i)
+                   for i, (o, n) in enumerate(zip(index.offsets[lo:hi].tolist(), index.lengths[lo:hi].tolist()))]
         keys = np.arange(first, first + len(records), dtype=np.uint64)
         if self.key_feature:
             found = [r.get(self.key_feature) for r in records]

@@ -16,7 +16,6 @@ each is counted and reported, the bad record (or the rest of a broken part) skip
 """
 from __future__ import annotations
 
-import mmap
 import os
 import warnings
 from typing import Iterator
@@ -66,7 +65,7 @@ class OFRecordReader(ClosingReader):
         self.drop_last = bool(drop_last)
         self.budget = ErrorBudget(max_errors, warn=lambda text: warnings.warn(text, RecordkitWarning, stacklevel=4))
         self._indexes = {p: load_index(p, write=index_sidecar) for p in self.paths}
-        self._maps: dict = {}
+
 
     # -- which parts, in which order ---------------------------------------------------------------
     def parts_for_epoch(self, epoch: int) -> list[str]:
@@ -86,20 +85,39 @@ class OFRecordReader(ClosingReader):
         return n // self.batch_size if (self.drop_last or self.epochs is None) else -(-n // self.batch_size)
 
     # -- frames and records --------------------------------------------------------------------------
-    def _mapped(self, path: str):
-        mm = self._maps.get(path)
-        if mm is None:
-            with open(path, "rb") as f:
-                mm = self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return mm
+    READ_BLOCK = 8 << 20
 
     def _part_frames(self, path: str) -> Iterator[tuple]:
-        """(payload view, (path, record index, frame offset)) for every intact frame of a part."""
+        """(payload view, (path, record index, frame offset)) for every intact frame of a part.
+
+        Frames are read in blocks of about READ_BLOCK bytes with pread (no memory map: a part
+        truncated while being read gives a located error instead of a SIGBUS crash).
+        """
         index = self._indexes[path]
-        if index.size:
-            view = memoryview(self._mapped(path))
-            for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
-                yield view[off:off + n], (path, i, off - 8)
+        n = len(index)
+        if n:
+            offsets, lengths = index.offsets, index.lengths
+            ends = offsets + lengths
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                i = 0
+                while i < n:
+                    start = int(offsets[i]) - 8
+                    j = int(np.searchsorted(ends, start + self.READ_BLOCK, side="right"))
+                    j = max(j, i + 1)
+                    stop = int(ends[j - 1])
+                    block = os.pread(fd, stop - start, start)
+                    if len(block) != stop - start:
+                        raise FormatError(path, f"file shrank while being read: expected {stop - start} bytes at "
+                                                f"offset {start}, got {len(block)}", offset=start,
+                                          record=f"record {i}")
+                    view = memoryview(block)
+                    for k in range(i, j):
+                        off = int(offsets[k]) - start
+                        yield view[off:off + int(lengths[k])], (path, k, int(offsets[k]) - 8)
+                    i = j
+            finally:
+                os.close(fd)
         err = index.error()
         if err is not None:
             self.budget.charge(err, consequence="rest of the part skipped")
@@ -169,9 +187,4 @@ class OFRecordReader(ClosingReader):
             yield decode_frames(frames, spec, self.budget)
 
     def close(self) -> None:
-        for mm in self._maps.values():
-            try:
-                mm.close()
-            except BufferError:
-                pass  # views still alive; the map closes with them
-        self._maps.clear()
+        pass  # parts are opened per read
