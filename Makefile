@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install build bench fuzz clean
+.PHONY: demo test install build bench fuzz asan clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ fuzz: $(STAMP)
 	$(BIN)/python fuzz/fuzz_ctf.py -max_total_time=$(FUZZ_SECONDS) .fuzz/ctf tests/fuzz/corpus/ctf
 	$(BIN)/python fuzz/fuzz_cbf.py -max_total_time=$(FUZZ_SECONDS) .fuzz/cbf tests/fuzz/corpus/cbf
 	$(BIN)/python fuzz/fuzz_ofrecord.py -max_total_time=$(FUZZ_SECONDS) .fuzz/ofrecord
+
+# AddressSanitizer run of the compiled kernels (tools/asan/README.md). Builds an instrumented
+# copy of the tree under /tmp (the repo's .so files are untouched) and runs the fuzz and
+# reader tests under libasan. Several minutes. ASAN_ARGS: pytest args instead of the default set.
+asan: $(STAMP)
+	PYTHON=$(abspath $(BIN)/python) tools/asan/run.sh $(ASAN_ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

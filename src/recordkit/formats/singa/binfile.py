@@ -43,8 +43,8 @@ class BinFileStore(FramedStore):
         key = b""
         if head[2] == 1:
             klen = self._length(f, start, index, at, size, "key")
-            key = f.read(klen)
+            key = self._take(f, klen, False, start, index)
             at += 8 + klen
         vlen = self._length(f, start, index, at, size, "value")
-        value = self._take(f, vlen, scan)
+        value = self._take(f, vlen, scan, start, index)
         return key, value, at + 8 + vlen

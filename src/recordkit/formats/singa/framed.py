@@ -41,12 +41,17 @@ class FramedStore(Store):
                                             f"left in the file (truncated or corrupt tuple)")
         return n
 
-    @staticmethod
-    def _take(f, n: int, skip: bool) -> bytes:
+    def _take(self, f, n: int, skip: bool, start: int, index: int) -> bytes:
+        """n bytes of the tuple at ``start`` (skipped when scanning); a short read means the file
+        shrank after it was opened: an error, never a truncated key or value."""
         if skip:
             f.seek(n, 1)
             return b""
-        return f.read(n)
+        data = f.read(n)
+        if len(data) < n:
+            raise self.broken(start, index, f"tuple cut short: {len(data)} of {n} bytes (the file shrank "
+                                            f"while being read)")
+        return data
 
     def _parse(self, f, start: int, index: int, size: int, scan: bool):  # pragma: no cover
         """(key, value, end offset) of the tuple at ``start``; None at a clean end of file."""

@@ -39,10 +39,10 @@ class KVFileStore(FramedStore):
         if start >= size:
             return None
         klen = self._length(f, start, index, start, size, "key")
-        key = f.read(klen)
+        key = self._take(f, klen, False, start, index)
         at = start + 8 + klen
         vlen = self._length(f, start, index, at, size, "value")
         if vlen == 0 and not scan:
             raise self.broken(start, index, "empty value (SINGA's KVFile reader stops reading here)")
-        value = self._take(f, vlen, scan)
+        value = self._take(f, vlen, scan, start, index)
         return key, value, at + 8 + vlen
