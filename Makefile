@@ -47,10 +47,11 @@ bench: $(STAMP)
 FUZZ_SECONDS ?= 600
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install --quiet atheris
-	mkdir -p .fuzz/ctf .fuzz/cbf .fuzz/ofrecord
+	mkdir -p .fuzz/ctf .fuzz/cbf .fuzz/ofrecord .fuzz/singa
 	$(BIN)/python fuzz/fuzz_ctf.py -max_total_time=$(FUZZ_SECONDS) .fuzz/ctf tests/fuzz/corpus/ctf
 	$(BIN)/python fuzz/fuzz_cbf.py -max_total_time=$(FUZZ_SECONDS) .fuzz/cbf tests/fuzz/corpus/cbf
 	$(BIN)/python fuzz/fuzz_ofrecord.py -max_total_time=$(FUZZ_SECONDS) .fuzz/ofrecord
+	$(BIN)/python fuzz/fuzz_singa.py -max_total_time=$(FUZZ_SECONDS) .fuzz/singa tests/fuzz/corpus/singa
 
 # AddressSanitizer run of the compiled kernels (tools/asan/README.md). Builds an instrumented
 # copy of the tree under /tmp (the repo's .so files are untouched) and runs the fuzz and

@@ -218,3 +218,44 @@ def test_ofrecord_rewrite_with_fewer_parts_leaves_no_stale_parts(tmp_path):
             w.write({"y": 100 + i})
     seen = [int(r["y"].value[0]) for b in OFRecordReader(tmp_path, epochs=1, rank=0, world_size=1) for r in b]
     assert seen == [100, 101]  # today: [100, 101, 1, 4, 2, 5] (part-00001, part-00002 are stale)
+
+
+PREPARE_OUTPUTS = ("train_data.bin", "test_data.bin", "image_mean.bin")
+
+
+def test_killed_prepare_leaves_each_store_old_or_new(tmp_path):
+    """SIGKILL ``recordkit prepare cifar10`` at random moments over an earlier run's output:
+    each of the three stores is, byte for byte, the earlier one or the complete new one."""
+    from test_singa_prepare import make_cifar
+    from recordkit.formats.singa import prepare
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old_src, _ = make_cifar(tmp_path / "old", per_batch=800, test=400, seed=1)
+    new_src, _ = make_cifar(tmp_path / "new", per_batch=800, test=400, seed=2)
+    prepare.prepare_cifar10(old_src, tmp_path / "old-out")
+    prepare.prepare_cifar10(new_src, tmp_path / "new-out")
+    old, new = snapshot(str(tmp_path / "old-out")), snapshot(str(tmp_path / "new-out"))
+    assert set(old) == set(new) == set(PREPARE_OUTPUTS)
+    exe = os.path.join(os.path.dirname(sys.executable), "recordkit")
+    rng = random.Random(8)
+    outcomes = []
+    for t in range(6):
+        out = tmp_path / f"out-{t}"
+        shutil.copytree(tmp_path / "old-out", out)
+        proc = subprocess.Popen([exe, "prepare", "cifar10", str(new_src), str(out)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        delay = rng.uniform(0.25, 0.6)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=20)
+        final = snapshot(str(out))
+        assert set(final) == set(PREPARE_OUTPUTS), final
+        kinds = []
+        for name in PREPARE_OUTPUTS:
+            assert final[name] in (old[name], new[name]), f"{name} partial after SIGKILL at {delay:.3f}s"
+            kinds.append("old" if final[name] == old[name] else "new")
+        strays = [n for n in os.listdir(out) if n not in PREPARE_OUTPUTS and n not in temporaries(str(out))]
+        assert not strays, strays
+        outcomes.append((round(delay, 3), proc.returncode, kinds))
+    print(f"\nprepare: (delay s, rc, stores) {outcomes}")

@@ -14,6 +14,7 @@ import os
 import struct
 import tempfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from recordkit.formats.singa.kvfile import encode_tuple as kv_tuple
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SPECIAL = [0, 1, 7, 2**31, 2**32, 2**62, 2**63, 2**64 - 1]
+CORPUS = Path(__file__).parent / "corpus" / "singa"
 _counter = itertools.count()
 _TMP = tempfile.mkdtemp(prefix="rk-fuzz-singa-")
 atexit.register(shutil.rmtree, _TMP, True)
@@ -205,21 +207,23 @@ def decode_checked(value):
 @SETTINGS
 @given(record_values())
 def test_decode_record_garbage(value):
-    shape = []
-    try:
-        msg = records.RecordProto.FromString(value)
-        shape = list(msg.shape)
-    except Exception:
-        pass
-    if any(d < 0 for d in shape) or (len(shape) > 1 and np.prod(np.array(shape, np.float64)) >= 2**63):
-        return  # known bug: see test_decode_record_bad_shape_is_format_error
     decode_checked(value)
 
 
 @pytest.mark.parametrize("shape,pixel", [([-1, -2], b"ab"), ([0, -5], b""), ([65536] * 4, b""),
-                                         ([2, -1, -1], b"ab")])
+                                         ([2, -1, -1], b"ab"), ([0, 2**31 - 1, 2**31 - 1, 2**31 - 1], b"")])
 def test_decode_record_bad_shape_is_format_error(shape, pixel):
     value = records.encode_record(shape=shape, pixel=pixel)
     with pytest.raises(FormatError) as info:
         records.decode_record(value, path="S.kv", offset=24, record="tuple 3")
     check_located(info.value, "S.kv")
+
+
+def test_atheris_finding_zero_dim_with_overflowing_shape_is_format_error():
+    """fuzz/fuzz_singa.py found it: a shape with a 0 among dimensions whose product overflows
+    matched an empty pixel field (0 == 0) and then made NumPy's reshape raise ValueError."""
+    data = (CORPUS / "regress-zero-dim-with-overflowing-shape").read_bytes()
+    with pytest.raises(FormatError) as info:
+        records.decode_record(data[1:], path="S.kv", offset=0, record="tuple 0")
+    check_located(info.value, "S.kv")
+    assert "too large" in str(info.value)

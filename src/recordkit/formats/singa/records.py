@@ -145,8 +145,13 @@ def _reshape(arr: np.ndarray, shape: tuple, what: str, path, offset, record) -> 
         raise FormatError(path, f"the record's shape {list(shape)} has a negative dimension", offset=offset,
                           record=record)
     needed = 1
+    extent = 1  # NumPy refuses a shape whose nonzero dimensions overflow, even with a zero among them
     for d in shape:  # Python ints: no int64 wrap-around for absurd shapes
         needed *= int(d)
+        extent *= max(int(d), 1)
+    if extent >= 2**63:
+        raise FormatError(path, f"the record's shape {list(shape)} is too large for any array", offset=offset,
+                          record=record)
     if needed != arr.size:
         raise FormatError(path, f"{what} has {arr.size} values but the record's shape {list(shape)} "
                           f"needs {needed}", offset=offset, record=record)
