@@ -149,3 +149,27 @@ def test_bad_stream_declarations_are_rejected():
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         CTFReader(tmp_path / "nope.ctf", [dense("a", 1)])
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "|# only a comment\n"])
+def test_a_file_without_sequences_is_an_error_at_its_start(tmp_path, text):
+    e = fails(tmp_path, text, [dense("a", 1)])
+    assert (e.line, e.column) == (1, 1) and "input file is empty" in str(e)
+    assert str(e).startswith(f"{e.path}:1:1:")
+
+
+def test_errors_past_the_recording_cap_point_at_their_piece(tmp_path):
+    """A parsed piece of a chunk records the details of its first 256 errors; the rest are still
+    counted, and located at the first line of the piece they came from."""
+    lines = ["|a 1"] * 10 + ["|a x"] * 3000
+    p = write(tmp_path, "\n".join(lines) + "\n")
+    seqs, reader, warns = read_all(p, [dense("a", 1)], max_errors=5000)
+    assert len(seqs) == 10 and reader.errors_counted == 3000 and len(warns) == 3000
+    further = [w for w in warns if "details not recorded" in w]
+    assert further, "expected errors beyond the recording cap"
+    assert all(w.split(":")[2] == "1" and " further errors in chunk 0 at or after this line" in w
+               for w in further), further[0]
+    assert all(1 <= int(w.split(":")[1]) <= 3010 for w in further)
+    with pytest.raises(ErrorBudgetExceeded) as e:
+        read_all(p, [dense("a", 1)], max_errors=2990)
+    assert e.value.line is not None and e.value.column == 1

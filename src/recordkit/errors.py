@@ -97,7 +97,9 @@ class ErrorBudget:
         if self._warn is not None:
             self._warn(f"{error} [error {self.count} of at most {self.max_errors}{'; ' + consequence if consequence else ''}]")
 
-    def charge_unlocated(self, path, n: int, what: str) -> None:
-        """Count ``n`` errors whose details were not recorded (beyond the event cap)."""
+    def charge_unlocated(self, path, n: int, what: str, *, line: int | None = None,
+                         column: int | None = None) -> None:
+        """Count ``n`` errors whose details were not recorded (beyond the event cap); ``line``/``column``
+        point at where the region holding them starts, when the caller knows it."""
         for _ in range(n):
-            self.charge(FormatError(path, what))
+            self.charge(FormatError(path, what, line=line, column=column))

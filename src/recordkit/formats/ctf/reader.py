@@ -70,7 +70,7 @@ class CTFReader(ClosingReader):
             if cache_index:
                 ctf_index.write_cache(self.path, self.skip_sequence_ids, idx)
         if len(idx) == 0:
-            raise FormatError(self.path, "input file is empty: no sequences found")
+            raise FormatError(self.path, "input file is empty: no sequences found", line=1, column=1)
         self.index = idx
         self._bounds = idx.chunk_bounds(self.chunk_size)
         self._chunks = self._describe_chunks()
@@ -280,8 +280,10 @@ class CTFReader(ClosingReader):
                 what = "skipped"
             self.budget.charge(err, consequence=what)
         if nerr > len(errors):
+            first_line = int(self.index.first_lines[lo]) + 1
             self.budget.charge_unlocated(self.path, nerr - len(errors),
-                                         f"further errors in chunk {chunk_id} (details not recorded)")
+                                         f"further errors in chunk {chunk_id} at or after this line "
+                                         f"(details not recorded)", line=first_line, column=1)
         for code, n in wcounts.items():
             self.warning_counts[code] += n
         if self.trace_level < 1:
