@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import faulthandler
 import os
-import resource
 import struct
 import tempfile
 import time
@@ -30,7 +29,6 @@ SHARED = Path("/work/shared/conformance/cntk/Data/CNTKBinaryReader")
 
 SLOW_EXAMPLE_S = 10.0
 WATCHDOG_S = 120
-MEMORY_BUDGET_KB = 500 * 1024
 
 # values a corrupted length/count/offset field is set to
 EVIL = [0, 1, 2, 3, 7, 8, 12, 255, 0x7FFF, 0xFFFF, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62, 2**63 - 1,
@@ -189,14 +187,6 @@ def run_contract(data: bytes, *, threads: int = 1, precision=None) -> None:
             faulthandler.cancel_dump_traceback_later()
         elapsed = time.monotonic() - t0
         assert elapsed < SLOW_EXAMPLE_S, f"{elapsed:.1f}s on {len(data)} bytes"
-
-
-@pytest.fixture
-def memory_guard():
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    yield
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert after - before < MEMORY_BUDGET_KB, f"peak RSS grew by {(after - before) // 1024} MB"
 
 
 # -- hand-built files -------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from recordkit.formats.ofrecord import _kernel, codec
 from recordkit.formats.ofrecord.dataset import scan_part
 from recordkit.formats.ofrecord.reader import OFRecordReader
 
+from .wire import varint
+
 SETTINGS = settings(max_examples=250, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 NAMES = ["x", "y", "b", "z", "\u00e9"]
@@ -35,16 +37,6 @@ atexit.register(shutil.rmtree, _TMP, True)
 
 
 # -- generators --------------------------------------------------------------------------------------
-def varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 @st.composite
 def feature_values(draw):
     kind = draw(st.sampled_from(["f32", "f64", "i32", "i64", "bytes", "empty"]))

@@ -26,6 +26,8 @@ from recordkit.formats.singa import records
 from recordkit.formats.singa.binfile import encode_tuple as bin_tuple
 from recordkit.formats.singa.kvfile import encode_tuple as kv_tuple
 
+from .wire import varint
+
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SPECIAL = [0, 1, 7, 2**31, 2**32, 2**62, 2**63, 2**64 - 1]
@@ -163,16 +165,6 @@ def test_length_two_to_the_62_is_reported_not_allocated():
 
 
 # -- records.decode_record -----------------------------------------------------------------------------
-def varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 @st.composite
 def record_values(draw):
     if draw(st.booleans()):
