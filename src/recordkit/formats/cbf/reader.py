@@ -21,6 +21,7 @@ from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError, UsageError
 from recordkit.formats.cbf import _kernel, layout
+from recordkit.storage import open_source
 
 _PROBLEMS = {
     1: "the per-sequence sample counts run past the chunk",
@@ -42,18 +43,23 @@ class CBFReader(ClosingReader):
     (CNTK's ``alias``: the stream of the file named by the alias is delivered as
     ``name``). ``precision``: None keeps each stream's element type; 'float' or
     'double' converts. ``keep_data_in_memory`` caches loaded chunks.
+
+    ``path`` may be an fsspec URL (``storage_options`` for its filesystem): a chunk is then
+    one ranged read, retried on failure, and kept in ``cache_dir`` when given. A
+    ``.rkcrc`` checksum sidecar, when present, is verified on every read.
     """
 
-    def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False):
-        self.path = os.fspath(path)
-        self._fh = open(self.path, "rb")
+    def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False,
+                 storage_options=None, cache_dir=None):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
         try:
-            size = os.fstat(self._fh.fileno()).st_size
+            size = self._source.size
             if size == 0:
                 raise FormatError(self.path, "file is empty: not a CBF file", offset=0)
             self.header = layout.read_header(self.path, self._pread, size)
         except BaseException:
-            self._fh.close()
+            self._source.close()
             raise
         self.dtype = None if precision is None else resolve_precision(precision)
         self.keep_data_in_memory = bool(keep_data_in_memory)
@@ -134,7 +140,7 @@ class CBFReader(ClosingReader):
         return np.frombuffer(self._read(info.offset, 4 * n, chunk_id), dtype="<u4").astype(np.int64)
 
     def _pread(self, offset: int, n: int) -> bytes:
-        return os.pread(self._fh.fileno(), n, offset)
+        return self._source.pread(offset, n)
 
     def _read(self, offset: int, n: int, chunk_id: int) -> bytes:
         """Chunk bytes by pread (not a memory map: a file truncated meanwhile gives an error, not SIGBUS)."""
@@ -225,7 +231,7 @@ class CBFReader(ClosingReader):
     def close(self) -> None:
         if getattr(self, "_memory", None) is not None:
             self._memory.clear()
-        if getattr(self, "_fh", None) is not None:
-            self._fh.close()
-            self._fh = None
+        if getattr(self, "_source", None) is not None:
+            self._source.close()
+            self._source = None
 

@@ -26,6 +26,7 @@ from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.errors import ErrorBudget, FormatError, RecordkitWarning
 from recordkit.formats.ctf import _kernel, index as ctf_index, messages as msg
+from recordkit.storage import open_source
 
 DEFAULT_CHUNK_SIZE = 32 << 20
 WARNINGS_PER_KIND = 20  # beyond this, a kind of warning is counted but not printed
@@ -39,13 +40,18 @@ class CTFReader(ClosingReader):
     ``trace_level`` (0 errors only, 1 warnings, 2 info), ``chunk_size``
     (chunkSizeInBytes), ``cache_index`` (cacheIndex) and ``keep_data_in_memory``
     (keepDataInMemory: parse each chunk once and keep it).
+
+    ``path`` may be an fsspec URL (``storage_options`` for its filesystem): the index scan
+    streams the file once, each chunk is then one ranged read (retried on failure), and
+    ``cache_dir`` keeps chunk ranges and the index on the local disk. A ``.rkcrc``
+    checksum sidecar, when present, is verified on every read.
     """
 
     def __init__(self, path, streams, *, precision="float", max_errors: int = 0,
                  skip_sequence_ids: bool = False, trace_level: int = 1,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, cache_index: bool = False,
-                 keep_data_in_memory: bool = False):
-        self.path = os.fspath(path)
+                 keep_data_in_memory: bool = False, storage_options=None, cache_dir=None):
+        self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         self.skip_sequence_ids = bool(skip_sequence_ids)
@@ -60,15 +66,12 @@ class CTFReader(ClosingReader):
         self._charged: set[int] = set()
         self._memory: dict[int, ChunkData] = {}
 
-        if not os.path.exists(self.path):
-            raise FileNotFoundError(f"{self.path}: no such file")
-        idx = ctf_index.load_cached(self.path, self.skip_sequence_ids) if cache_index else None
-        self.index_from_cache = idx is not None
-        if idx is None:
-            idx = ctf_index.scan(self.path, skip_sequence_ids=self.skip_sequence_ids)
-            self._charge_index_errors(idx)
-            if cache_index:
-                ctf_index.write_cache(self.path, self.skip_sequence_ids, idx)
+        self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
+        try:
+            idx = self._open_index(cache_index, cache_dir)
+        except BaseException:
+            self._source.close()
+            raise
         if len(idx) == 0:
             raise FormatError(self.path, "input file is empty: no sequences found", line=1, column=1)
         self.index = idx
@@ -84,7 +87,24 @@ class CTFReader(ClosingReader):
             mb[0] if mb else -1,
         )
         self._mb_stream = mb[0] if mb else -1
-        self._fd = os.open(self.path, os.O_RDONLY)
+
+    def _open_index(self, cache_index: bool, cache_dir):
+        """The sequence index: from the cache when allowed and valid, else one scan of the file.
+
+        A local file's cache lives beside it (CNTK's cacheIndex); a remote file's only in
+        ``cache_dir`` (with none given, a remote file is scanned on every open).
+        """
+        src = self._source
+        cache = cache_index and (not src.remote or cache_dir is not None)
+        where = dict(fingerprint=src.fingerprint, cache_dir=cache_dir if src.remote else None)
+        idx = ctf_index.load_cached(self.path, self.skip_sequence_ids, **where) if cache else None
+        self.index_from_cache = idx is not None
+        if idx is None:
+            idx = ctf_index.scan(src, skip_sequence_ids=self.skip_sequence_ids)
+            self._charge_index_errors(idx)
+            if cache:
+                ctf_index.write_cache(self.path, self.skip_sequence_ids, idx, **where)
+        return idx
 
     # -- the Deserializer protocol -----------------------------------------------------------
     @property
@@ -185,9 +205,9 @@ class CTFReader(ClosingReader):
             yield from chunk
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if getattr(self, "_source", None) is not None:
+            self._source.close()
+            self._source = None
 
 
     # -- internals -------------------------------------------------------------------------------
@@ -214,10 +234,10 @@ class CTFReader(ClosingReader):
         idx = self.index
         start = int(idx.offsets[lo])
         size = int(idx.offsets[hi - 1] + idx.sizes[hi - 1]) - start
-        fd = self._fd
-        if fd is None:
+        source = self._source
+        if source is None:
             raise ValueError(f"{self.path}: reader is closed")
-        buf = os.pread(fd, size, start)
+        buf = source.pread(start, size)
         if len(buf) != size:
             raise FormatError(self.path, f"file shrank while reading: chunk {chunk_id} expected {size} bytes "
                                          f"at offset {start}, got {len(buf)}", offset=start)

@@ -24,7 +24,7 @@ import enum
 import warnings
 
 from recordkit.errors import FormatError, RecordkitWarning, UsageError
-from recordkit.formats.singa.fsio import Location, file_size
+from recordkit.storage.location import Location, file_size
 
 MODES = ("read", "create", "append")
 

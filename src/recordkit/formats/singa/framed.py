@@ -11,7 +11,7 @@ import struct
 
 from recordkit.errors import FormatError
 from recordkit.formats.singa.base import Store, report
-from recordkit.formats.singa.fsio import file_size
+from recordkit.storage.location import file_size
 
 LEN = struct.Struct("<Q")
 DEFAULT_CAPACITY = 10 * 1024 * 1024  # KVFile / BinFile default buffer (10 MiB)

@@ -14,7 +14,7 @@ buffer read fine (SINGA's reader takes them for the end of file).
 from __future__ import annotations
 
 from recordkit.formats.singa.framed import LEN, FramedStore
-from recordkit.formats.singa.fsio import Location
+from recordkit.storage.location import Location
 
 SHARD_FILE = "shard.dat"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from recordkit.formats.singa.fsio import Location, file_size
+from recordkit.storage.location import Location, file_size
 
 HEAD = 1 << 16
 _Q = struct.Struct("<Q")

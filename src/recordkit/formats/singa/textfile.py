@@ -13,7 +13,7 @@ value does not get glued onto the old last line.
 from __future__ import annotations
 
 from recordkit.formats.singa.base import Store, report
-from recordkit.formats.singa.fsio import file_size
+from recordkit.storage.location import file_size
 
 
 class TextFileStore(Store):

@@ -1,15 +1,17 @@
-"""Where a store's bytes live: a local path or any fsspec URL (memory://, s3://, ...).
+"""Where bytes live: a local path or any fsspec URL (memory://, s3://, gs://, ...).
 
-Local paths use the builtin ``open`` and ``recordkit.atomic.AtomicFile``; URLs go through
-fsspec, imported only when a URL is given (fsspec is an optional dependency). Output is
-always published atomically: a temporary sibling object is written and renamed (moved)
-over the target only when the store is closed, so readers never see half a store and a
-crash leaves the previous content in place (a stray ``*.part`` temporary may remain).
+Local paths use the builtin ``open``/``os`` calls; URLs go through fsspec, imported only
+when a URL is given. Output is always published atomically (``recordkit.atomic``): a
+temporary is written and renamed (moved) over the target only when it is complete, so
+readers never see half a file and a crash leaves the previous content in place (a stray
+``*.part`` temporary may remain).
+
+The directory helpers (``listdir``, ``makedirs``, ``remove``, ``join``) are what the
+multi-file formats (OFRecord part directories) need to work on either kind of path.
 """
 from __future__ import annotations
 
 import os
-import uuid
 
 from recordkit.atomic import AtomicFile
 
@@ -39,6 +41,7 @@ class Location:
 
     def __init__(self, path, storage_options=None):
         self.display = os.fspath(path) if not isinstance(path, str) else path
+        self.storage_options = storage_options
         if is_url(self.display):
             self.fs, self.path = filesystem(self.display, storage_options)
         else:
@@ -57,6 +60,7 @@ class Location:
         """``<dir>/name`` (SINGA 0.1 shard folders hold ``shard.dat``)."""
         loc = Location.__new__(Location)
         loc.fs = self.fs
+        loc.storage_options = self.storage_options
         loc.path = (self.path.rstrip("/") + "/" + name) if self.fs else os.path.join(self.path, name)
         loc.display = self.display.rstrip("/") + "/" + name
         return loc
@@ -71,23 +75,13 @@ class Location:
 
 
 class AtomicOutput:
-    """A binary output that replaces ``location`` only on ``commit()``.
-
-    Local: ``AtomicFile`` (temp file in the same directory, fsync, rename). fsspec: a
-    ``<name>.<random>.part`` sibling, then ``fs.mv`` over the target; on object stores
-    (S3) the object appears only once its upload completes, so the target is never partial.
-    """
+    """A binary output that replaces ``location`` only on ``commit()`` (``recordkit.atomic.AtomicFile``,
+    which uploads URLs on commit)."""
 
     def __init__(self, location: Location):
         self.location = location
-        if location.fs is None:
-            self._local = AtomicFile(location.path)
-            self._file = self._local.file
-        else:
-            self._local = None
-            self.tmp_path = f"{location.path}.{uuid.uuid4().hex[:12]}.part"
-            self._file = location.fs.open(self.tmp_path, "wb")
-        self._done = False
+        self._atomic = AtomicFile(location.display, storage_options=location.storage_options)
+        self._file = self._atomic.file
 
     def write(self, data) -> int:
         return self._file.write(data)
@@ -104,36 +98,62 @@ class AtomicOutput:
             left -= len(block)
 
     def flush(self) -> None:
-        if self._local is not None:
-            self._local.sync_data()
-        else:
-            self._file.flush()
+        self._atomic.sync_data()
 
     def commit(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        if self._local is not None:
-            self._local.commit()
-            return
-        self._file.close()
-        fs = self.location.fs
-        fs.mv(self.tmp_path, self.location.path)
+        self._atomic.commit()
 
     def discard(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        if self._local is not None:
-            self._local.discard()
-            return
+        self._atomic.discard()
+
+
+def join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name if is_url(directory) else os.path.join(directory, name)
+
+
+def isfile(path, storage_options=None) -> bool:
+    if is_url(path):
+        fs, p = filesystem(path, storage_options)
+        return fs.isfile(p)
+    return os.path.isfile(local_path(path))
+
+
+def isdir(path, storage_options=None) -> bool:
+    if is_url(path):
+        fs, p = filesystem(path, storage_options)
+        return fs.isdir(p)
+    return os.path.isdir(local_path(path))
+
+
+def listdir(path, storage_options=None) -> list[str]:
+    """Names (not paths) of the entries of a directory."""
+    if is_url(path):
+        fs, p = filesystem(path, storage_options)
+        return [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(p, detail=False)]
+    return os.listdir(local_path(path))
+
+
+def makedirs(path, storage_options=None) -> None:
+    if is_url(path):
+        fs, p = filesystem(path, storage_options)
+        fs.makedirs(p, exist_ok=True)
+    else:
+        os.makedirs(local_path(path), exist_ok=True)
+
+
+def remove(path, storage_options=None) -> None:
+    """Delete a file; a missing one is not an error."""
+    if is_url(path):
+        fs, p = filesystem(path, storage_options)
         try:
-            self._file.close()
-        finally:
-            try:
-                self.location.fs.rm(self.tmp_path)
-            except (FileNotFoundError, OSError):
-                pass
+            fs.rm(p)
+        except FileNotFoundError:
+            pass
+    else:
+        try:
+            os.unlink(local_path(path))
+        except FileNotFoundError:
+            pass
 
 
 def file_size(f) -> int:
@@ -144,4 +164,4 @@ def file_size(f) -> int:
     return size
 
 
-__all__ = ["Location", "AtomicOutput", "file_size", "is_url"]
+__all__ = ["Location", "AtomicOutput", "file_size", "is_url", "join", "isfile", "isdir", "listdir", "makedirs", "remove"]

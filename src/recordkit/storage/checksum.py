@@ -1,0 +1,217 @@
+"""The optional checksummed index: a ``NAME.rkcrc`` sidecar with a CRC-32 per block of NAME.
+
+CTF, CBF, OFRecord parts and SINGA stores carry no checksums, so a flipped bit reads as
+a plausible wrong value. The sidecar adds them without changing the format (the original
+frameworks still read the files): the file is cut into fixed blocks (1 MiB by default)
+and the sidecar lists each block's CRC-32. It is format-agnostic on purpose: every reader
+reads through a byte source (``storage.source``), so one verifying source covers every
+format, local and remote, and needs no per-format index code.
+
+Layout (little-endian): ``RKCRC\\0`` + version (u16 = 1), block size (u64), file size
+(u64), block count (u64), one u32 CRC per block, then a u32 CRC of everything before it.
+
+Verification is on whenever the sidecar exists: each range a reader asks for is widened
+to whole blocks, and every block is checked before any of its bytes are returned. A
+mismatch is a ``FormatError`` naming the file, the block and its byte range. A sidecar
+made for another size of file is an error too (the file changed after the sidecar was
+written); a damaged sidecar is an error naming the sidecar.
+
+Writers (``checksums=True``, ``recordkit convert --checksum``) create it after the data
+file is complete, and any recordkit writer replacing a file removes its old sidecar
+*before* the new data appears, so a crash leaves at worst a file without a sidecar,
+never new data beside old checksums.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+from recordkit.errors import FormatError
+from recordkit.storage.location import is_url
+
+SUFFIX = ".rkcrc"
+MAGIC = b"RKCRC\0"
+VERSION = 1
+DEFAULT_BLOCK_SIZE = 1 << 20
+_HEAD = struct.Struct("<6sHQQQ")
+
+
+def sidecar_path(path) -> str:
+    return f"{path}{SUFFIX}"
+
+
+class ChecksumTable:
+    def __init__(self, block_size: int, file_size: int, crcs: np.ndarray, path: str):
+        self.block_size = int(block_size)
+        self.file_size = int(file_size)
+        self.crcs = crcs
+        self.path = path
+
+    def block_range(self, block: int) -> tuple[int, int]:
+        start = block * self.block_size
+        return start, min(self.file_size, start + self.block_size)
+
+    def to_bytes(self) -> bytes:
+        body = _HEAD.pack(MAGIC, VERSION, self.block_size, self.file_size, len(self.crcs))
+        body += self.crcs.astype("<u4").tobytes()
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> "ChecksumTable":
+        if len(data) < _HEAD.size + 4:
+            raise FormatError(path, f"checksum index is {len(data)} bytes, too short for its header", offset=0)
+        magic, version, block_size, file_size, count = _HEAD.unpack_from(data)
+        if magic != MAGIC:
+            raise FormatError(path, "not a recordkit checksum index (bad magic)", offset=0)
+        if version != VERSION:
+            raise FormatError(path, f"checksum index version {version} is not supported (this recordkit reads {VERSION})",
+                              offset=6)
+        expected = _HEAD.size + 4 * count + 4
+        if len(data) != expected or block_size <= 0 or count != -(-file_size // block_size):
+            raise FormatError(path, f"checksum index is damaged: {len(data)} bytes for {count} blocks of "
+                                    f"{block_size} over {file_size} bytes", offset=0)
+        (stored,) = struct.unpack_from("<I", data, expected - 4)
+        if zlib.crc32(data[:expected - 4]) != stored:
+            raise FormatError(path, "checksum index is damaged: its own CRC does not match", offset=expected - 4)
+        crcs = np.frombuffer(data, dtype="<u4", count=count, offset=_HEAD.size).astype(np.uint32)
+        return cls(block_size, file_size, crcs, path)
+
+
+def compute(source, *, block_size: int = DEFAULT_BLOCK_SIZE, progress=None) -> ChecksumTable:
+    """The table of ``source`` (a byte source), reading it once in blocks."""
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, not {block_size}")
+    size = source.size
+    count = -(-size // block_size)
+    crcs = np.empty(count, dtype=np.uint32)
+    for b in range(count):
+        start = b * block_size
+        want = min(block_size, size - start)
+        data = source.pread(start, want, cache=False)
+        if len(data) != want:
+            raise FormatError(source.name, f"file shrank while its checksums were computed "
+                                           f"(block {b} at byte {start}: {len(data)} of {want} bytes)", offset=start)
+        crcs[b] = zlib.crc32(data)
+        if progress is not None:
+            progress(len(data))
+    return ChecksumTable(block_size, size, crcs, sidecar_path(source.name))
+
+
+def compute_local(path: str, *, block_size: int = DEFAULT_BLOCK_SIZE) -> ChecksumTable:
+    from recordkit.storage.source import LocalSource
+    src = LocalSource(path)
+    try:
+        return compute(src, block_size=block_size)
+    finally:
+        src.close()
+
+
+def write(path, table: ChecksumTable, *, storage_options=None) -> str:
+    """Write ``path``'s sidecar atomically; returns the sidecar's path."""
+    from recordkit.atomic import AtomicFile
+    side = sidecar_path(path)
+    with AtomicFile(side, storage_options=storage_options, keep_sidecar=True) as f:
+        f.write(table.to_bytes())
+    return side
+
+
+def create(path, *, block_size: int = DEFAULT_BLOCK_SIZE, storage_options=None, progress=None) -> str:
+    """Compute and write the sidecar of an existing file (``recordkit checksum create``)."""
+    from recordkit.storage.source import open_source
+    src = open_source(path, storage_options=storage_options, verify=False)
+    try:
+        table = compute(src, block_size=block_size, progress=progress)
+    finally:
+        src.close()
+    return write(path, table, storage_options=storage_options)
+
+
+def load_for(source, *, storage_options=None) -> ChecksumTable | None:
+    """The sidecar of ``source`` if it has one (checked against the file's size), else None."""
+    side = sidecar_path(source.name)
+    data = _read_if_exists(side, storage_options)
+    if data is None:
+        return None
+    table = ChecksumTable.from_bytes(data, side)
+    if table.file_size != source.size:
+        raise FormatError(source.name, f"file is {source.size} bytes but its checksum index {side} was made for "
+                                       f"{table.file_size} bytes: the file changed after the index was written "
+                                       f"(rebuild it with `recordkit checksum create`)")
+    return table
+
+
+def verify(path, *, storage_options=None, progress=None) -> ChecksumTable:
+    """Check every block of ``path`` against its sidecar; FormatError on the first mismatch."""
+    from recordkit.storage.source import open_source
+    src = open_source(path, storage_options=storage_options, verify=False)
+    try:
+        table = load_for(src, storage_options=storage_options)
+        if table is None:
+            raise FileNotFoundError(f"{sidecar_path(path)}: no checksum index for {path}")
+        checker = VerifiedSource(src, table)
+        for b in range(len(table.crcs)):
+            start, end = table.block_range(b)
+            checker.pread(start, end - start)
+            if progress is not None:
+                progress(end - start)
+        return table
+    finally:
+        src.close()
+
+
+class VerifiedSource:
+    """A byte source whose every returned byte was checked against the sidecar's CRCs."""
+
+    def __init__(self, inner, table: ChecksumTable):
+        self.inner = inner
+        self.table = table
+        self.name = inner.name
+        self.size = inner.size
+        self.fingerprint = inner.fingerprint
+        self.remote = inner.remote
+        self.local_path = inner.local_path
+        self.stats = inner.stats
+
+    def pread(self, offset: int, n: int, *, cache: bool = True) -> bytes:
+        if n <= 0 or offset >= self.size:
+            return self.inner.pread(offset, n, cache=cache)
+        bs = self.table.block_size
+        first = offset // bs
+        last = (min(offset + n, self.size) - 1) // bs
+        start = first * bs
+        end = min(self.size, (last + 1) * bs)
+        data = self.inner.pread(start, end - start, cache=cache)
+        view = memoryview(data)
+        for b in range(first, last + 1):
+            lo, hi = self.table.block_range(b)
+            block = view[lo - start:hi - start]
+            if len(block) != hi - lo:
+                break  # truncated under us: the reader reports the short read
+            if zlib.crc32(block) != int(self.table.crcs[b]):
+                raise FormatError(self.name, f"checksum mismatch in block {b} (bytes {lo}..{hi}): the data "
+                                             f"differs from what {self.table.path} recorded", offset=lo)
+        return bytes(view[offset - start:offset - start + n]) if (start != offset or len(data) > n) else data
+
+    def current_size(self) -> int:
+        return self.inner.current_size()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _read_if_exists(path: str, storage_options) -> bytes | None:
+    if is_url(path):
+        from recordkit.storage.location import filesystem
+        from recordkit.storage.retry import RetryPolicy
+        fs, p = filesystem(path, storage_options)
+        try:
+            return RetryPolicy.default().call(lambda: fs.cat_file(p), what=path)
+        except FileNotFoundError:
+            return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
