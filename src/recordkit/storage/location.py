@@ -66,21 +66,22 @@ class Location:
         return loc
 
     def open_read(self):
-        if self.fs:
-            return self.fs.open(self.path, "rb")
-        return open(self.path, "rb")
+        """A buffered binary file (retried ranged reads for URLs; checksum-verified when a
+        ``.rkcrc`` sidecar exists)."""
+        from recordkit.storage.source import open_file
+        return open_file(self.display, storage_options=self.storage_options)
 
-    def atomic_output(self) -> "AtomicOutput":
-        return AtomicOutput(self)
+    def atomic_output(self, *, checksums: bool = False) -> "AtomicOutput":
+        return AtomicOutput(self, checksums=checksums)
 
 
 class AtomicOutput:
     """A binary output that replaces ``location`` only on ``commit()`` (``recordkit.atomic.AtomicFile``,
     which uploads URLs on commit)."""
 
-    def __init__(self, location: Location):
+    def __init__(self, location: Location, *, checksums: bool = False):
         self.location = location
-        self._atomic = AtomicFile(location.display, storage_options=location.storage_options)
+        self._atomic = AtomicFile(location.display, storage_options=location.storage_options, checksums=checksums)
         self._file = self._atomic.file
 
     def write(self, data) -> int:

@@ -13,6 +13,7 @@ readers detect a file truncated under them the same way for every source.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 
 from recordkit.storage.location import filesystem, is_url, local_path
@@ -108,6 +109,51 @@ class RemoteSource:
 
     def close(self) -> None:
         pass
+
+
+class SourceFile(io.RawIOBase):
+    """A read-only, seekable file object over a byte source, for readers that stream
+    (SINGA stores): they get retries, the range cache and checksum verification too.
+    Wrap it in ``io.BufferedReader`` (``open_file``) for small reads."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+        self.name = source.name
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self.source.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"{self.name}: negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, b) -> int:
+        data = self.source.pread(self._pos, len(b), cache=False)
+        n = len(data)
+        memoryview(b).cast("B")[:n] = data
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self.source.close()
+        super().close()
+
+
+def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
+    """``open(path, "rb")`` for local paths and URLs alike, through ``open_source``."""
+    return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options)), buffer_size=buffer_size)
 
 
 def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None,

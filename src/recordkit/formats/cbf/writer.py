@@ -32,13 +32,14 @@ MAX_IN_FLIGHT = 2
 class CBFWriter(AtomicWriter):
     """Write a CBF file. ``streams`` name the streams (``name`` is stored in the header)."""
 
-    def __init__(self, path, streams, *, precision="float", chunk_size: int = DEFAULT_CHUNK_SIZE):
+    def __init__(self, path, streams, *, precision="float", chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 storage_options=None, checksums: bool = False):
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         if int(chunk_size) <= 0:
             raise ValueError(f"chunk_size must be positive, not {chunk_size}")
         self.chunk_size = int(chunk_size)
-        self._out = AtomicFile(path)
+        self._out = AtomicFile(path, storage_options=storage_options, checksums=checksums)
         self._out.write(layout.PREFIX.pack(layout.MAGIC, layout.VERSION))
         self._pos = layout.PREFIX.size
         self._table = []

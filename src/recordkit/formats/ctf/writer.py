@@ -20,11 +20,11 @@ from recordkit.formats.ctf import _kernel
 class CTFWriter(AtomicWriter):
     """Write sequences to ``path`` (atomically: the file appears on ``close()``)."""
 
-    def __init__(self, path, streams, *, precision="float"):
+    def __init__(self, path, streams, *, precision="float", storage_options=None, checksums: bool = False):
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         self._double = self.dtype == np.float64
-        self._out = AtomicFile(path)
+        self._out = AtomicFile(path, storage_options=storage_options, checksums=checksums)
         self._prefix = {s.name: b"|" + s.alias.encode("utf-8") + b" " for s in self._streams}
         self._next_key = 0
         self.sequences_written = 0

@@ -4,7 +4,8 @@ Names follow OneFlow's ``OFRecordDataset``: part i is ``part_name_prefix`` + i z
 to ``part_name_suffix_length`` digits (-1: no padding); only ``data_part_num`` parts are
 read. Without ``data_part_num`` the directory is listed for ``<prefix><digits>`` files.
 A sidecar index (``.<part>.rkidx`` beside each part) stores frame offsets; it is trusted
-only while the part's size and modification time are those it was built from.
+only while the part's size and modification time are those it was built from. Paths may be
+fsspec URLs; a remote part's index is kept in ``cache_dir`` when one is given.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from recordkit.errors import FormatError
 from recordkit.formats.ofrecord import _kernel
+from recordkit.storage import location, open_source
 
 PROBLEMS = {
     1: "record length {detail} is not positive",
@@ -32,26 +34,27 @@ def part_name(prefix: str, index: int, suffix_length: int = -1) -> str:
 
 
 def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "part-",
-               part_name_suffix_length: int = -1) -> list[str]:
-    """The part files of a data set (or ``[path]`` for a single file)."""
-    path = os.fspath(path)
-    if os.path.isfile(path):
+               part_name_suffix_length: int = -1, *, storage_options=None) -> list[str]:
+    """The part files of a data set (or ``[path]`` for a single file); local or fsspec URLs."""
+    path = path if isinstance(path, str) else os.fspath(path)
+    if location.isfile(path, storage_options):
         return [path]
-    if not os.path.isdir(path):
+    if not location.isdir(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file or directory")
     if data_part_num is not None:
-        paths = [os.path.join(path, part_name(part_name_prefix, i, part_name_suffix_length))
+        paths = [location.join(path, part_name(part_name_prefix, i, part_name_suffix_length))
                  for i in range(int(data_part_num))]
-        missing = [p for p in paths if not os.path.isfile(p)]
+        missing = [p for p in paths if not location.isfile(p, storage_options)]
         if missing:
             raise FileNotFoundError(f"{missing[0]}: part file missing ({len(missing)} of {len(paths)} missing; "
                                     f"check part_name_prefix/part_name_suffix_length)")
         return paths
     pattern = re.compile(re.escape(part_name_prefix) + r"(\d+)$")
-    found = sorted((int(m.group(1)), name) for name in os.listdir(path) if (m := pattern.match(name)))
+    found = sorted((int(m.group(1)), name) for name in location.listdir(path, storage_options)
+                   if (m := pattern.match(name)))
     if not found:
         raise FileNotFoundError(f"{path}: no '{part_name_prefix}N' part files")
-    return [os.path.join(path, name) for _, name in found]
+    return [location.join(path, name) for _, name in found]
 
 
 @dataclass
@@ -75,78 +78,103 @@ class PartIndex:
 SCAN_BLOCK = 8 << 20
 
 
-def scan_part(path: str) -> PartIndex:
+def scan_part(source) -> PartIndex:
     """Index a part file by its length prefixes: one compiled pass per block read with pread
-    (no memory map, so a file truncated meanwhile is an error, not a SIGBUS)."""
+    (no memory map, so a file truncated meanwhile is an error, not a SIGBUS).
+
+    ``source``: a byte source (``recordkit.storage.open_source``) or a local path."""
+    if isinstance(source, (str, os.PathLike)):
+        src = open_source(os.fspath(source))
+        try:
+            return scan_part(src)
+        finally:
+            src.close()
+    path = source.name
     offsets, lengths = [], []
     problem = None
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        pos = 0
-        while pos < size:
-            want = min(SCAN_BLOCK, size - pos)
-            block = os.pread(f.fileno(), want, pos)
-            if len(block) < want:  # the file shrank: index what is whole, report the rest
-                size = pos + len(block)
-                if not block:
+    size = source.size
+    pos = 0
+    while pos < size:
+        want = min(SCAN_BLOCK, size - pos)
+        block = source.pread(pos, want, cache=False)
+        if len(block) < want:  # the file shrank: index what is whole, report the rest
+            size = pos + len(block)
+            if not block:
+                break
+        o, n, prob = _kernel.scan_frames(block, pos)
+        offsets.append(o)
+        lengths.append(n)
+        if prob is None:
+            pos += len(block)
+            continue
+        code, at, index, detail = prob
+        if code in (2, 3) and pos + len(block) < size:
+            # the frame continues past this block: read again from its start, large enough for it
+            if code == 2 and detail + 8 > SCAN_BLOCK:
+                big = source.pread(at, min(detail + 8, size - at), cache=False)
+                o2, n2, prob2 = _kernel.scan_frames(big[:8 + detail] if len(big) >= 8 + detail else big, at)
+                offsets.append(o2)
+                lengths.append(n2)
+                if prob2 is not None:
+                    problem = (prob2[0], prob2[1], sum(len(x) for x in offsets) - len(o2) + prob2[2], prob2[3])
                     break
-            o, n, prob = _kernel.scan_frames(block, pos)
-            offsets.append(o)
-            lengths.append(n)
-            if prob is None:
-                pos += len(block)
-                continue
-            code, at, index, detail = prob
-            if code in (2, 3) and pos + len(block) < size:
-                # the frame continues past this block: read again from its start, large enough for it
-                if code == 2 and detail + 8 > SCAN_BLOCK:
-                    big = os.pread(f.fileno(), min(detail + 8, size - at), at)
-                    o2, n2, prob2 = _kernel.scan_frames(big[:8 + detail] if len(big) >= 8 + detail else big, at)
-                    offsets.append(o2)
-                    lengths.append(n2)
-                    if prob2 is not None:
-                        problem = (prob2[0], prob2[1], sum(len(x) for x in offsets) - len(o2) + prob2[2], prob2[3])
-                        break
-                    pos = at + 8 + detail
-                else:
-                    pos = at
-                continue
-            problem = (code, at, sum(len(x) for x in offsets), detail)
-            break
+                pos = at + 8 + detail
+            else:
+                pos = at
+            continue
+        problem = (code, at, sum(len(x) for x in offsets), detail)
+        break
     all_offsets = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
     all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     return PartIndex(path, all_offsets, all_lengths, size, problem)
 
 
-def sidecar_path(path: str) -> str:
+def sidecar_path(path: str, cache_dir=None) -> str:
+    """``.<part>.rkidx`` beside a local part; for a remote part, inside ``cache_dir``."""
+    if cache_dir is not None:
+        import hashlib
+        return os.path.join(os.fspath(cache_dir), hashlib.sha256(path.encode()).hexdigest()[:24] + ".rkidx")
     d, name = os.path.split(path)
     return os.path.join(d, f".{name}.rkidx")
 
 
-def load_index(path: str, *, write: bool = False) -> PartIndex:
-    """The part's index from its sidecar when current, else a fresh scan (saved if ``write``)."""
-    side = sidecar_path(path)
-    st = os.stat(path)
+def load_index(path: str, *, write: bool = False, storage_options=None, cache_dir=None) -> PartIndex:
+    """The part's index from its sidecar when current, else a fresh scan (saved if ``write``).
+
+    A remote part's index is kept only in ``cache_dir`` (always written there when given)."""
+    src = open_source(path, storage_options=storage_options, cache_dir=cache_dir)
+    try:
+        return _load_index(src, write=write, cache_dir=cache_dir)
+    finally:
+        src.close()
+
+
+def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
+    if src.remote and cache_dir is None:
+        return scan_part(src)
+    side = sidecar_path(src.name, cache_dir if src.remote else None)
+    size, version = src.fingerprint
     try:
         with np.load(side, allow_pickle=False) as z:
             meta = z["meta"]
-            if str(z["magic"]) == INDEX_MAGIC and int(meta[0]) == st.st_size and int(meta[1]) == st.st_mtime_ns:
+            if str(z["magic"]) == INDEX_MAGIC and int(meta[0]) == size and int(meta[1]) == version:
                 offsets, lengths = z["offsets"].astype(np.int64), z["lengths"].astype(np.int64)
-                if len(offsets) == len(lengths) and (len(offsets) == 0 or int(offsets[-1] + lengths[-1]) == st.st_size):
-                    return PartIndex(path, offsets, lengths, st.st_size)
+                if len(offsets) == len(lengths) and (len(offsets) == 0 or int(offsets[-1] + lengths[-1]) == size):
+                    return PartIndex(src.name, offsets, lengths, size)
     except Exception:
         pass  # missing, stale, damaged or foreign: rebuild
-    index = scan_part(path)
-    if write and index.problem is None:
-        _write_index(side, index, st)
+    index = scan_part(src)
+    if (write or src.remote) and index.problem is None:
+        _write_index(side, index, src.fingerprint)
     return index
 
 
-def _write_index(side: str, index: PartIndex, st) -> None:
+def _write_index(side: str, index: PartIndex, fingerprint) -> None:
     from recordkit.atomic import AtomicFile
     try:
-        with AtomicFile(side) as f:
-            np.savez(f.file, magic=np.array(INDEX_MAGIC), meta=np.array([st.st_size, st.st_mtime_ns], np.int64),
+        os.makedirs(os.path.dirname(os.path.abspath(side)), exist_ok=True)
+        with AtomicFile(side, keep_sidecar=True) as f:
+            np.savez(f.file, magic=np.array(INDEX_MAGIC), meta=np.array(list(fingerprint), np.int64),
                      offsets=index.offsets, lengths=index.lengths)
     except OSError:
         pass  # a read-only directory just means no sidecar
@@ -160,9 +188,12 @@ class OFRecordDataset:
     """
 
     def __init__(self, path, data_part_num: int | None = None, part_name_prefix: str = "part-",
-                 part_name_suffix_length: int = -1, *, index_sidecar: bool = True):
-        self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length)
-        self.indexes = [load_index(p, write=index_sidecar) for p in self.paths]
+                 part_name_suffix_length: int = -1, *, index_sidecar: bool = True, storage_options=None,
+                 cache_dir=None):
+        self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length,
+                                storage_options=storage_options)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        self.indexes = [load_index(p, write=index_sidecar, **self._storage) for p in self.paths]
         for index in self.indexes:
             err = index.error()
             if err is not None:
@@ -181,10 +212,15 @@ class OFRecordDataset:
         i %= n
         part = int(np.searchsorted(self._starts, i, side="right")) - 1
         index, j = self.indexes[part], i - int(self._starts[part])
-        f = self._files.get(part)
-        if f is None:
-            f = self._files[part] = open(self.paths[part], "rb")
-        return os.pread(f.fileno(), int(index.lengths[j]), int(index.offsets[j]))
+        src = self._files.get(part)
+        if src is None:
+            src = self._files[part] = open_source(self.paths[part], **self._storage)
+        n, at = int(index.lengths[j]), int(index.offsets[j])
+        data = src.pread(at, n)
+        if len(data) != n:
+            raise FormatError(self.paths[part], f"file shrank while being read: record needs {n} bytes at offset "
+                                                f"{at}, got {len(data)}", offset=at - 8, record=f"record {j}")
+        return data
 
     def __getitem__(self, i: int) -> dict:
         from recordkit.formats.ofrecord import codec

@@ -29,6 +29,7 @@ from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.dataset import load_index, part_paths
+from recordkit.storage import open_source
 
 KEY_FEATURE = "key"
 
@@ -36,16 +37,19 @@ KEY_FEATURE = "key"
 class OFRecordDeserializer(ClosingReader):
     def __init__(self, path, streams, *, precision="float", records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
-                 part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE):
+                 part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,
+                 storage_options=None, cache_dir=None):
         self.path = str(path)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         self.key_feature = key_feature
-        self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length)
+        self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length,
+                                storage_options=storage_options)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         self._chunks, self._where = [], []
         first = 0
         for part in self.paths:
-            index = load_index(part)
+            index = load_index(part, **self._storage)
             err = index.error()
             if err is not None:
                 raise err
@@ -69,8 +73,11 @@ class OFRecordDeserializer(ClosingReader):
         part, index, lo, hi, first = self._where[chunk_id]
         start = int(index.offsets[lo]) - 8
         stop = int(index.offsets[hi - 1] + index.lengths[hi - 1])
-        with open(part, "rb") as f:
-            block = os.pread(f.fileno(), stop - start, start)
+        source = open_source(part, **self._storage)
+        try:
+            block = source.pread(start, stop - start)
+        finally:
+            source.close()
         if len(block) != stop - start:
             raise FormatError(part, f"file shrank while being read: expected {stop - start} bytes at offset {start}",
                               offset=start, record=f"record {lo}")

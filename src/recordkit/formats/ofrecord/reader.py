@@ -25,6 +25,7 @@ import numpy as np
 from recordkit.errors import ErrorBudget, FormatError, RecordkitWarning
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
+from recordkit.storage import open_source
 from recordkit.formats.ofrecord.dataset import load_index, part_paths
 
 ONEFLOW_DATASET_SEED = 524287  # OneFlow's kOneflowDatasetSeed for the per-epoch part shuffle
@@ -42,10 +43,13 @@ class OFRecordReader(ClosingReader):
                  part_name_prefix: str = "part-", part_name_suffix_length: int = -1, random_shuffle: bool = False,
                  shuffle_buffer_size: int = 1024, shuffle_after_epoch: bool = False, random_seed: int | None = None,
                  *, rank: int | None = None, world_size: int | None = None, epochs: int | None = None,
-                 drop_last: bool = False, max_errors: int = 0, index_sidecar: bool = False):
+                 drop_last: bool = False, max_errors: int = 0, index_sidecar: bool = False,
+                 storage_options=None, cache_dir=None):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        self.paths = part_paths(ofrecord_dir, data_part_num, part_name_prefix, part_name_suffix_length)
+        self.paths = part_paths(ofrecord_dir, data_part_num, part_name_prefix, part_name_suffix_length,
+                                storage_options=storage_options)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         if rank is None and world_size is None:
             from recordkit.engine.source import _torch_distributed_partition
             world_size, rank = _torch_distributed_partition()
@@ -64,7 +68,7 @@ class OFRecordReader(ClosingReader):
         self.epochs = epochs
         self.drop_last = bool(drop_last)
         self.budget = ErrorBudget(max_errors, warn=lambda text: warnings.warn(text, RecordkitWarning, stacklevel=4))
-        self._indexes = {p: load_index(p, write=index_sidecar) for p in self.paths}
+        self._indexes = {p: load_index(p, write=index_sidecar, **self._storage) for p in self.paths}
 
 
     # -- which parts, in which order ---------------------------------------------------------------
@@ -98,7 +102,7 @@ class OFRecordReader(ClosingReader):
         if n:
             offsets, lengths = index.offsets, index.lengths
             ends = offsets + lengths
-            fd = os.open(path, os.O_RDONLY)
+            source = open_source(path, **self._storage)
             try:
                 i = 0
                 while i < n:
@@ -106,7 +110,7 @@ class OFRecordReader(ClosingReader):
                     j = int(np.searchsorted(ends, start + self.READ_BLOCK, side="right"))
                     j = max(j, i + 1)
                     stop = int(ends[j - 1])
-                    block = os.pread(fd, stop - start, start)
+                    block = source.pread(start, stop - start)
                     if len(block) != stop - start:
                         raise FormatError(path, f"file shrank while being read: expected {stop - start} bytes at "
                                                 f"offset {start}, got {len(block)}", offset=start,
@@ -117,7 +121,7 @@ class OFRecordReader(ClosingReader):
                         yield view[off:off + int(lengths[k])], (path, k, int(offsets[k]) - 8)
                     i = j
             finally:
-                os.close(fd)
+                source.close()
         err = index.error()
         if err is not None:
             self.budget.charge(err, consequence="rest of the part skipped")

@@ -13,6 +13,7 @@ import os
 import struct
 
 from recordkit.atomic import AtomicFile
+from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.dataset import part_name
@@ -26,15 +27,18 @@ def frame(payload: bytes) -> bytes:
 
 class OFRecordWriter(AtomicWriter):
     def __init__(self, directory, num_parts: int = 1, *, sharding: str = "round_robin", total: int | None = None,
-                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5):
+                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5, storage_options=None,
+                 checksums: bool = False):
         if num_parts < 1:
             raise ValueError("num_parts must be >= 1")
         if sharding not in ("round_robin", "contiguous"):
             raise ValueError("sharding must be 'round_robin' or 'contiguous'")
         if sharding == "contiguous" and total is None:
             raise ValueError("contiguous sharding needs the total number of records")
-        self.directory = os.fspath(directory)
-        os.makedirs(self.directory, exist_ok=True)
+        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
+        self.storage_options = storage_options
+        self.checksums = bool(checksums)
+        location.makedirs(self.directory, storage_options)
         self.num_parts = int(num_parts)
         self.sharding = sharding
         self.total = total
@@ -61,8 +65,9 @@ class OFRecordWriter(AtomicWriter):
         part = self._part_of(self.records_written)
         f = self._files.get(part)
         if f is None:
-            f = self._files[part] = AtomicFile(os.path.join(self.directory,
-                                                            part_name(self.prefix, part, self.suffix_length)))
+            f = self._files[part] = AtomicFile(location.join(self.directory,
+                                                             part_name(self.prefix, part, self.suffix_length)),
+                                               storage_options=self.storage_options, checksums=self.checksums)
         f.write(frame(payload))
         self.records_written += 1
 
@@ -84,10 +89,13 @@ class OFRecordWriter(AtomicWriter):
         (Each part is published atomically; the set as a whole is not: see the README.)"""
         import re
         pattern = re.compile(re.escape(self.prefix) + r"(\d+)$")
-        for name in os.listdir(self.directory):
+        from recordkit.storage.checksum import sidecar_path
+        for name in location.listdir(self.directory, self.storage_options):
             m = pattern.match(name)
             if m and int(m.group(1)) >= written:
-                os.unlink(os.path.join(self.directory, name))
+                stale = location.join(self.directory, name)
+                location.remove(sidecar_path(stale), self.storage_options)
+                location.remove(stale, self.storage_options)
 
     def abort(self) -> None:
         for f in self._files.values():

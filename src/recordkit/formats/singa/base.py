@@ -66,7 +66,8 @@ class Store:
     kind = "?"
     appendable = True
 
-    def __init__(self, path, mode="read", *, tolerant: bool = False, storage_options=None):
+    def __init__(self, path, mode="read", *, tolerant: bool = False, storage_options=None,
+                 checksums: bool | None = None):
         self.mode = normalize_mode(mode)
         self.tolerant = bool(tolerant)
         self.storage_options = storage_options
@@ -83,13 +84,16 @@ class Store:
             self._size = file_size(self._file)
             self._rewind()
         elif self.mode == "create":
-            self._out = self.location.atomic_output()
+            self._out = self.location.atomic_output(checksums=bool(checksums))
         else:
             if not self.appendable:
                 raise UsageError(f"{self.path}: a {self.kind} store cannot be opened for append")
             if not self.location.exists():
                 raise FileNotFoundError(f"{self.path}: append needs an existing {self.kind} store")
-            self._out = self.location.atomic_output()
+            if checksums is None:  # keep the store's checksum sidecar if it has one
+                from recordkit.storage.checksum import sidecar_path
+                checksums = Location(sidecar_path(self.location.display), storage_options).exists()
+            self._out = self.location.atomic_output(checksums=bool(checksums))
             try:
                 self._prepare_append()
             except BaseException:

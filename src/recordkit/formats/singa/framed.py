@@ -21,11 +21,11 @@ class FramedStore(Store):
     collect_keys = False  # remember the keys of the existing tuples on append
 
     def __init__(self, path, mode="read", *, tolerant: bool = False, storage_options=None,
-                 capacity: int = DEFAULT_CAPACITY):
+                 capacity: int = DEFAULT_CAPACITY, checksums: bool | None = None):
         self.capacity = int(capacity)
         self.existing = 0            # complete tuples found in the file when appending
         self._existing_keys = set()
-        super().__init__(path, mode, tolerant=tolerant, storage_options=storage_options)
+        super().__init__(path, mode, tolerant=tolerant, storage_options=storage_options, checksums=checksums)
 
     # -- field readers used by _parse --------------------------------------------------------------
     def _length(self, f, start: int, index: int, at: int, size: int, what: str) -> int:
