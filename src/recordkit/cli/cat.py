@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    kind = "singa" if args.store else sniff(args.path)
+    kind = "singa" if args.store else sniff(args.path, args.storage_options)
     if kind == "singa":
         from recordkit.cli import singa_cat
         return singa_cat.cat(args)

@@ -30,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--csv-no-label", action="store_true", help="CSV input: lines have no label column")
     p.add_argument("--header", metavar="FILE",
                    help="CNTK converter header file: one stream a line, 'name alias dense|sparse dim'")
+    p.add_argument("--checksum", action="store_true",
+                   help="also write a NAME.rkcrc checksum sidecar beside every output file (verified on read)")
     p.add_argument("--output-chunk-size", dest="output_chunk_size", type=int, default=None, metavar="BYTES",
                    help="CBF output chunk size (default: --chunk-size, 32 MiB)")
     sources.add_ctf_arguments(p)
@@ -59,48 +61,52 @@ def read_header_file(path: str) -> list[StreamSpec]:
 
 def run(args) -> int:
     from recordkit.formats.detect import by_extension, sniff
+    from recordkit.storage import location
+    opts = args.storage_options
+    out = dict(storage_options=opts, checksums=args.checksum)
     target = args.to or by_extension(args.output)
-    if target is None and os.path.isdir(args.output):
+    if target is None and location.isdir(args.output, opts):
         target = "ofrecord"
     if target is None:
         raise SystemExit(f"recordkit: error: cannot tell the format of {args.output} from its extension: use --to")
-    if os.path.isdir(args.output) and target is None:
-        target = "ofrecord"
-    if os.path.exists(args.output) and os.path.samefile(args.path, args.output):
+    if (not location.is_url(args.output) and not location.is_url(args.path) and os.path.exists(args.output)
+            and os.path.samefile(args.path, args.output)) or args.path == args.output:
         raise SystemExit("recordkit: error: IN and OUT are the same file")
-    source_kind = "csv" if args.source_format == "csv" else sniff(args.path)
+    source_kind = "csv" if args.source_format == "csv" else sniff(args.path, opts)
     if source_kind == "csv":
         if not args.csv_dim:
             raise SystemExit("recordkit: error: --from csv needs --csv-dim N (the values per line)")
         from recordkit.formats.singa.deserializer import SingaCSVDeserializer
         reader = SingaCSVDeserializer(args.path, args.csv_dim, separator=args.csv_separator,
-                                      has_label=not args.csv_no_label, precision=args.precision or "float")
+                                      has_label=not args.csv_no_label, precision=args.precision or "float",
+                                      storage_options=opts)
     elif source_kind == "singa":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
-        reader = SingaRecordDeserializer(args.path, precision=args.precision or "float")
+        reader = SingaRecordDeserializer(args.path, precision=args.precision or "float", storage_options=opts)
     elif source_kind == "cbf":
         reader = sources.open_cbf(args)
     elif source_kind == "ofrecord":
         from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
         streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
-        reader = OFRecordDeserializer(args.path, streams, precision=args.precision or "float")
+        reader = OFRecordDeserializer(args.path, streams, precision=args.precision or "float",
+                                      **sources.storage(args))
     else:
         streams = read_header_file(args.header) if args.header else None
         reader = sources.open_ctf(args, streams=streams)
     precision = args.precision or _precision_of(reader)
     if target == "ofrecord":
-        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts)
+        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts, **out)
     elif target in ("kvfile", "binfile"):
         from recordkit.formats.singa.deserializer import SingaRecordWriter
-        writer = SingaRecordWriter(args.output, reader.streams, store=target)
+        writer = SingaRecordWriter(args.output, reader.streams, store=target, **out)
     elif target == "cbf":
         from recordkit.formats.cbf import CBFWriter
         writer = CBFWriter(args.output, reader.streams, precision=precision,
-                           chunk_size=args.output_chunk_size or args.chunk_size)
+                           chunk_size=args.output_chunk_size or args.chunk_size, **out)
     else:
         from recordkit.formats.ctf import CTFWriter
         writer = CTFWriter(args.output, [StreamSpec(s.name, s.format, s.dim, s.alias if _keeps_alias(reader) else None)
-                                         for s in reader.streams], precision=precision)
+                                         for s in reader.streams], precision=precision, **out)
     t0 = time.perf_counter()
     total = sum(c.size for c in reader.chunks)
     # CTF pieces go to the writer unjoined (it takes sequences in order): one copy fewer
@@ -110,9 +116,7 @@ def run(args) -> int:
             writer.write_chunk(chunk)
             bar.update(_chunk_bytes(reader, chunk))
     seconds = time.perf_counter() - t0
-    size = os.path.getsize(args.path)
-    if os.path.isdir(args.path):
-        size = sum(os.path.getsize(p) for p in getattr(reader, "paths", []))
+    size = sum(c.size for c in reader.chunks)
     print(f"recordkit: converted {writer.sequences_written} sequences, {args.path} -> {args.output} "
           f"({size / 1e6:.1f} MB in {seconds:.2f} s, {size / 1e6 / max(seconds, 1e-9):.1f} MB/s)", file=sys.stderr)
     report_tolerated(reader)
@@ -122,12 +126,12 @@ def run(args) -> int:
 class _OFRecordSink:
     """CBF/CTF-writer-like adapter: chunks in, one OFRecord record per sequence out."""
 
-    def __init__(self, directory, streams, precision, parts):
+    def __init__(self, directory, streams, precision, parts, **storage):
         import numpy as np
         from recordkit.formats.ofrecord.writer import OFRecordWriter
         self.streams = streams
         self.dtype = np.float64 if precision == "double" else np.float32
-        self.writer = OFRecordWriter(directory, parts)
+        self.writer = OFRecordWriter(directory, parts, **storage)
 
     @property
     def sequences_written(self) -> int:

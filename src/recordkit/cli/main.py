@@ -14,13 +14,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from recordkit.cli import cat, convert, demo, inspect_cmd, ofrecord_cli, prepare, read, stats
+    from recordkit.cli import cat, checksum_cmd, convert, demo, inspect_cmd, ofrecord_cli, prepare, read, stats
     parser = argparse.ArgumentParser(prog="recordkit", description=(
         "Read, write, convert and inspect deep-learning record formats (CNTK CTF and CBF, OneFlow OFRecord, SINGA stores)."))
     parser.add_argument("--version", action="version", version=f"recordkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (cat, stats, convert, inspect_cmd, read, ofrecord_cli, prepare, demo):
+    for module in (cat, stats, convert, inspect_cmd, read, ofrecord_cli, prepare, checksum_cmd, demo):
         module.register(sub)
     return parser
 

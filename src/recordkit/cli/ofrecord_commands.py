@@ -16,14 +16,19 @@ from recordkit.formats.ofrecord.dataset import part_paths, scan_part
 
 def _parts(args) -> list[str]:
     return part_paths(args.path, getattr(args, "data_part_num", None), getattr(args, "part_name_prefix", "part-"),
-                      getattr(args, "part_name_suffix_length", -1))
+                      getattr(args, "part_name_suffix_length", -1),
+                      storage_options=getattr(args, "storage_options", None))
 
 
-def _records(path):
-    index = scan_part(path)
-    err = index.error()
-    with open(path, "rb") as f:
-        data = f.read()
+def _records(path, storage_options=None):
+    from recordkit.storage import open_source
+    src = open_source(path, storage_options=storage_options)
+    try:
+        index = scan_part(src)
+        err = index.error()
+        data = src.pread(0, index.size, cache=False)
+    finally:
+        src.close()
     for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
         yield i, off - 8, codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
     if err is not None:
@@ -39,7 +44,7 @@ def _json_value(f: codec.Feature):
 def cat(args) -> int:
     out = sys.stdout.buffer
     for path in _parts(args):
-        for _, _, rec in _records(path):
+        for _, _, rec in _records(path, getattr(args, "storage_options", None)):
             obj = {name: {"kind": f.kind, "values": _json_value(f)} for name, f in rec.items()}
             finite = all(f.kind == "bytes_list" or f.kind.startswith("int") or np.isfinite(f.value).all()
                          for f in rec.values())
@@ -97,7 +102,7 @@ def stats(args) -> dict:
     totals: dict = {}
     records = 0
     for path in _parts(args):
-        for _, _, rec in _records(path):
+        for _, _, rec in _records(path, getattr(args, "storage_options", None)):
             records += 1
             for name, f in rec.items():
                 t = totals.setdefault(name, {"kind": f.kind, "records": 0, "values": 0, "sum": 0.0, "min": None,

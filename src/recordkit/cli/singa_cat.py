@@ -60,13 +60,14 @@ def cat(args) -> int:
     from recordkit.formats.singa import open as open_store, sniff
     kind = getattr(args, "store", None)
     if kind is None:
-        kind = sniff(args.path)
+        kind = sniff(args.path, getattr(args, "storage_options", None))
         if kind is None:
             raise UsageError(f"{args.path}: cannot tell which SINGA store this is (empty, unknown or "
                              f"ambiguous content); pass --store kvfile|binfile|textfile")
     decode = record_decoder(args.decode, kind) if getattr(args, "decode", None) else None
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
-    with open_store(args.path, "read", kind, tolerant=bool(getattr(args, "tolerant", False))) as store:
+    with open_store(args.path, "read", kind, tolerant=bool(getattr(args, "tolerant", False)),
+                    storage_options=getattr(args, "storage_options", None)) as store:
         for index, (key, value) in enumerate(store):
             obj = {"key": key.decode("utf-8", "backslashreplace"),
                    "value": base64.b64encode(value).decode("ascii")}

@@ -29,6 +29,31 @@ def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the index beside the input and reuse it while it is newer than the input")
     p.add_argument("--trace-level", type=int, default=1, choices=[0, 1, 2],
                    help="0: errors only, 1: warnings too (default), 2: information too")
+    add_storage_arguments(p)
+
+
+def add_storage_arguments(p: argparse.ArgumentParser) -> None:
+    """Remote inputs and outputs: any fsspec URL (s3://, gs://, memory://, ...)."""
+    p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+                   help='fsspec options for URLs, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'')
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="keep the chunks (and index) of remote inputs in DIR and reuse them")
+
+
+def _json_object(text: str) -> dict:
+    import json
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def storage(args) -> dict:
+    """The storage keyword arguments readers take, from the command line."""
+    return dict(storage_options=getattr(args, "storage_options", None), cache_dir=getattr(args, "cache_dir", None))
 
 
 def parse_streams(args) -> list[StreamSpec]:
@@ -54,7 +79,8 @@ def open_ctf(args, path=None, streams=None):
     from recordkit.formats.ctf import CTFReader
     return CTFReader(path or args.path, streams or parse_streams(args), precision=args.precision or "float",
                      max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
-                     trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index)
+                     trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
+                     **storage(args))
 
 
 def open_cbf(args, path=None):
@@ -68,7 +94,7 @@ def open_cbf(args, path=None):
             except ValueError as e:
                 raise SystemExit(f"recordkit: error: {e}")
     try:
-        return CBFReader(path or args.path, selection, precision=args.precision)
+        return CBFReader(path or args.path, selection, precision=args.precision, **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise
@@ -79,6 +105,6 @@ def open_source(args, path=None):
     """A reader for ``path`` (default ``args.path``), its format sniffed from the content."""
     from recordkit.formats.detect import sniff
     path = path or args.path
-    if sniff(path) == "cbf":
+    if sniff(path, getattr(args, "storage_options", None)) == "cbf":
         return open_cbf(args, path)
     return open_ctf(args, path)

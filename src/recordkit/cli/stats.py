@@ -59,7 +59,7 @@ def compute(reader, progress=None) -> dict:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    kind = sniff(args.path)
+    kind = sniff(args.path, args.storage_options)
     if kind == "singa":
         from recordkit.errors import UsageError
         raise UsageError(f"{args.path}: stats works on CTF, CBF and OFRecord data; for a SINGA store use "

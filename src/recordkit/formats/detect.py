@@ -10,27 +10,33 @@ CTF_EXTENSIONS = {".ctf", ".txt", ".text"}
 CBF_EXTENSIONS = {".cbf", ".bin"}
 
 
-def sniff(path) -> str:
-    """'cbf', 'ofrecord', 'singa' or 'ctf' for an existing path: a directory of part files is
-    OFRecord (one holding shard.dat a SINGA 0.1 shard); a file: the CBF magic number, else a
-    first frame that parses as an OFRecord, else a SINGA KVFile/BinFile layout, else its
-    extension, else CTF.
+def sniff(path, storage_options=None) -> str:
+    """'cbf', 'ofrecord', 'singa' or 'ctf' for an existing path (local or fsspec URL): a
+    directory of part files is OFRecord (one holding shard.dat a SINGA 0.1 shard); a file:
+    the CBF magic number, else a first frame that parses as an OFRecord, else a SINGA
+    KVFile/BinFile layout, else its extension, else CTF.
 
     The extension matters for damaged files: a ``.cbf`` whose magic number is gone
     should be reported as a broken CBF file, not parsed as text.
     """
-    if not os.path.exists(path):
+    from recordkit.storage import location
+    from recordkit.storage.source import open_source
+    if location.isdir(path, storage_options):
+        shard = location.join(path, "shard.dat")
+        return "singa" if location.isfile(shard, storage_options) else "ofrecord"
+    if not location.isfile(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file")
-    if os.path.isdir(path):
-        return "singa" if os.path.exists(os.path.join(path, "shard.dat")) else "ofrecord"
-    with open(path, "rb") as f:
-        head = f.read(8)
+    src = open_source(path, storage_options=storage_options, verify=False)
+    try:
+        head = src.pread(0, 8, cache=False)
         if len(head) == 8 and struct.unpack("<Q", head)[0] == cbf_layout.MAGIC:
             return "cbf"
-        if len(head) == 8 and _looks_like_ofrecord(f, struct.unpack("<q", head)[0], os.fstat(f.fileno()).st_size):
+        if len(head) == 8 and _looks_like_ofrecord(src, struct.unpack("<q", head)[0]):
             return "ofrecord"
+    finally:
+        src.close()
     from recordkit.formats.singa.sniff import sniff as sniff_singa
-    if sniff_singa(path) in ("kvfile", "binfile"):  # text is CTF unless --store textfile says otherwise
+    if sniff_singa(path, storage_options) in ("kvfile", "binfile"):  # text is CTF unless --store textfile says otherwise
         return "singa"
     return by_extension(path, "ctf")
 
@@ -45,13 +51,13 @@ def by_extension(path, default: str | None = None) -> str | None:
     return default
 
 
-def _looks_like_ofrecord(f, length: int, size: int) -> bool:
-    if not 0 < length <= min(size - 8, 64 << 20):
+def _looks_like_ofrecord(src, length: int) -> bool:
+    if not 0 < length <= min(src.size - 8, 64 << 20):
         return False
     from recordkit.formats.ofrecord import schema
     msg = schema.OFRecord()
     try:
-        msg.ParseFromString(f.read(length))
+        msg.ParseFromString(src.pread(8, length, cache=False))
     except Exception:
         return False
     return len(msg.feature) > 0

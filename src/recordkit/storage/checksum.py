@@ -79,8 +79,9 @@ class ChecksumTable:
         return cls(block_size, file_size, crcs, path)
 
 
-def compute(source, *, block_size: int = DEFAULT_BLOCK_SIZE, progress=None) -> ChecksumTable:
-    """The table of ``source`` (a byte source), reading it once in blocks."""
+def compute(source, *, block_size: int | None = None, progress=None) -> ChecksumTable:
+    """The table of ``source`` (a byte source), reading it once in blocks (``DEFAULT_BLOCK_SIZE``)."""
+    block_size = DEFAULT_BLOCK_SIZE if block_size is None else int(block_size)
     if block_size <= 0:
         raise ValueError(f"block_size must be positive, not {block_size}")
     size = source.size
@@ -99,7 +100,7 @@ def compute(source, *, block_size: int = DEFAULT_BLOCK_SIZE, progress=None) -> C
     return ChecksumTable(block_size, size, crcs, sidecar_path(source.name))
 
 
-def compute_local(path: str, *, block_size: int = DEFAULT_BLOCK_SIZE) -> ChecksumTable:
+def compute_local(path: str, *, block_size: int | None = None) -> ChecksumTable:
     from recordkit.storage.source import LocalSource
     src = LocalSource(path)
     try:
@@ -117,7 +118,7 @@ def write(path, table: ChecksumTable, *, storage_options=None) -> str:
     return side
 
 
-def create(path, *, block_size: int = DEFAULT_BLOCK_SIZE, storage_options=None, progress=None) -> str:
+def create(path, *, block_size: int | None = None, storage_options=None, progress=None) -> str:
     """Compute and write the sidecar of an existing file (``recordkit checksum create``)."""
     from recordkit.storage.source import open_source
     src = open_source(path, storage_options=storage_options, verify=False)

@@ -136,11 +136,11 @@ class SingaRecordWriter:
     """Sequences (features + label streams, one sample each) out as SINGA records in a store."""
 
     def __init__(self, path, streams, *, store: str = "kvfile", feature_stream: str | None = None,
-                 label_stream: str | None = None):
+                 label_stream: str | None = None, storage_options=None, checksums: bool = False):
         names = [s.name for s in streams]
         self.feature_stream = feature_stream or next((n for n in names if n != "label"), names[0])
         self.label_stream = label_stream or ("label" if "label" in names else None)
-        self._store = open_store(str(path), "create", store)
+        self._store = open_store(str(path), "create", store, storage_options=storage_options, checksums=checksums)
         self.sequences_written = 0
 
     def write_chunk(self, chunk: ChunkData) -> None:

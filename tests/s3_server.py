@@ -1,0 +1,140 @@
+"""A real S3-compatible server on localhost (moto's server mode) and a proxy that drops connections.
+
+``FaultyProxy`` sits between the client and moto and cuts a connection mid-response
+(an abrupt reset after ``drop_after`` bytes of a ranged GET's response) as many times as
+``drops`` says: the way a flaky network or an overloaded object store drops a chunk read.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FaultyProxy:
+    def __init__(self, upstream_port: int, *, drops: int = 0, drop_after: int = 4096):
+        self.upstream_port = upstream_port
+        self.drops = drops
+        self.drop_after = drop_after
+        self.dropped = 0
+        self.ranged_gets = 0
+        self._lock = threading.Lock()
+        self._server = socket.socket()
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(64)
+        self.port = self._server.getsockname()[1]
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            state = {"ranged": False, "down": 0}
+            threading.Thread(target=self._pump_up, args=(client, upstream, state), daemon=True).start()
+            threading.Thread(target=self._pump_down, args=(upstream, client, state), daemon=True).start()
+
+    def _pump_up(self, client, upstream, state) -> None:
+        try:
+            while data := client.recv(65536):
+                if b"GET " in data and b"\r\nrange: bytes=" in data.lower():
+                    with self._lock:
+                        self.ranged_gets += 1
+                    state["ranged"], state["down"] = True, 0
+                upstream.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(upstream)
+
+    def _pump_down(self, upstream, client, state) -> None:
+        try:
+            while data := upstream.recv(65536):
+                if state["ranged"]:
+                    state["down"] += len(data)
+                    if state["down"] > self.drop_after:
+                        with self._lock:
+                            drop = self.dropped < self.drops
+                            if drop:
+                                self.dropped += 1
+                        if drop:
+                            client.sendall(data[:max(1, self.drop_after - (state["down"] - len(data)))])
+                            _reset(client)
+                            _close(upstream)
+                            return
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(client)
+
+    def close(self) -> None:
+        self._stop = True
+        _close(self._server)
+
+
+def _reset(sock) -> None:
+    """Abort the connection: RST on close (SO_LINGER 0)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    _close(sock)
+
+
+def _close(sock) -> None:
+    # shutdown first: close() alone is deferred while another thread is blocked in recv()
+    # on the socket, and the peer would then never learn that the connection is gone
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+class S3:
+    """A moto server with one bucket; ``options(port)`` are the s3fs storage options for it."""
+
+    def __init__(self, bucket: str = "data"):
+        pytest.importorskip("s3fs", reason="s3fs is needed for s3:// URLs")
+        pytest.importorskip("boto3", reason="boto3 (with moto) creates the bucket")
+        moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+        self.port = free_port()
+        self.server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.bucket = bucket
+        import boto3
+        boto3.client("s3", endpoint_url=self.endpoint(), region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+
+    def endpoint(self, port: int | None = None) -> str:
+        return f"http://127.0.0.1:{port or self.port}"
+
+    def options(self, port: int | None = None) -> dict:
+        return {"key": "testing", "secret": "testing", "use_listings_cache": False, "skip_instance_cache": True,
+                "client_kwargs": {"endpoint_url": self.endpoint(port), "region_name": "us-east-1"}}
+
+    def fs(self, port: int | None = None):
+        import s3fs
+        return s3fs.S3FileSystem(**self.options(port))
+
+    def url(self, name: str) -> str:
+        return f"s3://{self.bucket}/{name}"
+
+    def stop(self) -> None:
+        self.server.stop()
