@@ -117,6 +117,22 @@ def test_example_feeds_two_workers_through_streaming_split(tmp_path):
     assert "all 2000 sequences seen once" in out.stdout
 
 
+# -- the column layout (no cluster needed) ---------------------------------------------------------------
+
+def test_chunk_to_arrow_round_trips_and_so_does_a_numpy_batch(data):
+    from ray.data.block import BlockAccessor
+    with CTFReader(data, STREAMS, precision="double") as reader:
+        chunk = concat_chunks([reader.load_chunk(c.id) for c in reader.chunks])
+    table = rk.chunk_to_arrow(chunk, STREAMS)
+    assert table.column_names == ["key", "x", "y.indices", "y.values", "y.nnz"]
+    assert_chunks_equal(rk.arrow_to_chunk(table, STREAMS), chunk)
+    assert_chunks_equal(rk.arrow_to_chunk(table.slice(7, 20), STREAMS), chunk.take(range(7, 27)))
+    numpy_batch = BlockAccessor.for_block(table).to_batch_format("numpy")  # what a map_batches fn returns
+    assert_chunks_equal(rk.arrow_to_chunk(numpy_batch, STREAMS), chunk)
+    same_length = chunk.take([0, 3, 6])  # all one sample: a fixed-shape tensor column
+    assert_chunks_equal(rk.arrow_to_chunk(rk.chunk_to_arrow(same_length, STREAMS), STREAMS), same_length)
+
+
 # -- reading ---------------------------------------------------------------------------------------------
 
 def test_tasks_import_the_recordkit_under_test(cluster):

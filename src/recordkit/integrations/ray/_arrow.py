@@ -45,14 +45,14 @@ def chunk_to_arrow(chunk: ChunkData, streams, *, path: str | None = None) -> pa.
         if spec.is_sparse:
             so = np.asarray(col.seq_offsets, dtype=np.int64)
             ptr = np.asarray(col.indptr, dtype=np.int64)
-            entry_offsets = pa.array(ptr[so] - ptr[0], pa.int64())
-            lo, hi = int(ptr[0]), int(ptr[-1])
+            lo, hi = int(ptr[so[0]]), int(ptr[so[-1]])
+            entry_offsets = pa.array(ptr[so] - lo, pa.int64())
             names += list(sparse_columns(spec.name))
             arrays += [pa.LargeListArray.from_arrays(entry_offsets, pa.array(
                            np.asarray(col.indices[lo:hi]).astype(np.int32, copy=False))),
                        pa.LargeListArray.from_arrays(entry_offsets, pa.array(np.asarray(col.values[lo:hi]))),
                        pa.LargeListArray.from_arrays(pa.array(so - so[0], pa.int64()),
-                                                     pa.array(np.diff(ptr), pa.int64()))]
+                                                     pa.array(np.diff(ptr)[so[0]:so[-1]], pa.int64()))]
         else:
             names.append(spec.name)
             arrays.append(dense_tensor_array(col))
@@ -107,12 +107,11 @@ def _column(table: pa.Table, name: str, what: str) -> pa.ChunkedArray:
 
 
 def _list_parts(column: pa.ChunkedArray, name: str):
-    """(row offsets, flat values) of a list column, whatever its chunking and slicing."""
+    """(row offsets, flat values) of a column holding a list of numbers per row, whatever its
+    chunking and slicing, as Arrow lists or as Ray tensors (which numpy batches turn into)."""
     offsets, values, base = [np.zeros(1, dtype=np.int64)], [], 0
     for arr in column.chunks:
-        if not _is_list(arr.type):
-            raise UsageError(f"column '{name}' is {arr.type}, expected a list column")
-        off, flat = _leaf_parts(arr)
+        off, flat = _row_values(arr, name)
         offsets.append(off[1:] + base)
         values.append(flat)
         base += int(off[-1])
@@ -139,37 +138,33 @@ def _leaf_parts(arr):
     return off, child.to_numpy(zero_copy_only=False)
 
 
+def _row_values(arr, name: str):
+    """(row offsets, flat values) of one Arrow array: the values each row holds, in row-major order."""
+    _, _, VarType = _tensor_types()
+    if isinstance(arr.type, VarType):  # storage: data (large_list of the raveled tensor), shape
+        return _leaf_parts(arr.storage.field("data"))
+    if isinstance(arr.type, pa.ExtensionType):  # fixed-shape tensors (Ray's or Arrow's own)
+        nd = np.asarray(arr.to_numpy_ndarray() if hasattr(arr, "to_numpy_ndarray")
+                        else arr.to_numpy(zero_copy_only=False))
+        per = int(np.prod(nd.shape[1:])) if nd.ndim > 1 else 1
+        return np.arange(len(nd) + 1, dtype=np.int64) * per, nd.reshape(-1)
+    if _is_list(arr.type):
+        return _leaf_parts(arr)
+    if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):  # one number per row
+        return np.arange(len(arr) + 1, dtype=np.int64), arr.to_numpy(zero_copy_only=False)
+    raise UsageError(f"column '{name}' is {arr.type}: expected numbers, lists of numbers or tensors")
+
+
 def _dense_parts(column: pa.ChunkedArray, name: str, dim: int, dtype):
     """(values (samples, dim), samples per row) of a dense column in any tensor or list form."""
-    _, _, VarType = _tensor_types()
-    values, counts = [], []
-    for arr in column.chunks:
-        if isinstance(arr.type, VarType):
-            data = arr.storage.field("data")
-            off = np.asarray(data.offsets, dtype=np.int64)
-            flat = data.flatten().to_numpy(zero_copy_only=False)
-            sizes = np.diff(off)
-        elif isinstance(arr.type, pa.ExtensionType) or isinstance(arr, pa.ExtensionArray):
-            nd = arr.to_numpy_ndarray() if hasattr(arr, "to_numpy_ndarray") else arr.to_numpy(zero_copy_only=False)
-            nd = np.asarray(nd)
-            per = int(np.prod(nd.shape[1:])) if nd.ndim > 1 else 1
-            flat = nd.reshape(-1)
-            sizes = np.full(len(nd), per, dtype=np.int64)
-        elif _is_list(arr.type):  # plain (possibly nested) lists, e.g. a batch a user built by hand
-            off, flat = _leaf_parts(arr)
-            sizes = np.diff(off)
-        else:  # one number per row: dim-1 samples
-            flat = arr.to_numpy(zero_copy_only=False)
-            sizes = np.ones(len(arr), dtype=np.int64)
-        if np.any(sizes % dim):
-            bad = int(np.flatnonzero(sizes % dim)[0])
-            raise UsageError(f"dense stream '{name}': a row holds {int(sizes[bad])} values, not a multiple of "
-                             f"its dim {dim}")
-        values.append(np.asarray(flat, dtype=dtype).reshape(-1, dim))
-        counts.append(sizes // dim)
-    if not values:
-        return np.zeros((0, dim), dtype=dtype), np.zeros(0, dtype=np.int64)
-    return np.concatenate(values), np.concatenate(counts).astype(np.int64)
+    off, flat = _list_parts(column, name)
+    sizes = np.diff(off)
+    if np.any(sizes % dim):
+        bad = int(np.flatnonzero(sizes % dim)[0])
+        raise UsageError(f"dense stream '{name}': a row holds {int(sizes[bad])} values, not a multiple of "
+                         f"its dim {dim}")
+    values = np.asarray(flat, dtype=dtype) if len(flat) else np.zeros(0, dtype=dtype or np.float32)
+    return values.reshape(-1, dim), (sizes // dim).astype(np.int64)
 
 
 def _offsets(counts) -> np.ndarray:
@@ -213,7 +208,7 @@ def arrow_to_chunk(table, streams, *, chunk_id: int = -1, first_key: int = 0, dt
             counts_all.append(np.diff(seq_offsets))
         else:
             vals, counts = _dense_parts(_column(table, spec.name, f"dense stream '{spec.name}'"), spec.name,
-                                        spec.dim, want or np.float32)
+                                        spec.dim, want)
             cols[spec.name] = DenseColumn(vals, _offsets(counts))
             counts_all.append(counts)
     defining = [i for i, s in enumerate(streams) if s.defines_mb_size]
