@@ -192,7 +192,10 @@ def run_ray(args) -> int:
         raise UsageError(f"{args.output}: exists and is not a directory (--engine ray writes part files into OUT)")
     kind = args.source_format or sniff(args.path)
     if kind == "cbf":
-        selection = [StreamSpec.parse(text) for text in args.stream] or None
+        try:
+            selection = [StreamSpec.parse(text) for text in args.stream] or None
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision)
     elif kind == "ofrecord":
         streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
