@@ -5,7 +5,8 @@ runs of whole sequences of about ``chunk_size`` bytes found by the index; CBF: t
 table's chunks; OFRecord: runs of ``records_per_chunk`` records of one part; SINGA: runs
 of ``tuples_per_chunk`` tuples). Those are the natural units of distributed work, so a read
 task covers one chunk (or, with ``num_read_tasks``, a run of consecutive chunks) and yields
-one Arrow block per chunk. The driver opens each input once to learn its streams and
+one Arrow block per chunk (Ray joins consecutive small blocks of one task up to its target
+block size, so with fewer tasks than chunks a block may hold several whole chunks). The driver opens each input once to learn its streams and
 chunks; each task opens its inputs again itself from a picklable recipe (the reader class
 and its arguments), so nothing open crosses a process boundary.
 
@@ -221,8 +222,9 @@ def read_ctf(paths, streams, *, num_read_tasks: int | None = None, include_paths
     ``streams``: ``StreamSpec``s (or ``"NAME=FORMAT:DIM[:ALIAS]"`` strings) as for
     ``CTFReader``; ``reader_options``: the rest of ``CTFReader``'s parameters (``precision``,
     ``max_errors``, ``skip_sequence_ids``, ``chunk_size``, ``cache_index``, ...).
-    ``num_read_tasks``: run fewer tasks than chunks, each reading consecutive chunks (it
-    still yields a block per chunk). The column layout is in ``recordkit.integrations.ray``.
+    ``num_read_tasks``: run fewer tasks than chunks, each reading consecutive chunks (a task
+    yields a block per chunk; Ray may join a task's small blocks, but a block never cuts a
+    chunk). The column layout is in ``recordkit.integrations.ray``.
     """
     return dataset_from(ctf_datasource(paths, streams, include_paths=include_paths, **reader_options),
                         num_read_tasks=num_read_tasks, ray_remote_args=ray_remote_args, concurrency=concurrency)
