@@ -9,7 +9,7 @@ from recordkit.cli import sources
 from recordkit.cli.cat import report_tolerated
 from recordkit.cli.progress import byte_progress
 from recordkit.engine.streams import StreamSpec
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, UsageError
 
 
 def register(sub) -> None:
@@ -22,7 +22,9 @@ def register(sub) -> None:
     p.add_argument("output", metavar="OUT")
     p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
                    help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
-    p.add_argument("--parts", type=int, default=1, metavar="N", help="OFRecord output: number of part files")
+    p.add_argument("--parts", type=int, default=None, metavar="N",
+                   help="OFRecord output: number of part files (default 1); with --engine ray: at most N part "
+                        "files, each a run of consecutive input chunks (default: one per input chunk)")
     p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
                    help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
     p.add_argument("--csv-dim", type=int, default=None, metavar="N", help="CSV input: values per line after the label")
@@ -34,6 +36,11 @@ def register(sub) -> None:
                    help="also write a NAME.rkcrc checksum sidecar beside every output file (verified on read)")
     p.add_argument("--output-chunk-size", dest="output_chunk_size", type=int, default=None, metavar="BYTES",
                    help="CBF output chunk size (default: --chunk-size, 32 MiB)")
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this process (default); ray: a Ray cluster, one read task per input chunk, "
+                        "OUT a directory of part files (cbf or ofrecord)")
+    p.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="with --engine ray: the cluster to join (default: start a local one)")
     sources.add_ctf_arguments(p)
     p.set_defaults(run=run)
 
@@ -60,6 +67,8 @@ def read_header_file(path: str) -> list[StreamSpec]:
 
 
 def run(args) -> int:
+    if getattr(args, "engine", "local") == "ray":
+        return run_ray(args)
     from recordkit.formats.detect import by_extension, sniff
     from recordkit.storage import location
     opts = args.storage_options
@@ -95,7 +104,7 @@ def run(args) -> int:
         reader = sources.open_ctf(args, streams=streams)
     precision = args.precision or _precision_of(reader)
     if target == "ofrecord":
-        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts, **out)
+        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts or 1, **out)
     elif target in ("kvfile", "binfile"):
         from recordkit.formats.singa.deserializer import SingaRecordWriter
         writer = SingaRecordWriter(args.output, reader.streams, store=target, **out)
@@ -165,3 +174,60 @@ def _precision_of(reader) -> str:
 def _keeps_alias(reader) -> bool:
     # CTF -> CTF keeps the file's short aliases; CBF has no aliases, its names become the CTF names
     return reader.__class__.__name__ == "CTFReader"
+
+
+def run_ray(args) -> int:
+    """``--engine ray``: the same conversion as Ray Data tasks; OUT is a directory of part files.
+
+    Read tasks follow the input's chunks and each write task writes one part atomically
+    (``recordkit.integrations.ray``); the parts read in name order hold the sequences a
+    local conversion writes, in the same order.
+    """
+    try:
+        import ray
+        from recordkit.integrations import ray as rk_ray
+    except ImportError:
+        raise UsageError("--engine ray needs Ray Data: pip install 'recordkit[ray]'") from None
+    from recordkit.formats.detect import by_extension, sniff
+    target = args.to or by_extension(args.output) or "ofrecord"
+    if target not in ("cbf", "ofrecord"):
+        raise UsageError(f"--engine ray writes a directory of cbf or ofrecord parts, not {target} (use --to)")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"{args.output}: exists and is not a directory (--engine ray writes part files into OUT)")
+    kind = args.source_format or sniff(args.path)
+    if kind == "cbf":
+        try:
+            selection = [StreamSpec.parse(text) for text in args.stream] or None
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision)
+    elif kind == "ofrecord":
+        streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
+        source = rk_ray.ofrecord_datasource(args.path, streams, precision=args.precision or "float")
+    elif kind == "singa":
+        source = rk_ray.singa_datasource(args.path, precision=args.precision or "float")
+    elif kind == "ctf":
+        streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
+        source = rk_ray.ctf_datasource(args.path, streams, precision=args.precision or "float",
+                                       max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
+                                       trace_level=args.trace_level, chunk_size=args.chunk_size,
+                                       cache_index=args.cache_index)
+    else:
+        raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
+    precision = args.precision or _precision_of(source)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING")
+    try:
+        t0 = time.perf_counter()
+        dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
+        sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
+                                  chunk_size=args.output_chunk_size or args.chunk_size)
+        seconds = time.perf_counter() - t0
+    finally:
+        if started:
+            ray.shutdown()
+    print(f"recordkit: converted {sink.sequences_written} sequences, {args.path} -> {args.output} "
+          f"({len(sink.paths)} {target} part file(s), {source.num_chunks} input chunk(s), {seconds:.2f} s, Ray)",
+          file=sys.stderr)
+    return 0

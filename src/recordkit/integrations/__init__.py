@@ -7,4 +7,8 @@ Each submodule imports its framework only when it is itself imported, so
   ``IterableDataset`` that splits the data across DataLoader workers and
   ``torch.distributed`` ranks, with exact resume) and ``to_torch`` (one
   minibatch as a dict of tensors).
+- ``recordkit.integrations.ray``: Ray Data datasources with one block per chunk
+  (``read_ctf``, ``read_cbf``, ``read_ofrecord``, ``read_singa``), CBF/OFRecord
+  datasinks writing one atomic part per task, and ``minibatches_from_ray`` for
+  workers fed by ``streaming_split`` (``pip install 'recordkit[ray]'``).
 """

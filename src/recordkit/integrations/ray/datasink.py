@@ -1,0 +1,169 @@
+"""Ray Data datasinks writing CBF files and OFRecord parts: one part file per write task.
+
+Each write task turns its blocks back into chunks (the layout of
+``recordkit.integrations.ray``) and writes them to ``part-NNNNN.cbf`` /
+``part-NNNNN`` named by its task index, through a temporary file that is renamed only
+when the part is complete (``CBFWriter`` and ``AtomicFile``). A task that fails (bad
+data, a killed worker) therefore never leaves a partial file under a part's name, and a
+task that received no rows writes no part (OneFlow mishandles empty parts).
+
+With ``DataContext.execution_options.preserve_order`` (``recordkit convert --engine ray``
+sets it) task ``i`` holds the ``i``-th run of the data set, so the parts read in name order
+give the sequences in the order a single-process conversion writes them.
+
+When the write completes, parts of the same naming left from an earlier, larger write to the
+directory are removed, so the directory holds exactly this data set. Each part appears
+atomically; the set as a whole does not: after a failed write the directory holds only
+complete parts, but not necessarily all of them (``on_write_failed`` leaves them for
+inspection; write again to replace them).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from recordkit.engine.streams import check_streams, resolve_precision
+from recordkit.integrations.ray import _errors
+from recordkit.integrations.ray._arrow import arrow_to_chunk, to_table
+from recordkit.integrations.ray.datasource import _streams
+
+try:
+    from ray.data import Datasink
+except ImportError as e:  # pragma: no cover
+    raise ImportError("recordkit.integrations.ray needs Ray Data: pip install 'recordkit[ray]'") from e
+
+__all__ = ["CBFDatasink", "OFRecordDatasink"]
+
+
+class _PartDatasink(Datasink):
+    """Shared plumbing: one lazily opened atomic part per task, stale parts removed at the end."""
+
+    suffix = ""
+
+    def __init__(self, directory, streams, *, precision="float", part_name_prefix: str = "part-",
+                 part_name_suffix_length: int = 5):
+        self.directory = os.fspath(directory)
+        self.streams = check_streams(_streams(streams))
+        self.precision = "double" if resolve_precision(precision) == np.float64 else "float"
+        self.prefix = part_name_prefix
+        self.suffix_length = int(part_name_suffix_length)
+        self.paths: list[str] = []
+        self.sequences_written = 0
+
+    def part_path(self, task_index: int) -> str:
+        digits = str(int(task_index))
+        return os.path.join(self.directory,
+                            self.prefix + "0" * max(self.suffix_length - len(digits), 0) + digits + self.suffix)
+
+    def on_write_start(self, schema=None) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+
+    def write(self, blocks, ctx) -> dict:
+        _errors.register()
+        path = self.part_path(ctx.task_idx)
+        out, n = None, 0
+        try:
+            for block in blocks:
+                table = to_table(block)
+                if table.num_rows == 0:
+                    continue
+                if out is None:
+                    os.makedirs(self.directory, exist_ok=True)  # the driver's may be another machine's
+                    out = self._open(path)
+                chunk = arrow_to_chunk(table, self.streams)
+                self._write_chunk(out, chunk)
+                n += len(chunk)
+        except BaseException:
+            if out is not None:
+                self._abort(out)
+            raise
+        if out is None:
+            return {"path": None, "sequences": 0}
+        self._close(out)
+        return {"path": path, "sequences": n}
+
+    def on_write_complete(self, write_result) -> None:
+        returns = [r for r in write_result.write_returns if r]
+        self.paths = sorted(r["path"] for r in returns if r["path"])
+        self.sequences_written = sum(r["sequences"] for r in returns)
+        self._remove_stale_parts({os.path.basename(p) for p in self.paths})
+
+    def _remove_stale_parts(self, keep: set) -> None:
+        pattern = re.compile(re.escape(self.prefix) + r"\d+" + re.escape(self.suffix) + "$")
+        for name in os.listdir(self.directory):
+            if pattern.match(name) and name not in keep:
+                os.unlink(os.path.join(self.directory, name))
+
+    # per format
+    def _open(self, path):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _write_chunk(self, out, chunk) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _close(self, out) -> None:
+        out.close()
+
+    def _abort(self, out) -> None:
+        out.abort()
+
+
+class CBFDatasink(_PartDatasink):
+    """Write a Dataset as a directory of CBF files, ``part-NNNNN.cbf``, one per write task.
+
+    ``streams``: the streams to write (``StreamSpec``s or ``"NAME=FORMAT:DIM"`` strings;
+    their names are the columns read and the names stored in the header). ``precision``:
+    'float' or 'double'; ``chunk_size``: CBF chunk size in bytes, as for ``CBFWriter``.
+    ``recordkit.integrations.ray.read_cbf(directory)`` reads the parts back in order.
+    """
+
+    suffix = ".cbf"
+
+    def __init__(self, directory, streams, *, precision="float", chunk_size: int | None = None,
+                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5):
+        super().__init__(directory, streams, precision=precision, part_name_prefix=part_name_prefix,
+                         part_name_suffix_length=part_name_suffix_length)
+        self.chunk_size = chunk_size
+
+    def _open(self, path):
+        from recordkit.formats.cbf import CBFWriter
+        extra = {} if self.chunk_size is None else {"chunk_size": self.chunk_size}
+        return CBFWriter(path, self.streams, precision=self.precision, **extra)
+
+    def _write_chunk(self, out, chunk) -> None:
+        out.write_chunk(chunk)
+
+
+class OFRecordDatasink(_PartDatasink):
+    """Write a Dataset as an OFRecord data set: ``part-NNNNN`` files, one per write task.
+
+    Records follow ``recordkit.formats.ofrecord.deserializer``'s mapping (a dense stream is
+    the feature named by its alias; a sparse one ``ALIAS:indices``/``:values``/``:nnz``;
+    the key goes to ``key_feature``), exactly what ``recordkit convert`` writes.
+    """
+
+    def __init__(self, directory, streams, *, precision="float", key_feature: str | None = "key",
+                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5):
+        super().__init__(directory, streams, precision=precision, part_name_prefix=part_name_prefix,
+                         part_name_suffix_length=part_name_suffix_length)
+        self.key_feature = key_feature
+
+    def _open(self, path):
+        from recordkit.atomic import AtomicFile
+        return AtomicFile(path)
+
+    def _write_chunk(self, out, chunk) -> None:
+        from recordkit.formats.ofrecord import codec
+        from recordkit.formats.ofrecord.deserializer import chunk_records
+        from recordkit.formats.ofrecord.writer import frame
+        dtype = np.float64 if self.precision == "double" else np.float32
+        for record in chunk_records(chunk, self.streams, dtype=dtype, key_feature=self.key_feature):
+            out.write(frame(codec.encode(record)))
+
+    def _close(self, out) -> None:
+        out.commit()
+
+    def _abort(self, out) -> None:
+        out.discard()
