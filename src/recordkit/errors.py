@@ -34,6 +34,11 @@ class FormatError(RecordkitError, ValueError):
         self.record = record
         super().__init__(self._render())
 
+    def __reduce__(self):
+        # the keyword fields are not in ``args``: rebuild from the instance's state, so the error
+        # crosses process boundaries (multiprocessing, Ray tasks) with its file and position
+        return _rebuild_error, (type(self), self.args, dict(self.__dict__))
+
     def _render(self) -> str:
         where = self.path
         if self.line is not None:
@@ -64,6 +69,13 @@ class ErrorBudgetExceeded(FormatError):
                          offset=cause.offset, record=cause.record)
         if max_errors > 0:
             self.args = (f"{self.args[0]} [error {errors_seen}: more than maxErrors={max_errors}]",)
+
+
+def _rebuild_error(cls, args, state):
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class RecordkitWarning(UserWarning):

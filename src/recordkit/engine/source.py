@@ -118,6 +118,7 @@ class MinibatchSource:
         self._futures: dict = {}
         self._prefetch_chunks = max(0, int(prefetch_chunks))
         self._threads = max(1, int(threads))
+        self._load_takes_threads = None  # asked of the deserializer on the first load
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="recordkit-prefetch") \
             if self._prefetch_chunks else None
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
@@ -204,10 +205,11 @@ class MinibatchSource:
 
     def _load_now(self, cid: int) -> ChunkData:
         """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
-        try:
+        if self._load_takes_threads is None:
+            self._load_takes_threads = _accepts_keyword(self.deserializer.load_chunk, "threads")
+        if self._load_takes_threads:
             return self.deserializer.load_chunk(cid, threads=self._threads)
-        except TypeError:  # a deserializer whose load_chunk takes no threads argument
-            return self.deserializer.load_chunk(cid)
+        return self.deserializer.load_chunk(cid)  # load_chunk(chunk_id) is all the protocol asks
 
     def _ensure(self, cids: list) -> None:
         """Load these chunks, all at once on the background threads when there are several."""
@@ -467,6 +469,17 @@ class MinibatchSource:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _accepts_keyword(fn, name: str) -> bool:
+    """Whether ``fn`` takes keyword ``name`` (asked once, instead of retrying on a TypeError,
+    which would also swallow a TypeError raised inside a reader and load the chunk twice)."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _torch_distributed_partition():

@@ -152,8 +152,16 @@ class SourceFile(io.RawIOBase):
 
 
 def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
-    """``open(path, "rb")`` for local paths and URLs alike, through ``open_source``."""
-    return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options)), buffer_size=buffer_size)
+    """``open(path, "rb")`` for local paths and URLs alike, through ``open_source``.
+
+    A local file without a checksum sidecar is the builtin file object (nothing to add);
+    otherwise reads go through the source in ``buffer_size`` ranges (one request each
+    for a URL, whole checksum blocks when verifying)."""
+    source = open_source(path, storage_options=storage_options)
+    if isinstance(source, LocalSource):
+        source.close()
+        return open(source.local_path, "rb")
+    return io.BufferedReader(SourceFile(source), buffer_size=buffer_size)
 
 
 def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None,

@@ -43,7 +43,6 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without Ray
     raise ImportError("recordkit.integrations.ray needs Ray Data: pip install 'recordkit[ray]'") from e
 
-from recordkit.integrations.ray import _errors
 from recordkit.integrations.ray._arrow import arrow_to_chunk, chunk_to_arrow, sparse_columns
 from recordkit.integrations.ray.convert import write_parts
 from recordkit.integrations.ray.datasink import CBFDatasink, OFRecordDatasink
@@ -52,7 +51,6 @@ from recordkit.integrations.ray.datasource import (ChunkDatasource, cbf_datasour
                                                    read_singa, singa_datasource)
 from recordkit.integrations.ray.training import minibatch_from_batch, minibatches_from_ray
 
-_errors.register()
 
 __all__ = ["read_ctf", "read_cbf", "read_ofrecord", "read_singa", "ChunkDatasource", "dataset_from",
            "ctf_datasource", "cbf_datasource", "ofrecord_datasource", "singa_datasource",

@@ -2,34 +2,12 @@
 
 A read or write task runs in a worker; when it fails Ray pickles the exception and the
 driver re-raises it as ``RayTaskError(FormatError)``, which is also an instance of the
-original class (so ``except FormatError`` and ``e.path`` work). ``FormatError``'s
-constructor takes keyword fields that its ``args`` do not hold, so plain pickling cannot
-rebuild it and Ray would hand back an ``UnserializableException`` that names no file.
-Registering a reducer that restores the instance's fields as they were fixes that for
-every process that imports this package (the workers import it to run our tasks).
+original class (so ``except FormatError`` and ``e.path`` work; ``FormatError.__reduce__``
+keeps its fields across the pickling).
 """
 from __future__ import annotations
 
-import copyreg
-
-from recordkit.errors import ErrorBudgetExceeded, FormatError, RecordkitError
-
-
-def _rebuild(cls, args, state):
-    error = cls.__new__(cls)
-    Exception.__init__(error, *args)
-    error.__dict__.update(state)
-    return error
-
-
-def _reduce(error):
-    return _rebuild, (type(error), error.args, dict(error.__dict__))
-
-
-def register() -> None:
-    """Make FormatError and its subclasses picklable (idempotent)."""
-    for cls in (FormatError, ErrorBudgetExceeded):
-        copyreg.pickle(cls, _reduce)
+from recordkit.errors import RecordkitError
 
 
 def recordkit_cause(error: BaseException) -> BaseException | None:

@@ -25,7 +25,6 @@ import re
 import numpy as np
 
 from recordkit.engine.streams import check_streams, resolve_precision
-from recordkit.integrations.ray import _errors
 from recordkit.integrations.ray._arrow import arrow_to_chunk, to_table
 from recordkit.integrations.ray.datasource import _streams
 
@@ -61,7 +60,6 @@ class _PartDatasink(Datasink):
         os.makedirs(self.directory, exist_ok=True)
 
     def write(self, blocks, ctx) -> dict:
-        _errors.register()
         path = self.part_path(ctx.task_idx)
         out, n = None, 0
         try:

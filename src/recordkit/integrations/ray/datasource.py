@@ -28,7 +28,6 @@ import numpy as np
 
 from recordkit.engine.streams import StreamSpec
 from recordkit.errors import UsageError
-from recordkit.integrations.ray import _errors
 from recordkit.integrations.ray._arrow import chunk_to_arrow
 
 try:
@@ -65,7 +64,6 @@ class ChunkDatasource(Datasource):
     def __init__(self, openers: Sequence[Callable], *, continue_keys: bool = False, include_paths: bool = False,
                  name: str = "Recordkit"):
         super().__init__()
-        _errors.register()
         if not openers:
             raise UsageError("no input files given")
         self._name = name
@@ -143,7 +141,6 @@ class ChunkDatasource(Datasource):
 
 def _read_chunks(plan, include_paths: bool):
     """Run inside a read task: open each input, yield one Arrow table per chunk."""
-    _errors.register()
     for opener, path, key_base, chunk_ids in plan:
         with opener() as reader:
             streams = reader.streams
