@@ -92,10 +92,17 @@ def _reader_process(barrier, queue, job: dict) -> None:
             return out
 
         d.load_chunk = counted
-        src = MinibatchSource(d, randomize=job["randomize"], window=job["window"], seed=0, max_sweeps=1,
+        n, i = job["procs"], job["index"]
+        chunks_total = len(d.chunks)
+        if job.get("partition_by") == "chunks":  # whole chunks per process (engine.ChunkPartition)
+            from recordkit.engine import ChunkPartition
+            source_of = ChunkPartition(d, n, i)
+            n, i = 1, 0
+        else:
+            source_of = d
+        src = MinibatchSource(source_of, randomize=job["randomize"], window=job["window"], seed=0, max_sweeps=1,
                               threads=job["threads"], prefetch_chunks=job["prefetch"])
         samples = sequences = 0
-        n, i = job["procs"], job["index"]
         while (mb := src.next_minibatch(job["mb"], num_data_partitions=n, partition_index=i)) is not None:
             samples += mb.num_samples
             sequences += mb.num_sequences
@@ -103,8 +110,8 @@ def _reader_process(barrier, queue, job: dict) -> None:
         t1 = time.monotonic()
         c1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
-        queue.put({"index": i, "start": t0, "end": t1, "cpu": cpu, "samples": samples, "sequences": sequences,
-                   "chunk_loads": len(loads), "distinct_chunks": len(set(loads)), "chunks": len(d.chunks)})
+        queue.put({"index": job["index"], "start": t0, "end": t1, "cpu": cpu, "samples": samples, "sequences": sequences,
+                   "chunk_loads": len(loads), "distinct_chunks": len(set(loads)), "chunks": chunks_total})
     except BaseException as e:  # report rather than leave the parent waiting
         queue.put({"index": job.get("index"), "error": repr(e)})
 
@@ -192,6 +199,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3, help="rounds per point, best is kept (default 3)")
     ap.add_argument("--only", choices=["ctf", "cbf"], action="append", default=None)
     ap.add_argument("--randomize", choices=["no", "yes", "both"], default="both")
+    ap.add_argument("--partition-by", choices=["samples", "chunks"], default="samples",
+                    help="samples: MinibatchSource partitions (default); chunks: engine.ChunkPartition")
     ap.add_argument("--json", default=None, help="write every measurement here")
     a = ap.parse_args(argv)
     procs = [int(p) for p in a.procs.split(",")] if a.procs else list(range(1, max(1, a.max_procs) + 1))
@@ -205,7 +214,7 @@ def main(argv=None):
     print(f"load average before: {os.getloadavg()[0]:.2f} (other work on the machine skews the figures)")
     print(f"one sweep, minibatches of {a.mb} samples, threads={a.threads} prefetch_chunks={a.prefetch} per process, "
           f"best of {a.repeat}; "
-          f"randomized: {a.window}-chunk window, seed 0")
+          f"randomized: {a.window}-chunk window, seed 0; partitions by {a.partition_by}")
     header = (f"{'format':>6} {'random':>6} {'procs':>5} {'s':>7} {'samples/s':>12} {'speedup':>8} "
               f"{'eff/core':>8} {'cpu s':>6} {'cores':>5} {'chunks/proc':>12}")
     rows = []
@@ -214,7 +223,8 @@ def main(argv=None):
             continue
         for randomize in {"no": [False], "yes": [True], "both": [False, True]}[a.randomize]:
             job = {"fmt": fmt, "path": path, "streams": streams, "chunk_size": chunk_size, "randomize": randomize,
-                   "window": a.window, "mb": a.mb, "threads": a.threads, "prefetch": a.prefetch}
+                   "window": a.window, "mb": a.mb, "threads": a.threads, "prefetch": a.prefetch,
+                   "partition_by": a.partition_by}
             print()
             print(header)
             ref = best_of(dict(job, threads=2, prefetch=2), 1, a.repeat)  # the library default, for reference

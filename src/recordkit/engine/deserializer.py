@@ -44,3 +44,15 @@ def iter_sequences(deserializer: Deserializer) -> Iterator[Sequence]:
     """Every sequence of a deserializer in storage order."""
     for info in deserializer.chunks:
         yield from deserializer.load_chunk(info.id)
+
+
+def accepts_keyword(fn, name: str) -> bool:
+    """Whether ``fn`` takes keyword ``name`` (e.g. ``load_chunk(..., threads=N)``): asked once,
+    instead of retrying on a TypeError, which would also swallow a TypeError raised inside a
+    reader and load the chunk twice."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

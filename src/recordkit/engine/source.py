@@ -32,6 +32,7 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.minibatch import Minibatch, pack_from_chunks
 from recordkit.engine import _gather
+from recordkit.engine.deserializer import accepts_keyword
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 
 INFINITELY_REPEAT = None
@@ -206,7 +207,7 @@ class MinibatchSource:
     def _load_now(self, cid: int) -> ChunkData:
         """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
         if self._load_takes_threads is None:
-            self._load_takes_threads = _accepts_keyword(self.deserializer.load_chunk, "threads")
+            self._load_takes_threads = accepts_keyword(self.deserializer.load_chunk, "threads")
         if self._load_takes_threads:
             return self.deserializer.load_chunk(cid, threads=self._threads)
         return self.deserializer.load_chunk(cid)  # load_chunk(chunk_id) is all the protocol asks
@@ -469,17 +470,6 @@ class MinibatchSource:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _accepts_keyword(fn, name: str) -> bool:
-    """Whether ``fn`` takes keyword ``name`` (asked once, instead of retrying on a TypeError,
-    which would also swallow a TypeError raised inside a reader and load the chunk twice)."""
-    import inspect
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _torch_distributed_partition():

@@ -1,0 +1,99 @@
+"""Whole-chunk partitions: each reader process owns a disjoint set of chunks.
+
+``MinibatchSource``'s own partitions cut every sweep's order into contiguous runs of equal
+samples. That balances samples exactly, but a randomized order draws each position from a
+window of chunks, so with a large window every process ends up parsing nearly every chunk
+and only the packing is divided (``benchmarks/many_readers.py`` shows it: total CPU grows
+with the number of processes). ``ChunkPartition`` is the alternative CNTK 2.7 uses: deal
+whole chunks to the partitions, so each process parses only its own and the work divides;
+the price is balance to within one chunk rather than one sequence, and a process's
+randomized order mixes only its own chunks.
+
+It is a Deserializer over another one, so it composes with everything::
+
+    part = ChunkPartition(CBFReader("train.cbf"), num_partitions=world, index=rank)
+    source = MinibatchSource(part, randomize=True, seed=7)   # no partitions here: part is already one
+
+Chunks go to partitions in file order as contiguous runs of about equal samples (partition
+i takes the chunks whose first sample falls in [i*S/n, (i+1)*S/n)), so a partition reads
+a contiguous region of each file. Every chunk belongs to exactly one partition.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from recordkit.engine.deserializer import ChunkInfo, accepts_keyword
+from recordkit.errors import UsageError
+
+
+def assign_chunks(chunks: list[ChunkInfo], num_partitions: int) -> np.ndarray:
+    """The partition of every chunk: contiguous runs, balanced by samples (by chunk count when
+    no chunk has samples)."""
+    n = int(num_partitions)
+    samples = np.array([max(int(c.num_samples), 0) for c in chunks], dtype=np.int64)
+    if samples.sum() == 0:
+        samples = np.ones(len(chunks), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(samples)[:-1]])
+    total = int(samples.sum())
+    return np.minimum((starts * n) // max(total, 1), n - 1).astype(np.int64)
+
+
+class ChunkPartition:
+    """Partition ``index`` of ``num_partitions`` of ``deserializer``, in whole chunks."""
+
+    def __init__(self, deserializer, num_partitions: int, index: int):
+        n, i = int(num_partitions), int(index)
+        if n < 1 or not 0 <= i < n:
+            raise UsageError(f"partition index must be in [0, num_partitions): got {i} of {n}")
+        self.inner = deserializer
+        self.num_partitions, self.index = n, i
+        inner_chunks = deserializer.chunks
+        owner = assign_chunks(inner_chunks, n)
+        self._ids = [c.id for c, o in zip(inner_chunks, owner) if o == i]
+        if not self._ids:
+            where = getattr(deserializer, "path", "the data")
+            raise UsageError(f"{where}: {len(inner_chunks)} chunk(s) for {n} partitions leaves partition {i} "
+                             f"empty; use smaller chunks (chunk_size) or fewer partitions")
+        self._chunks = [dataclasses.replace(inner_chunks[cid], id=k) for k, cid in enumerate(self._ids)]
+        self._wire_optional()
+
+    @property
+    def streams(self):
+        return self.inner.streams
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    @property
+    def inner_chunk_ids(self) -> list[int]:
+        """The wrapped deserializer's ids of this partition's chunks, in order."""
+        return list(self._ids)
+
+    def load_chunk(self, chunk_id: int, **options):
+        data = self.inner.load_chunk(self._ids[chunk_id], **options)
+        return dataclasses.replace(data, chunk_id=chunk_id)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _wire_optional(self) -> None:
+        """The protocol's optional parts exist here exactly when the wrapped deserializer has them."""
+        inner = self.inner
+        if hasattr(inner, "sequence_lengths"):
+            self.sequence_lengths = lambda chunk_id: inner.sequence_lengths(self._ids[chunk_id])
+        if hasattr(inner, "sequence_keys"):
+            self.sequence_keys = lambda chunk_id: inner.sequence_keys(self._ids[chunk_id])
+        if not accepts_keyword(inner.load_chunk, "threads"):
+            self.load_chunk = lambda chunk_id: dataclasses.replace(inner.load_chunk(self._ids[chunk_id]),
+                                                                   chunk_id=chunk_id)
