@@ -173,3 +173,19 @@ def test_errors_past_the_recording_cap_point_at_their_piece(tmp_path):
     with pytest.raises(ErrorBudgetExceeded) as e:
         read_all(p, [dense("a", 1)], max_errors=2990)
     assert e.value.line is not None and e.value.column == 1
+
+
+def test_sequence_id_errors_past_the_recording_cap_are_located_after_the_last_recorded_one(tmp_path):
+    import warnings as _w
+    from recordkit.formats.ctf import CTFReader as _Reader
+    p = tmp_path / "dups.ctf"
+    # ids 0..399, then every id again: 400 non-adjacent duplicates, more than the index records
+    p.write_text("".join(f"{k} |x 1\n" for k in range(400)) * 2)
+    with _w.catch_warnings(record=True) as caught:
+        _w.simplefilter("always")
+        r = _Reader(p, [dense("x", 1)], max_errors=1000)
+    messages = [str(w.message) for w in caught]
+    further = [m for m in messages if "further sequence id errors after this line" in m]
+    assert further and r.errors_counted == 400
+    last_line = max(int(m.split(":")[1]) for m in messages if "further" not in m and m.startswith(str(p)))
+    assert all(m.startswith(f"{p}:{last_line}:1: further sequence id errors") for m in further)

@@ -286,8 +286,11 @@ class CTFReader(ClosingReader):
             self.budget.charge(FormatError(self.path, msg.error_message(code, None, a, b), line=line, column=col),
                                consequence="sequence skipped")
         if idx.error_count > len(idx.errors):
+            # the scanner records the first events only; the rest come after the last recorded one
+            last = idx.errors[-1] if idx.errors else None
             self.budget.charge_unlocated(self.path, idx.error_count - len(idx.errors),
-                                         "further sequence id errors (details not recorded)")
+                                         "further sequence id errors after this line (details not recorded)",
+                                         line=last[2] if last else 1, column=1)
 
     def _charge_events(self, chunk_id, lo, buf, errors, nerr, warns, wcounts) -> None:
         for code, seq, line, col, stream, a, b in errors:
