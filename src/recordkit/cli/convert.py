@@ -192,26 +192,29 @@ def run_ray(args) -> int:
     target = args.to or by_extension(args.output) or "ofrecord"
     if target not in ("cbf", "ofrecord"):
         raise UsageError(f"--engine ray writes a directory of cbf or ofrecord parts, not {target} (use --to)")
-    if os.path.exists(args.output) and not os.path.isdir(args.output):
+    from recordkit.storage import location
+    opts = args.storage_options
+    storage = sources.storage(args)
+    if location.isfile(args.output, opts):
         raise UsageError(f"{args.output}: exists and is not a directory (--engine ray writes part files into OUT)")
-    kind = args.source_format or sniff(args.path)
+    kind = args.source_format or sniff(args.path, opts)
     if kind == "cbf":
         try:
             selection = [StreamSpec.parse(text) for text in args.stream] or None
         except ValueError as e:
             raise UsageError(str(e)) from None
-        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision)
+        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision, **storage)
     elif kind == "ofrecord":
         streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
-        source = rk_ray.ofrecord_datasource(args.path, streams, precision=args.precision or "float")
+        source = rk_ray.ofrecord_datasource(args.path, streams, precision=args.precision or "float", **storage)
     elif kind == "singa":
-        source = rk_ray.singa_datasource(args.path, precision=args.precision or "float")
+        source = rk_ray.singa_datasource(args.path, precision=args.precision or "float", storage_options=opts)
     elif kind == "ctf":
         streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
         source = rk_ray.ctf_datasource(args.path, streams, precision=args.precision or "float",
                                        max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
                                        trace_level=args.trace_level, chunk_size=args.chunk_size,
-                                       cache_index=args.cache_index)
+                                       cache_index=args.cache_index, **storage)
     else:
         raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
     precision = args.precision or _precision_of(source)
@@ -222,7 +225,8 @@ def run_ray(args) -> int:
         t0 = time.perf_counter()
         dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
         sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
-                                  chunk_size=args.output_chunk_size or args.chunk_size)
+                                  chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
+                                  checksums=args.checksum)
         seconds = time.perf_counter() - t0
     finally:
         if started:

@@ -16,14 +16,16 @@ __all__ = ["write_parts", "SINKS"]
 SINKS = {"cbf": CBFDatasink, "ofrecord": OFRecordDatasink}
 
 
-def write_parts(dataset, output, streams, *, to: str, precision: str = "float", chunk_size: int | None = None):
+def write_parts(dataset, output, streams, *, to: str, precision: str = "float", chunk_size: int | None = None,
+                **sink_options):
     """Write ``dataset`` to the directory ``output`` as ``to`` ('cbf' or 'ofrecord') parts; return the sink
-    (its ``paths`` and ``sequences_written`` describe what was written)."""
+    (its ``paths`` and ``sequences_written`` describe what was written). ``sink_options``:
+    ``storage_options``, ``checksums``."""
     from ray.data import DataContext
     if to not in SINKS:
         raise UsageError(f"Ray conversion writes {' or '.join(SINKS)} part directories, not {to}")
     options = {"chunk_size": chunk_size} if to == "cbf" and chunk_size else {}
-    sink = SINKS[to](output, streams, precision=precision, **options)
+    sink = SINKS[to](output, streams, precision=precision, **options, **sink_options)
     ctx = DataContext.get_current()
     before = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True

@@ -33,6 +33,8 @@ try:
 except ImportError as e:  # pragma: no cover
     raise ImportError("recordkit.integrations.ray needs Ray Data: pip install 'recordkit[ray]'") from e
 
+from recordkit.storage import location
+
 __all__ = ["CBFDatasink", "OFRecordDatasink"]
 
 
@@ -42,8 +44,10 @@ class _PartDatasink(Datasink):
     suffix = ""
 
     def __init__(self, directory, streams, *, precision="float", part_name_prefix: str = "part-",
-                 part_name_suffix_length: int = 5):
-        self.directory = os.fspath(directory)
+                 part_name_suffix_length: int = 5, storage_options=None, checksums: bool = False):
+        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
+        self.storage_options = storage_options
+        self.checksums = bool(checksums)
         self.streams = check_streams(_streams(streams))
         self.precision = "double" if resolve_precision(precision) == np.float64 else "float"
         self.prefix = part_name_prefix
@@ -53,11 +57,11 @@ class _PartDatasink(Datasink):
 
     def part_path(self, task_index: int) -> str:
         digits = str(int(task_index))
-        return os.path.join(self.directory,
-                            self.prefix + "0" * max(self.suffix_length - len(digits), 0) + digits + self.suffix)
+        return location.join(self.directory,
+                             self.prefix + "0" * max(self.suffix_length - len(digits), 0) + digits + self.suffix)
 
     def on_write_start(self, schema=None) -> None:
-        os.makedirs(self.directory, exist_ok=True)
+        location.makedirs(self.directory, self.storage_options)
 
     def write(self, blocks, ctx) -> dict:
         path = self.part_path(ctx.task_idx)
@@ -68,7 +72,7 @@ class _PartDatasink(Datasink):
                 if table.num_rows == 0:
                     continue
                 if out is None:
-                    os.makedirs(self.directory, exist_ok=True)  # the driver's may be another machine's
+                    location.makedirs(self.directory, self.storage_options)  # the driver's may be another machine's
                     out = self._open(path)
                 chunk = arrow_to_chunk(table, self.streams)
                 self._write_chunk(out, chunk)
@@ -86,13 +90,16 @@ class _PartDatasink(Datasink):
         returns = [r for r in write_result.write_returns if r]
         self.paths = sorted(r["path"] for r in returns if r["path"])
         self.sequences_written = sum(r["sequences"] for r in returns)
-        self._remove_stale_parts({os.path.basename(p) for p in self.paths})
+        self._remove_stale_parts({p.rstrip("/").rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1] for p in self.paths})
 
     def _remove_stale_parts(self, keep: set) -> None:
         pattern = re.compile(re.escape(self.prefix) + r"\d+" + re.escape(self.suffix) + "$")
-        for name in os.listdir(self.directory):
+        from recordkit.storage.checksum import sidecar_path
+        for name in location.listdir(self.directory, self.storage_options):
             if pattern.match(name) and name not in keep:
-                os.unlink(os.path.join(self.directory, name))
+                stale = location.join(self.directory, name)
+                location.remove(sidecar_path(stale), self.storage_options)
+                location.remove(stale, self.storage_options)
 
     # per format
     def _open(self, path):  # pragma: no cover - abstract
@@ -120,15 +127,18 @@ class CBFDatasink(_PartDatasink):
     suffix = ".cbf"
 
     def __init__(self, directory, streams, *, precision="float", chunk_size: int | None = None,
-                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5):
+                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5, storage_options=None,
+                 checksums: bool = False):
         super().__init__(directory, streams, precision=precision, part_name_prefix=part_name_prefix,
-                         part_name_suffix_length=part_name_suffix_length)
+                         part_name_suffix_length=part_name_suffix_length, storage_options=storage_options,
+                         checksums=checksums)
         self.chunk_size = chunk_size
 
     def _open(self, path):
         from recordkit.formats.cbf import CBFWriter
         extra = {} if self.chunk_size is None else {"chunk_size": self.chunk_size}
-        return CBFWriter(path, self.streams, precision=self.precision, **extra)
+        return CBFWriter(path, self.streams, precision=self.precision, storage_options=self.storage_options,
+                         checksums=self.checksums, **extra)
 
     def _write_chunk(self, out, chunk) -> None:
         out.write_chunk(chunk)
@@ -143,14 +153,16 @@ class OFRecordDatasink(_PartDatasink):
     """
 
     def __init__(self, directory, streams, *, precision="float", key_feature: str | None = "key",
-                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5):
+                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5, storage_options=None,
+                 checksums: bool = False):
         super().__init__(directory, streams, precision=precision, part_name_prefix=part_name_prefix,
-                         part_name_suffix_length=part_name_suffix_length)
+                         part_name_suffix_length=part_name_suffix_length, storage_options=storage_options,
+                         checksums=checksums)
         self.key_feature = key_feature
 
     def _open(self, path):
         from recordkit.atomic import AtomicFile
-        return AtomicFile(path)
+        return AtomicFile(path, storage_options=self.storage_options, checksums=self.checksums)
 
     def _write_chunk(self, out, chunk) -> None:
         from recordkit.formats.ofrecord import codec
