@@ -277,3 +277,20 @@ def test_cli_convert_cat_and_checksum_on_s3(s3, uploaded, capsys, tmp_path):
                  "--storage-options", opts]) == 0
     back = CBFReader(s3.url("cli/of.cbf"), storage_options=s3.options())
     assert back.num_sequences == 300 and sum(c.num_samples for c in back.chunks) == sum(i % 7 + 1 for i in range(300))
+
+
+def test_cli_inspect_validate_and_reshard_on_s3(s3, uploaded, capsys):
+    import json
+    opts = json.dumps(s3.options())
+    for name, fmt in (("a.cbf", "cbf"), ("a.ctf", "ctf")):
+        assert main(["inspect", s3.url(name), "--json", "--storage-options", opts]) == 0
+        remote = json.loads(capsys.readouterr().out)
+        assert main(["inspect", str(uploaded / name), "--json"]) == 0
+        local = json.loads(capsys.readouterr().out)
+        assert remote["format"] == fmt and remote["chunks"] == local["chunks"]
+    assert main(["validate", s3.url("of"), "--storage-options", opts]) == 0
+    assert "300 records checked, 0 problem(s)" in capsys.readouterr().err
+    assert main(["reshard", s3.url("of"), s3.url("resharded"), "--parts", "2", "--storage-options", opts]) == 0
+    capsys.readouterr()
+    back = OFRecordReader(s3.url("resharded"), batch_size=1, epochs=1, storage_options=s3.options())
+    assert len(back.paths) == 2 and sorted(int(r[0]["key"].value[0]) for r in back) == list(range(300))

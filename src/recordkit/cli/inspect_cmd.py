@@ -18,6 +18,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES", help="CTF: index chunk size")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
+    from recordkit.cli.sources import add_storage_arguments
+    add_storage_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -40,26 +42,29 @@ def length_distribution(lengths: np.ndarray) -> dict:
             "histogram": hist}
 
 
-def describe_singa(path) -> dict:
-    import os
+def describe_singa(path, storage_options=None) -> dict:
     from recordkit.formats import singa
+    from recordkit.storage import open_source
     sizes, first, last = [], None, None
-    with singa.open(str(path), "read") as store:
+    with singa.open(str(path), "read", storage_options=storage_options) as store:
         kind = store.kind
         for key, value in store:
             sizes.append(len(value))
             first = key if first is None else first
             last = key
     v = np.array(sizes or [0])
-    return {"format": "singa", "store": kind, "path": str(path), "bytes": os.path.getsize(path),
+    src = open_source(str(path), storage_options=storage_options, verify=False)
+    size = src.size
+    src.close()
+    return {"format": "singa", "store": kind, "path": str(path), "bytes": size,
             "tuples": len(sizes), "first_key": None if first is None else first.decode("utf-8", "replace"),
             "last_key": None if last is None else last.decode("utf-8", "replace"),
             "value_bytes": {"min": int(v.min()), "max": int(v.max()), "mean": float(v.mean())}}
 
 
-def describe_cbf(path) -> dict:
+def describe_cbf(path, storage_options=None) -> dict:
     from recordkit.formats.cbf import CBFReader
-    with CBFReader(path) as r:
+    with CBFReader(path, storage_options=storage_options) as r:
         lengths = np.concatenate([r.sequence_lengths(c.id) for c in r.chunks]) if r.chunks else np.zeros(0)
         return {
             "format": "cbf", "path": str(path), "version": r.version, "bytes": r.header.file_size,
@@ -73,9 +78,14 @@ def describe_cbf(path) -> dict:
         }
 
 
-def describe_ctf(path, chunk_size, skip_ids) -> dict:
+def describe_ctf(path, chunk_size, skip_ids, storage_options=None) -> dict:
     from recordkit.formats.ctf import index as ctf_index
-    idx = ctf_index.scan(str(path), skip_sequence_ids=skip_ids)
+    from recordkit.storage import open_source
+    with_source = open_source(str(path), storage_options=storage_options)
+    try:
+        idx = ctf_index.scan(with_source, skip_sequence_ids=skip_ids)
+    finally:
+        with_source.close()
     bounds = idx.chunk_bounds(chunk_size)
     chunks = []
     for c in range(len(bounds) - 1):
@@ -91,9 +101,10 @@ def describe_ctf(path, chunk_size, skip_ids) -> dict:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    kind = sniff(args.path)
+    opts = args.storage_options
+    kind = sniff(args.path, opts)
     if kind == "singa":
-        info = describe_singa(args.path)
+        info = describe_singa(args.path, opts)
         if args.json:
             sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         else:
@@ -107,9 +118,9 @@ def run(args) -> int:
         from recordkit.cli import ofrecord_commands
         return ofrecord_commands.inspect(args)
     if kind == "cbf":
-        info = describe_cbf(args.path)
+        info = describe_cbf(args.path, opts)
     else:
-        info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids)
+        info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids, opts)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         return 0

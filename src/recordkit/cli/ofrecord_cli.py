@@ -8,6 +8,8 @@ def _dataset_args(p) -> None:
     p.add_argument("--part-name-prefix", default="part-", metavar="PREFIX")
     p.add_argument("--part-name-suffix-length", type=int, default=-1, metavar="K",
                    help="digits of the part number, zero padded (-1: no padding), as OneFlow")
+    from recordkit.cli.sources import add_storage_arguments
+    add_storage_arguments(p)
 
 
 def register(sub) -> None:

@@ -20,15 +20,21 @@ def _parts(args) -> list[str]:
                       storage_options=getattr(args, "storage_options", None))
 
 
-def _records(path, storage_options=None):
+def _part(path, storage_options=None):
+    """(index, bytes) of a whole part, local or remote (checksum-verified when it has a sidecar)."""
     from recordkit.storage import open_source
     src = open_source(path, storage_options=storage_options)
     try:
         index = scan_part(src)
-        err = index.error()
         data = src.pread(0, index.size, cache=False)
     finally:
         src.close()
+    return index, data
+
+
+def _records(path, storage_options=None):
+    index, data = _part(path, storage_options)
+    err = index.error()
     for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
         yield i, off - 8, codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
     if err is not None:
@@ -62,11 +68,9 @@ def describe(args) -> dict:
     parts = []
     features: dict = {}
     for path in _parts(args):
-        index = scan_part(path)
+        index, data = _part(path, getattr(args, "storage_options", None))
         parts.append({"path": path, "bytes": index.size, "records": len(index),
                       "problem": None if index.error() is None else str(index.error())})
-        with open(path, "rb") as f:
-            data = f.read()
         for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
             try:
                 rec = codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
@@ -123,9 +127,7 @@ def validate(args) -> int:
     problems = 0
     records = 0
     for path in _parts(args):
-        index = scan_part(path)
-        with open(path, "rb") as f:
-            data = f.read()
+        index, data = _part(path, getattr(args, "storage_options", None))
         for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
             records += 1
             try:
@@ -147,17 +149,16 @@ def validate(args) -> int:
 def reshard(args) -> int:
     from recordkit.formats.ofrecord.writer import OFRecordWriter
     paths = _parts(args)
-    total = sum(len(scan_part(p)) for p in paths)
+    opts = getattr(args, "storage_options", None)
+    total = sum(len(_part(p, opts)[0]) for p in paths)
     with OFRecordWriter(args.output, args.parts, sharding="contiguous" if not args.round_robin else "round_robin",
                         total=total if not args.round_robin else None,
-                        part_name_suffix_length=args.part_name_suffix_length_out) as w:
+                        part_name_suffix_length=args.part_name_suffix_length_out, storage_options=opts) as w:
         for path in paths:
-            index = scan_part(path)
+            index, data = _part(path, opts)
             err = index.error()
             if err is not None:
                 raise err
-            with open(path, "rb") as f:
-                data = f.read()
             for off, n in zip(index.offsets.tolist(), index.lengths.tolist()):
                 w.write(data[off:off + n])  # frames are copied as they are: no re-encoding
     print(f"recordkit: {total} records from {len(paths)} part(s) -> {len(w.paths)} part(s) in {args.output}",
