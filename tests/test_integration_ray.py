@@ -385,7 +385,7 @@ def test_ray_conversion_from_and_to_s3_reads_back_as_the_local_one(cluster, data
     import json
     sys.path.insert(0, str(HERE))
     from s3_server import S3
-    s3 = S3()
+    s3 = S3(bucket="ray-test")  # moto servers in one process share their buckets: a bucket of its own
     try:
         fs = s3.fs()
         fs.put_file(str(data), f"{s3.bucket}/in/data.ctf")

@@ -138,7 +138,25 @@ def test_interrupted_writer_leaves_no_part(tmp_path):
         with OFRecordWriter(d, 2) as w:
             w.write({"a": 1})
             raise RuntimeError("killed")
-    assert os.listdir(d) == []
+    assert not d.exists() and os.listdir(tmp_path) == []  # no data set, no staging directory left
+
+
+def test_rewriting_swaps_the_whole_data_set_and_keeps_other_files(tmp_path):
+    d = tmp_path / "d"
+    with OFRecordWriter(d, 3) as w:
+        for i in range(9):
+            w.write({"a": i})
+    (d / "README.txt").write_text("mine")
+    (d / "notes").mkdir()
+    (d / "notes" / "n.txt").write_text("also mine")
+    with OFRecordWriter(d, 2, checksums=True) as w:
+        for i in range(4):
+            w.write({"a": 100 + i})
+    assert sorted(os.listdir(d)) == ["README.txt", "notes", "part-00000", "part-00000.rkcrc", "part-00001",
+                                     "part-00001.rkcrc"]
+    assert (d / "notes" / "n.txt").read_text() == "also mine"
+    assert sorted(int(r[0]["a"].value[0]) for r in OFRecordReader(d, epochs=1)) == [100, 101, 102, 103]
+    assert [n for n in os.listdir(tmp_path) if n != "d"] == []  # staging directory gone
 
 
 # -- reader ----------------------------------------------------------------------------------------
@@ -326,3 +344,29 @@ def test_block_wise_scanning_and_reading_match_a_whole_file_scan(tmp_path, monke
             warnings.simplefilter("ignore")
             got = [int(r["i"].value[0]) for r in OFRecordReader(p, 7, epochs=1, max_errors=1).records()]
         assert got == list(range(30))
+
+
+def test_symlinked_or_current_directory_targets_are_rewritten_in_place(tmp_path, monkeypatch):
+    real = tmp_path / "real"
+    with OFRecordWriter(real, 2) as w:
+        for i in range(4):
+            w.write({"a": i})
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with OFRecordWriter(link, 1) as w:
+        w.write({"a": 7})
+    assert link.is_symlink() and sorted(os.listdir(real)) == ["part-00000"]
+    monkeypatch.chdir(real)
+    with OFRecordWriter(".", 1) as w:
+        w.write({"a": 8})
+    assert os.getcwd() == str(real) and os.path.exists(os.getcwd())
+    assert [int(r[0]["a"].value[0]) for r in OFRecordReader(real, epochs=1)] == [8]
+
+
+def test_a_new_data_set_directory_gets_the_usual_permissions(tmp_path):
+    d = tmp_path / "fresh"
+    with OFRecordWriter(d, 1) as w:
+        w.write({"a": 1})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (d.stat().st_mode & 0o777) == (0o777 & ~mask)

@@ -5,14 +5,28 @@ OneFlow's tools write them (``struct.pack("q", len)`` + ``SerializeToString``).
 ``OFRecordWriter`` shards over ``num_parts`` files either round robin (record i goes to
 part i mod N) or contiguously (``sharding="contiguous"`` with ``total`` known: balanced
 runs, as OneFlow splits parts among readers). Parts that would stay empty are never
-written (OneFlow's reader mishandles empty parts); every part appears only when complete.
+written (OneFlow's reader mishandles empty parts).
+
+A local data set is replaced as a whole: the parts are written into a hidden staging
+directory beside the target (``.NAME.*.staging``), and ``close()`` swaps it with the target
+in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``; a new target is a plain rename),
+so a reader or a crash sees the complete old data set or the complete new one, never a mix.
+Files in the target that are not parts (or their sidecars) are carried over by hard links
+(subdirectories are moved across right after the swap). Where the filesystem cannot
+exchange, where the target is a symlink, a mount point or the working directory, and for URLs (object stores have no directories to swap), parts are published
+one by one: each part is whole, the set is not atomic. A killed writer may leave its
+staging directory behind.
 """
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import stat
 import struct
+import tempfile
 
-from recordkit.atomic import AtomicFile
+from recordkit.atomic import AtomicFile, _umask, exchange, fsync_directory
 from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.ofrecord import codec
@@ -38,7 +52,15 @@ class OFRecordWriter(AtomicWriter):
         self.directory = directory if isinstance(directory, str) else os.fspath(directory)
         self.storage_options = storage_options
         self.checksums = bool(checksums)
-        location.makedirs(self.directory, storage_options)
+        self._staging = None
+        if location.is_url(self.directory):
+            location.makedirs(self.directory, storage_options)
+        else:
+            parent, name = os.path.split(os.path.abspath(self.directory))
+            if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+                raise NotADirectoryError(f"{self.directory}: exists and is not a directory")
+            os.makedirs(parent, exist_ok=True)
+            self._staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".staging", dir=parent)
         self.num_parts = int(num_parts)
         self.sharding = sharding
         self.total = total
@@ -65,8 +87,8 @@ class OFRecordWriter(AtomicWriter):
         part = self._part_of(self.records_written)
         f = self._files.get(part)
         if f is None:
-            f = self._files[part] = AtomicFile(location.join(self.directory,
-                                                             part_name(self.prefix, part, self.suffix_length)),
+            where = self._staging or self.directory
+            f = self._files[part] = AtomicFile(location.join(where, part_name(self.prefix, part, self.suffix_length)),
                                                storage_options=self.storage_options, checksums=self.checksums)
         f.write(frame(payload))
         self.records_written += 1
@@ -75,19 +97,86 @@ class OFRecordWriter(AtomicWriter):
         if self.total is not None and self.records_written != self.total:
             self.abort()
             raise ValueError(f"wrote {self.records_written} records, declared {self.total}")
-        # parts are numbered 0..k-1 with no gaps: round robin fills the first min(N, n) parts
-        for part in sorted(self._files):
-            self._files[part].commit()
-            self.paths.append(self._files[part].path)
-        written = len(self._files)
-        self._files.clear()
+        try:
+            # parts are numbered 0..k-1 with no gaps: round robin fills the first min(N, n) parts
+            names = []
+            for part in sorted(self._files):
+                self._files[part].commit()
+                names.append(part_name(self.prefix, part, self.suffix_length))
+            self._files.clear()
+            if self._staging is not None:
+                self._publish_staged(len(names))
+            else:
+                self._remove_stale_parts(len(names))
+        except BaseException:
+            self.abort()
+            raise
+        self.paths = [location.join(self.directory, n) for n in names]
+
+    def _is_data_set_entry(self, name: str) -> bool:
+        """A part of a data set in this naming, or one of its sidecars (checksums, index)."""
+        digits = re.escape(self.prefix) + r"\d+"
+        return re.fullmatch(rf"(?:{digits}(?:\.rkcrc)?|\.{digits}\.rkidx)", name) is not None
+
+    def _publish_staged(self, written: int) -> None:
+        target, staging = self.directory, self._staging
+        parent = os.path.dirname(os.path.abspath(target))
+        if not os.path.exists(target):
+            os.chmod(staging, 0o777 & ~_umask())  # mkdtemp made it private
+            os.rename(staging, target)
+            self._staging = None
+            fsync_directory(parent)
+            return
+        if not self._swappable(target):
+            self._publish_part_by_part(written)
+            return
+        os.chmod(staging, stat.S_IMODE(os.stat(target).st_mode))
+        moved_later = []
+        for entry in os.scandir(target):  # keep what is not the data set's (hard links: no copy, no gap)
+            if self._is_data_set_entry(entry.name):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                moved_later.append(entry.name)
+                continue
+            try:
+                os.link(entry.path, os.path.join(staging, entry.name), follow_symlinks=False)
+            except OSError:
+                shutil.copy2(entry.path, os.path.join(staging, entry.name), follow_symlinks=False)
+        if exchange(staging, target):
+            fsync_directory(parent)
+            for name in moved_later:
+                os.rename(os.path.join(staging, name), os.path.join(target, name))
+            shutil.rmtree(staging, ignore_errors=True)
+            self._staging = None
+        else:  # no atomic exchange on this system
+            self._publish_part_by_part(written)
+
+    @staticmethod
+    def _swappable(target: str) -> bool:
+        """Swap only a plain directory: not a symlink (the link would be replaced, not its target),
+        not a mount point (hard links cannot cross it), not the working directory (the process
+        would be left in the deleted old one)."""
+        if os.path.islink(target) or os.path.ismount(target):
+            return False
+        try:
+            return not os.path.samefile(target, os.getcwd())
+        except OSError:
+            return True
+
+    def _publish_part_by_part(self, written: int) -> None:
+        """The weaker publication: each part renamed into the target (whole), the set not atomic."""
+        staging, target = self._staging, self.directory
+        for name in sorted(os.listdir(staging)):
+            if self._is_data_set_entry(name):
+                os.replace(os.path.join(staging, name), os.path.join(target, name))
         self._remove_stale_parts(written)
+        shutil.rmtree(staging, ignore_errors=True)
+        self._staging = None
 
     def _remove_stale_parts(self, written: int) -> None:
         """Parts beyond the ones just written belong to an older data set: remove them, so that
         re-writing a directory with fewer parts does not leave records of the old one behind.
-        (Each part is published atomically; the set as a whole is not: see the README.)"""
-        import re
+        (Used where the data set cannot be swapped as a whole.)"""
         pattern = re.compile(re.escape(self.prefix) + r"(\d+)$")
         from recordkit.storage.checksum import sidecar_path
         for name in location.listdir(self.directory, self.storage_options):
@@ -101,3 +190,6 @@ class OFRecordWriter(AtomicWriter):
         for f in self._files.values():
             f.discard()
         self._files.clear()
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
