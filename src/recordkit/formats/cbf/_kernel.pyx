@@ -298,3 +298,25 @@ def encode_chunk(const uint32_t[::1] meta, list columns, list sparse, list dims,
                         memcpy(&out[pos], &i32, 4)
                         pos += 4
     return buf
+
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <fcntl.h>
+    static int rk_start_writeback(int fd, long long off, long long n) {
+        return sync_file_range(fd, off, n, SYNC_FILE_RANGE_WRITE);
+    }
+    #else
+    static int rk_start_writeback(int fd, long long off, long long n) { (void)fd; (void)off; (void)n; return 0; }
+    #endif
+    """
+    int rk_start_writeback(int fd, long long off, long long n) nogil
+
+
+def start_writeback(int fd, long long offset, long long nbytes):
+    """Ask the kernel to start writing [offset, offset + nbytes) of fd to disk, without waiting
+    (Linux sync_file_range(SYNC_FILE_RANGE_WRITE); a no-op elsewhere). Not a durability
+    guarantee: the writer still fsyncs before it renames. Errors are ignored (best effort)."""
+    with nogil:
+        rk_start_writeback(fd, offset, nbytes)
