@@ -101,3 +101,30 @@ def test_error_beyond_budget_leaves_no_output(tmp_path):
     with pytest.raises(FormatError, match="bad.ctf:51:"):
         from_ctf.convert(r, out, chunk_size=100)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.ctf"]
+
+
+def test_last_chunk_guess_both_ways_gives_the_same_bytes(tmp_path, monkeypatch):
+    """The last-chunk guess (its stream-0 records written before it closes) must not change the
+    file, whether it holds or not (a dropped sequence, a chunk that fills up before the end)."""
+    seen = []
+    real = from_ctf._Chunker.flush
+
+    def flush(self):
+        real(self)
+        seen.append(tuple(self.guesses))
+    monkeypatch.setattr(from_ctf._Chunker, "flush", flush)
+    streams = [StreamSpec("a", "dense", 2), StreamSpec("b", "sparse", 7)]
+    results = set()
+    for bad_line in (None, 390, 10):
+        src = tmp_path / "g.ctf"
+        src.write_text("".join(f"|a {i} {'x' if i == bad_line else i * 0.5} |b {i % 7}:1.5 {(i * 3) % 7}:2\n"
+                               for i in range(400)))
+        kw = dict(precision="float", skip_sequence_ids=False, max_errors=1)
+        for out_chunk in (1500, 4000, 9000, 30000):
+            a, b = tmp_path / "w.cbf", tmp_path / "f.cbf"
+            expected = _via_writer(src, streams, kw, a, 2000, out_chunk)
+            seen.clear()
+            assert _via_fast_path(src, streams, kw, b, 2000, out_chunk) == expected
+            assert b.read_bytes() == a.read_bytes()
+            results.add(seen[-1])
+    assert any(h for h, m in results) and any(m for h, m in results), results

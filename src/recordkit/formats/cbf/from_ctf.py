@@ -28,6 +28,7 @@ from recordkit.engine.streams import StreamSpec, check_streams
 from recordkit.formats.cbf import _kernel, layout
 
 DEFAULT_CHUNK_SIZE = 32 << 20
+PIECE_SIZE = 4 << 20  # input bytes parsed per task
 MAX_IN_FLIGHT = 2
 _IOV_MAX = 512  # buffers per writev call (Linux allows 1024)
 
@@ -40,39 +41,48 @@ def supports(reader, dtype) -> bool:
 
 
 class _Output:
-    """The CBF file being written: chunks in order on one writer thread, then header, fsync, rename."""
+    """The CBF file being written: positioned writes on one writer thread, then header, fsync, rename."""
 
     def __init__(self, path, streams, dtype):
         self._out = AtomicFile(path)
         self._out.write(layout.PREFIX.pack(layout.MAGIC, layout.VERSION))
         self._out.file.flush()
         self._fd = self._out.file.fileno()
-        self._pos = layout.PREFIX.size
+        self.pos = layout.PREFIX.size  # where the next chunk starts
         self._table = []
         self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=dtype) for s in streams]
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
         self._in_flight: deque = deque()
         self.sequences_written = 0
 
-    def add_chunk(self, meta_parts, buffers, nbytes: int) -> None:
-        """Queue one chunk: meta parts (uint32 arrays) then the streams' record slices (buffers)."""
+    def add_chunk(self, meta_parts, nbytes: int) -> int:
+        """Record the next chunk (its sequences' meta parts, its size); return where it starts."""
+        start = self.pos
         nseq = sum(len(m) for m in meta_parts)
         samples = sum(int(m.sum(dtype=np.int64)) for m in meta_parts)
-        self._table.append((self._pos, nseq, samples))
-        iov = [memoryview(m).cast("B") for m in meta_parts if len(m)] + [b for b in buffers if len(b)]
+        self._table.append((start, nseq, samples))
+        self.pos += nbytes
+        self.sequences_written += nseq
+        return start
+
+    def write_at(self, buffers, pos: int) -> None:
+        """Queue writing the buffers one after another from file offset pos (in submission order)."""
+        iov = [b for b in buffers if len(b)]
+        if not iov:
+            return
         while len(self._in_flight) >= MAX_IN_FLIGHT:
             self._in_flight.popleft().result()
-        self._in_flight.append(self._io.submit(self._write, iov, self._pos, nbytes))
-        self._pos += nbytes
-        self.sequences_written += nseq
+        self._in_flight.append(self._io.submit(self._write, iov, pos))
 
-    def _write(self, iov, pos: int, nbytes: int) -> None:
-        # writer thread; chunks are appended in submission order
-        written = 0
+    def _write(self, iov, pos: int) -> None:
+        # writer thread
+        start = pos
         while iov:
             batch = iov[:_IOV_MAX]
-            n = os.writev(self._fd, batch)
-            written += n
+            n = os.pwritev(self._fd, batch, pos)
+            if n <= 0:
+                raise OSError(f"CBF output: pwritev wrote {n} bytes at offset {pos}")
+            pos += n
             # drop what was written (a short write leaves part of a buffer)
             while batch and n >= len(batch[0]):
                 n -= len(batch[0])
@@ -80,11 +90,9 @@ class _Output:
                 iov.pop(0)
             if n:
                 iov[0] = iov[0][n:]
-        if written != nbytes:
-            raise OSError(f"CBF chunk: wrote {written} bytes, expected {nbytes}")
-        # start writing this chunk back now, without waiting: the fsync before the rename
+        # start writing these bytes back now, without waiting: the fsync before the rename
         # then finds little left to do
-        _kernel.start_writeback(self._fd, pos, nbytes)
+        _kernel.start_writeback(self._fd, start, pos - start)
 
     def close(self) -> None:
         try:
@@ -92,7 +100,12 @@ class _Output:
                 self._in_flight.popleft().result()
         finally:
             self._io.shutdown(wait=True)
-        self._out.write(layout.encode_header(self._header_streams, self._table, self._pos))
+        header = layout.encode_header(self._header_streams, self._table, self.pos)
+        n = os.pwrite(self._fd, header, self.pos)
+        if n != len(header):
+            raise OSError(f"CBF output: short write of the header ({n} of {len(header)} bytes)")
+        # a speculative write (see _Chunker) may have gone past the real end
+        os.ftruncate(self._fd, self.pos + len(header))
         self._out.commit()
 
     def abort(self) -> None:
@@ -104,25 +117,49 @@ class _Output:
 
 
 class _Chunker:
-    """Groups parsed sequences into CBF chunks by CBFWriter's rule and queues them for writing."""
+    """Groups parsed sequences into CBF chunks by CBFWriter's rule and queues them for writing.
 
-    def __init__(self, out: _Output, nstreams: int, chunk_size: int):
+    A chunk's layout (the meta of all its sequences, then each stream's records) is known
+    only when it closes, so its bytes are normally written then. The last chunk would thus
+    be written entirely after the last piece is parsed, followed by the fsync. To shorten
+    that tail, when a new chunk starts and the rest of the input looks too small to fill
+    it, the chunk is assumed to be the last and to hold every remaining indexed sequence:
+    that fixes its sequence count N, hence where its first stream's records go (after 4*N
+    bytes of meta), and those are written as pieces arrive. When the chunk closes, the
+    guess is checked (exactly N sequences, nothing dropped): if it held, only the meta and
+    the other streams are left to write; if not, the whole chunk is written at its place,
+    over the speculative bytes (and the file is cut to its real length at the end).
+    """
+
+    def __init__(self, out: _Output, nstreams: int, chunk_size: int, total_sequences: int, end_offset: int):
         self.out = out
         self.ns = nstreams
         self.chunk_size = chunk_size
         self._pending = []  # (meta, streams, a, b): sequences [a, b) of a parsed piece
         self._pending_bytes = 0
+        self._total = total_sequences     # indexed sequences in the input
+        self._end = end_offset            # input byte offset where the last sequence ends
+        self._in_bytes = 0                # input bytes of the pieces added so far
+        self._out_bytes = 0               # CBF bytes of their sequences
+        self._spec = None                 # [N, bytes of stream 0 written, segments written]
+        self.guesses = [0, 0]             # last-chunk guesses that held, that did not
 
-    def add(self, meta, streams) -> None:
+    def add(self, meta, streams, first_index: int, kept, piece_start: int, piece_end: int) -> None:
+        """Add a parsed piece: ``kept`` = index positions of its sequences (relative to first_index),
+        covering input bytes [piece_start, piece_end)."""
         n = len(meta)
+        self._in_bytes += piece_end - piece_start
         if n == 0:
             return
         sizes = np.full(n, 4, dtype=np.int64)
         for _buf, offs in streams:
             sizes += np.diff(offs)
         cum = np.cumsum(sizes)
+        self._out_bytes += int(cum[-1])
         start = 0
         while start < n:
+            if not self._pending:
+                self._maybe_speculate(first_index + int(kept[start]), piece_start)
             room = self.chunk_size - self._pending_bytes
             base = int(cum[start - 1]) if start else 0
             # the chunk closes after the first sequence that brings it to chunk_size or more
@@ -130,48 +167,88 @@ class _Chunker:
             end = min(max(end, start + 1), n)
             self._pending.append((meta, streams, start, end))
             self._pending_bytes += int(cum[end - 1]) - base
+            if self._spec is not None:
+                nseq, s0, segs = self._spec
+                buf, offs = streams[0]
+                lo, hi = int(offs[start]), int(offs[end])
+                self.out.write_at([memoryview(buf)[lo:hi]], self.out.pos + 4 * nseq + s0)
+                self._spec = [nseq, s0 + hi - lo, segs + 1]
             if self._pending_bytes >= self.chunk_size:
                 self.flush()
             start = end
+
+    def _maybe_speculate(self, first_index: int, input_offset: int) -> None:
+        self._spec = None
+        if self._in_bytes <= 0 or self._out_bytes <= 0:
+            return
+        remaining = max(self._end - input_offset, 0) * (self._out_bytes / self._in_bytes)
+        if remaining < 0.9 * self.chunk_size:
+            self._spec = [self._total - first_index, 0, 0]
 
     def flush(self) -> None:
         if not self._pending:
             return
         metas = [meta[a:b] for meta, _streams, a, b in self._pending]
-        buffers = []
+        nseq = sum(len(m) for m in metas)
+        spec, self._spec = self._spec, None
+        done0 = spec is not None and spec[0] == nseq and spec[2] == len(self._pending)
+        if spec is not None:
+            self.guesses[0 if done0 else 1] += 1
+        pos = self.out.add_chunk(metas, self._pending_bytes)
+        buffers = [memoryview(m).cast("B") for m in metas]
+        at = pos
         for s in range(self.ns):
+            section = []
             for _meta, streams, a, b in self._pending:
                 buf, offs = streams[s]
                 lo, hi = int(offs[a]), int(offs[b])
                 if hi > lo:
-                    buffers.append(memoryview(buf)[lo:hi])
-        self.out.add_chunk(metas, buffers, self._pending_bytes)
+                    section.append(memoryview(buf)[lo:hi])
+            if s == 0 and done0:
+                # already written where it belongs (the guess held)
+                self.out.write_at(buffers, at)
+                at += sum(len(b) for b in buffers) + spec[1]
+                buffers = []
+                continue
+            buffers += section
+        self.out.write_at(buffers, at)
         self._pending = []
         self._pending_bytes = 0
 
 
 def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int = 2,
-            prefetch: int = 1, progress=None) -> int:
+            prefetch: int = 1, piece_size: int = PIECE_SIZE, progress=None) -> int:
     """Write every sequence ``reader`` (a CTFReader) reads into a CBF file at ``path``.
 
     ``streams`` name the output streams (default: the reader's); the element type is the
-    reader's precision. ``progress(nbytes)`` is called with the input bytes of each parsed
-    piece. Returns the number of sequences written. The file appears under ``path`` only
-    when complete (temporary file, fsync, rename); on an error nothing is left behind.
+    reader's precision. Each input chunk is parsed in pieces of about ``piece_size`` bytes
+    (at least ``threads`` pieces), so output chunks fill, and are written, while later
+    pieces are still being parsed. ``progress(nbytes)`` is called with the input bytes of
+    each chunk parsed. Returns the number of sequences written. The file appears under
+    ``path`` only when complete (temporary file, fsync, rename); on an error nothing is
+    left behind.
     """
     streams = check_streams(streams if streams is not None else reader.streams)
     if int(chunk_size) <= 0:
         raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+    idx = reader.index
     out = _Output(path, streams, reader.dtype)
-    chunker = _Chunker(out, len(streams), int(chunk_size))
+    chunker = _Chunker(out, len(streams), int(chunk_size), len(idx), int(idx.offsets[-1] + idx.sizes[-1]))
     try:
-        for chunk_id, pieces in _parsed_chunks(reader, max(int(threads), 1), max(int(prefetch), 0)):
-            reader._charge_pieces(chunk_id, pieces)
-            for _lo, _buf, parsed in pieces:
-                meta, recs = parsed[1]
-                chunker.add(meta, recs)
-            if progress is not None:
-                progress(reader.chunks[chunk_id].size)
+        done = []
+        for chunk_id, piece, last in _parsed_pieces(reader, max(int(threads), 1), max(int(prefetch), 0),
+                                                    max(int(piece_size), 1)):
+            lo, buf, parsed = piece
+            meta, recs = parsed[1]
+            chunker.add(meta, recs, lo, parsed[0], int(idx.offsets[lo]), int(idx.offsets[lo]) + len(buf))
+            done.append(piece)
+            if last:
+                # errors and warnings are charged once the whole chunk is parsed, as iter_chunks does
+                # (an error beyond the budget raises here, and the output is discarded)
+                reader._charge_pieces(chunk_id, done)
+                done = []
+                if progress is not None:
+                    progress(reader.chunks[chunk_id].size)
         chunker.flush()
     except BaseException:
         out.abort()
@@ -184,13 +261,20 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
     return out.sequences_written
 
 
-def _parsed_chunks(reader, threads: int, prefetch: int):
-    """(chunk id, [(lo, buf, parsed), ...]) in file order, pieces parsed into CBF records."""
+def _parsed_pieces(reader, threads: int, prefetch: int, piece_size: int):
+    """(chunk id, (lo, buf, parsed), last piece of its chunk?) in file order, parsed into CBF records."""
     n = len(reader.chunks)
+
+    def pieces(i):
+        parts = max(threads, -(-reader.chunks[i].size // piece_size))
+        return reader._pieces(i, parts)
+
     if threads <= 1:
         for i in range(n):
-            yield i, [reader._parse_piece(i, lo, hi, reader._stop_after(i), cbf=True)
-                      for lo, hi in reader._pieces(i, 1)]
+            ranges = pieces(i)
+            stop = reader._stop_after(i)
+            for k, (lo, hi) in enumerate(ranges):
+                yield i, reader._parse_piece(i, lo, hi, stop, True), k == len(ranges) - 1
         return
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
         pending: dict[int, list] = {}
@@ -200,9 +284,11 @@ def _parsed_chunks(reader, threads: int, prefetch: int):
                 while nxt < n and nxt <= i + prefetch:
                     stop = reader._stop_after(nxt)
                     pending[nxt] = [pool.submit(reader._parse_piece, nxt, lo, hi, stop, True)
-                                    for lo, hi in reader._pieces(nxt, threads)]
+                                    for lo, hi in pieces(nxt)]
                     nxt += 1
-                yield i, [f.result() for f in pending.pop(i)]
+                futures = pending.pop(i)
+                for k, f in enumerate(futures):
+                    yield i, f.result(), k == len(futures) - 1
         finally:
             for futures in pending.values():
                 for f in futures:
