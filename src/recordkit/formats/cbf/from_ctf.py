@@ -54,6 +54,7 @@ class _Output:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
         self._in_flight: deque = deque()
         self.sequences_written = 0
+        self._allocated = self.pos  # the file's blocks are allocated up to here (or allocation failed: -1)
 
     def add_chunk(self, meta_parts, nbytes: int) -> int:
         """Record the next chunk (its sequences' meta parts, its size); return where it starts."""
@@ -77,6 +78,10 @@ class _Output:
     def _write(self, iov, pos: int) -> None:
         # writer thread
         start = pos
+        end = pos + sum(len(b) for b in iov)
+        if 0 <= self._allocated < end:
+            # allocate before writing (cheaper buffered writes); the file is cut to size at the end
+            self._allocated = end if _kernel.preallocate(self._fd, self._allocated, end - self._allocated) else -1
         while iov:
             batch = iov[:_IOV_MAX]
             n = os.pwritev(self._fd, batch, pos)
@@ -217,7 +222,7 @@ class _Chunker:
 
 
 def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int = 2,
-            prefetch: int = 1, piece_size: int = PIECE_SIZE, progress=None) -> int:
+            prefetch: int = 1, piece_size: int | None = None, progress=None) -> int:
     """Write every sequence ``reader`` (a CTFReader) reads into a CBF file at ``path``.
 
     ``streams`` name the output streams (default: the reader's); the element type is the
@@ -237,7 +242,7 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
     try:
         done = []
         for chunk_id, piece, last in _parsed_pieces(reader, max(int(threads), 1), max(int(prefetch), 0),
-                                                    max(int(piece_size), 1)):
+                                                    max(int(piece_size or PIECE_SIZE), 1)):
             lo, buf, parsed = piece
             meta, recs = parsed[1]
             chunker.add(meta, recs, lo, parsed[0], int(idx.offsets[lo]), int(idx.offsets[lo]) + len(buf))
