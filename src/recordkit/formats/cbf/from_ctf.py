@@ -271,8 +271,9 @@ def _parsed_pieces(reader, threads: int, prefetch: int, piece_size: int):
     n = len(reader.chunks)
 
     def pieces(i):
-        parts = max(threads, -(-reader.chunks[i].size // piece_size))
-        return reader._pieces(i, parts)
+        # the last chunk in smaller pieces, so that the threads finish together
+        size = piece_size if i < n - 1 else max(piece_size // 4, 1)
+        return reader._pieces(i, max(threads, -(-reader.chunks[i].size // size)))
 
     if threads <= 1:
         for i in range(n):
