@@ -4,15 +4,19 @@
 chunk bytes (a second copy) and write them (a third). Here the CTF kernel parses each
 piece of a chunk straight into CBF's per-stream records (``ChunkParser.parse_cbf``): a
 CBF chunk is the sample counts of its sequences followed, stream by stream, by those
-sequences' records, so every output chunk is written with ``os.writev`` from slices of
+sequences' records, so every output chunk is written with ``os.pwritev`` from slices of
 the parsed buffers. The file is the same, byte for byte, as ``CBFWriter`` writes from
 the same reader: sequences go into chunks by the same rule (a chunk closes after the
 sequence that brings it to ``chunk_size`` bytes), the meta count is the maximum over
 streams, and the header is the same.
 
-Pieces are parsed by ``threads`` threads (GIL released) with ``prefetch`` chunks ahead;
-chunks are written on one writer thread, each followed by an asynchronous writeback
-request so that the fsync before the rename has little left to flush. Errors and
+Pieces of about ``PIECE_SIZE`` input bytes are parsed by ``threads`` threads (GIL
+released) with ``prefetch`` chunks ahead, so output chunks close, and are written, while
+later pieces are still being parsed. Writes run on one writer thread: each range is
+fallocated first (buffered writes into allocated blocks are much cheaper on ext4) and
+handed to writeback right away (``sync_file_range``), so the fsync before the rename has
+little left to flush. The last chunk's first stream is written before that chunk closes
+(see ``_Chunker``), which leaves little to write after the last piece. Errors and
 warnings are charged to the reader's budget chunk by chunk, as ``iter_chunks`` does.
 """
 from __future__ import annotations
