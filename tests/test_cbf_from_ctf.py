@@ -128,3 +128,14 @@ def test_last_chunk_guess_both_ways_gives_the_same_bytes(tmp_path, monkeypatch):
             assert b.read_bytes() == a.read_bytes()
             results.add(seen[-1])
     assert any(h for h, m in results) and any(m for h, m in results), results
+
+
+@pytest.mark.parametrize("step", [1, 7, 4096])
+def test_writes_in_small_steps_give_the_same_bytes(step, tmp_path, monkeypatch):
+    monkeypatch.setattr(from_ctf, "WRITE_STEP", step)
+    src = REPO / "tests/data/cbf_oracle/inputs/mixed_jagged.ctf"
+    streams, kw = _case(src)
+    a, b = tmp_path / "w.cbf", tmp_path / "f.cbf"
+    expected = _via_writer(src, streams, kw, a, 2000, 3000)
+    assert _via_fast_path(src, streams, kw, b, 2000, 3000) == expected
+    assert b.read_bytes() == a.read_bytes()

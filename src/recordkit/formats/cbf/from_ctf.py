@@ -35,6 +35,7 @@ DEFAULT_CHUNK_SIZE = 32 << 20
 PIECE_SIZE = 4 << 20  # input bytes parsed per task
 MAX_IN_FLIGHT = 2
 _IOV_MAX = 512  # buffers per writev call (Linux allows 1024)
+WRITE_STEP = 2 << 20  # bytes per write call, each followed by a writeback request
 
 
 def supports(reader, dtype) -> bool:
@@ -81,27 +82,39 @@ class _Output:
 
     def _write(self, iov, pos: int) -> None:
         # writer thread
-        start = pos
         end = pos + sum(len(b) for b in iov)
         if 0 <= self._allocated < end:
             # allocate before writing (cheaper buffered writes); the file is cut to size at the end
             self._allocated = end if _kernel.preallocate(self._fd, self._allocated, end - self._allocated) else -1
         while iov:
-            batch = iov[:_IOV_MAX]
-            n = os.pwritev(self._fd, batch, pos)
-            if n <= 0:
-                raise OSError(f"CBF output: pwritev wrote {n} bytes at offset {pos}")
-            pos += n
-            # drop what was written (a short write leaves part of a buffer)
-            while batch and n >= len(batch[0]):
-                n -= len(batch[0])
-                batch.pop(0)
-                iov.pop(0)
-            if n:
-                iov[0] = iov[0][n:]
-        # start writing these bytes back now, without waiting: the fsync before the rename
-        # then finds little left to do
-        _kernel.start_writeback(self._fd, start, pos - start)
+            # WRITE_STEP bytes at a time, each handed to writeback at once (without waiting), so
+            # the disk works while the next part is copied and the fsync before the rename finds
+            # little left to do
+            batch, size = [], 0
+            while iov and len(batch) < _IOV_MAX and size < WRITE_STEP:
+                b = iov[0]
+                take = min(len(b), WRITE_STEP - size)
+                if take < len(b):
+                    batch.append(b[:take])
+                    iov[0] = b[take:]
+                else:
+                    batch.append(b)
+                    iov.pop(0)
+                size += take
+            done = pos
+            while batch:
+                n = os.pwritev(self._fd, batch, done)
+                if n <= 0:
+                    raise OSError(f"CBF output: pwritev wrote {n} bytes at offset {done}")
+                done += n
+                # drop what was written (a short write leaves part of a buffer)
+                while batch and n >= len(batch[0]):
+                    n -= len(batch[0])
+                    batch.pop(0)
+                if n:
+                    batch[0] = batch[0][n:]
+            _kernel.start_writeback(self._fd, pos, done - pos)
+            pos = done
 
     def close(self) -> None:
         try:
