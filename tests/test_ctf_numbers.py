@@ -70,3 +70,34 @@ def test_float32_is_not_double_rounded(tmp_path):
     seqs, _, _ = read_all(p, [dense("v", 1)], precision="float")
     assert seqs[0][1]["v"][0, 0] == strtof("7.038531e-26")
     assert strtof("7.038531e-26") != np.float32(7.038531e-26)
+
+
+def test_float32_fast_path_near_rounding_boundaries(tmp_path):
+    """Decimals m / 10**k (m <= 2**24, k <= 10) closest to float32 halfway points, and multiples of
+    5**k, parse to the correctly rounded float32 (the fast path multiplies by the double nearest
+    10**-k instead of dividing; exact rational arithmetic is the reference)."""
+    import decimal
+    from fractions import Fraction
+    from recordkit import StreamSpec
+    from recordkit.formats.ctf import CTFReader
+    rng = np.random.default_rng(3)
+    texts = []
+    for k in range(1, 11):
+        for H in rng.integers(1 << 24, 1 << 25, 300) | 1:
+            q = int(H * 10 ** k).bit_length() - 24  # H / 2**q * 10**k just below 2**24
+            m0 = round(Fraction(int(H) * 10 ** k, 2 ** q))
+            for m in (m0 - 1, m0, m0 + 1):
+                if 1 <= m <= 1 << 24:
+                    texts.append(f"{m}e-{k}")
+        for m in rng.integers(1, max(2, (1 << 24) // 5 ** k), 50) * 5 ** k:
+            texts.append(f"{m}e-{k}")
+    p = tmp_path / "b.ctf"
+    p.write_text("".join(f"|a {t}\n" for t in texts))
+    r = CTFReader(p, [StreamSpec("a", "dense", 1)], precision="float")
+    got = np.concatenate([c.columns["a"].values.reshape(-1) for c in r.iter_chunks()])
+    for t, g in zip(texts, got):
+        exact = Fraction(decimal.Decimal(t))
+        f0 = np.float32(float(exact))
+        cands = [np.nextafter(f0, np.float32(-np.inf)), f0, np.nextafter(f0, np.float32(np.inf))]
+        want = min(cands, key=lambda c: (abs(Fraction(float(c)) - exact), int(np.float32(c).view(np.uint32)) & 1))
+        assert g == want, (t, g, want)

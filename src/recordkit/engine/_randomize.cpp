@@ -10,18 +10,18 @@
             ]
         ],
         "depends": [
-            "/work/main/.venv/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
-            "/work/main/.venv/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
-            "/work/main/.venv/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
-            "/work/main/.venv/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
-            "/work/main/.venv/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h"
+            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
+            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
+            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
+            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
+            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h"
         ],
         "extra_compile_args": [
             "-O3",
             "-std=c++17"
         ],
         "include_dirs": [
-            "/work/main/.venv/lib/python3.11/site-packages/numpy/_core/include"
+            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include"
         ],
         "language": "c++",
         "name": "recordkit.engine._randomize",
@@ -1566,8 +1566,8 @@ static const char * const __pyx_cfilenm = __FILE__;
 static const char* const __pyx_f[] = {
   "src/recordkit/engine/_randomize.pyx",
   "View.MemoryView",
-  ".venv/lib/python3.11/site-packages/numpy/__init__.cython-30.pxd",
-  ".venv/lib/python3.11/site-packages/Cython/Includes/cpython/type.pxd",
+  "numpy/__init__.cython-30.pxd",
+  "cpython/type.pxd",
 };
 /* #### Code section: utility_code_proto_before_types ### */
 /* Atomics.proto (used by UnpackUnboundCMethod) */

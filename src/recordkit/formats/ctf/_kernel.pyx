@@ -15,7 +15,8 @@ of CRLF files is skipped); '|' starts a sample, '|#' a comment running to the ne
 """
 from libc.stdint cimport uint64_t, int64_t, int32_t, uint32_t, uint8_t
 from libc.string cimport memchr, memcpy, memcmp
-from libc.stdlib cimport strtod, strtof, malloc, free
+from libc.stdlib cimport strtod, strtof, malloc, free, realloc
+from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdio cimport snprintf
 from libcpp.vector cimport vector
 from libcpp.unordered_map cimport unordered_map
@@ -471,6 +472,72 @@ cdef cppclass Scratch:
     vector[uint64_t] seen_row
 
 
+cdef struct Blob:
+    # one stream's sequences in CBF layout (parse_cbf): malloc'ed, grown with realloc
+    uint8_t* data
+    size_t size
+    size_t cap
+    bint failed
+
+
+cdef cppclass CbfOut:
+    vector[Blob] blobs
+    vector[vector[int64_t]] seq_offsets
+    vector[uint32_t] meta
+    bint failed
+
+
+cdef inline bint _blob_grow(Blob* b, size_t extra) noexcept nogil:
+    cdef size_t cap
+    cdef uint8_t* q
+    if b.size + extra <= b.cap:
+        return True
+    cap = b.cap * 2
+    if cap < b.size + extra:
+        cap = b.size + extra
+    q = <uint8_t*>realloc(b.data, cap)
+    if q == NULL:
+        b.failed = True
+        return False
+    b.data = q
+    b.cap = cap
+    return True
+
+
+cdef inline void _blob_put(Blob* b, const void* src, size_t n) noexcept nogil:
+    # callers grow the blob first
+    memcpy(b.data + b.size, src, n)
+    b.size += n
+
+
+cdef class ByteBuffer:
+    """Bytes a kernel produced (one stream's CBF records): read-only buffer protocol, no copy."""
+    cdef uint8_t* data
+    cdef Py_ssize_t size
+
+    def __dealloc__(self):
+        free(self.data)
+
+    def __len__(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, <void*>self.data, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+cdef ByteBuffer _adopt(Blob* b):
+    """Hand a blob's memory to a ByteBuffer (which frees it)."""
+    cdef ByteBuffer out = ByteBuffer.__new__(ByteBuffer)
+    out.data = b.data
+    out.size = b.size
+    b.data = NULL
+    b.size = b.cap = 0
+    return out
+
+
 cdef class ChunkParser:
     """Parses the sequences of one chunk into per-stream columns.
 
@@ -508,6 +575,27 @@ cdef class ChunkParser:
         per stream (values, indices|None, indptr|None, counts); events as tuples.
         Parsing stops early once stop_after_errors errors were seen (0 = never).
         """
+        return self._parse(buf, base, offsets, sizes, first_lines, stop_after_errors, rows_hint, False)
+
+    def parse_cbf(self, const uint8_t[::1] buf, uint64_t base, const uint64_t[::1] offsets,
+                  const uint64_t[::1] sizes, const uint64_t[::1] first_lines, uint64_t stop_after_errors,
+                  uint64_t rows_hint=0):
+        """Like parse(), but each kept sequence goes straight into CBF's per-stream layout.
+
+        columns is (meta, streams): meta = uint32 sample count of each kept sequence (the
+        maximum over its streams, the CBF chunk prefix); streams = per stream (records,
+        offsets): records a ByteBuffer holding, per kept sequence, exactly the bytes a CBF
+        chunk holds for that sequence and stream (dense: u32 samples, values; sparse: u32
+        samples, i32 nnz, values, i32 indices, i32 nnz per sample), offsets int64 (kept+1)
+        where each sequence's record starts. A CBF chunk is the meta of its sequences
+        followed, stream by stream, by the concatenation of their records, so a converter
+        writes slices of these buffers as they are (no intermediate columns, no encode copy).
+        """
+        return self._parse(buf, base, offsets, sizes, first_lines, stop_after_errors, rows_hint, True)
+
+    cdef object _parse(self, const uint8_t[::1] buf, uint64_t base, const uint64_t[::1] offsets,
+                       const uint64_t[::1] sizes, const uint64_t[::1] first_lines, uint64_t stop_after_errors,
+                       uint64_t rows_hint, bint cbf):
         cdef size_t ns = self.cfg.size()
         cdef vector[StreamOut] outs
         cdef vector[int64_t] kept
@@ -521,6 +609,10 @@ cdef class ChunkParser:
         cdef Py_ssize_t i
         cdef int k
         cdef Scratch sc
+        cdef CbfOut co
+        cdef CbfOut* cop = NULL
+        cdef size_t esz = 8 if self.dbl else 4
+        cdef size_t cap
         for k in range(8):
             counts[k] = 0
         outs.resize(ns)
@@ -529,7 +621,30 @@ cdef class ChunkParser:
         sc.mark_ptr.resize(ns)
         sc.seq_samples.resize(ns)
         sc.seen_row.resize(ns)
+        co.failed = False
+        if cbf:
+            cop = &co
+            co.blobs.resize(ns)
+            co.seq_offsets.resize(ns)
+            co.meta.reserve(nseq)
         for k in range(<int>ns):
+            outs[k].counts.reserve(nseq)
+            if cbf:
+                # per-sequence scratch only; the records go to the blob, sized for the piece:
+                # dense: rows bound the samples; sparse: a pair takes >= 4 bytes of text
+                if not self.cfg[k].sparse:
+                    cap = rows_hint * self.cfg[k].dim * esz + 4 * <size_t>nseq + 64
+                else:
+                    cap = <size_t>buf.shape[0] * (esz + 4) // 4 + 8 * <size_t>nseq + 64
+                co.blobs[k].data = <uint8_t*>malloc(cap)
+                co.blobs[k].size = 0
+                co.blobs[k].cap = cap if co.blobs[k].data != NULL else 0
+                co.blobs[k].failed = co.blobs[k].data == NULL
+                if co.blobs[k].data == NULL:
+                    co.failed = True
+                co.seq_offsets[k].reserve(nseq + 1)
+                co.seq_offsets[k].push_back(0)
+                continue
             # each line holds at most one sample per stream: rows bound the dense output
             if not self.cfg[k].sparse:
                 if self.dbl:
@@ -538,7 +653,6 @@ cdef class ChunkParser:
                     outs[k].vf.reserve(rows_hint * self.cfg[k].dim)
             else:
                 outs[k].ptr.reserve(rows_hint)
-            outs[k].counts.reserve(nseq)
         if buf.shape[0] > 0:
             p = &buf[0]
         with nogil:
@@ -548,15 +662,88 @@ cdef class ChunkParser:
                     break
                 _parse_sequence(self, p, <Py_ssize_t>(offsets[i] - base), <Py_ssize_t>(offsets[i] - base + sizes[i]),
                                 <Py_ssize_t>buf.shape[0], first_lines[i] + 1, i, outs, kept, errors, warns, &nerr, counts,
-                                sc)
-        columns = []
-        for k in range(<int>ns):
-            columns.append(_column(outs[k], self.cfg[k], self.dbl))
+                                sc, cop)
+                if cbf and co.failed:
+                    break
         kept_arr = np.empty(kept.size(), dtype=np.int64)
         if kept.size():
             memcpy(cnp.PyArray_DATA(kept_arr), kept.data(), kept.size() * sizeof(int64_t))
+        if cbf:
+            try:
+                if co.failed:
+                    raise MemoryError("CTF chunk parser: out of memory for the CBF records")
+                meta = np.empty(co.meta.size(), dtype=np.uint32)
+                if co.meta.size():
+                    memcpy(cnp.PyArray_DATA(meta), co.meta.data(), co.meta.size() * sizeof(uint32_t))
+                streams = []
+                for k in range(<int>ns):
+                    streams.append((_adopt(&co.blobs[k]), _i64(co.seq_offsets[k])))
+                columns = (meta, streams)
+            finally:
+                for k in range(<int>ns):
+                    free(co.blobs[k].data)
+                    co.blobs[k].data = NULL
+        else:
+            columns = []
+            for k in range(<int>ns):
+                columns.append(_column(outs[k], self.cfg[k], self.dbl))
         return (kept_arr, columns, _events(errors), nerr, _events(warns),
                 {W_PADDED: counts[0], W_UNKNOWN: counts[1], W_EMPTY_SEQUENCE: counts[2]}, stopped)
+
+
+cdef object _i64(vector[int64_t]& v):
+    cdef cnp.ndarray out = np.empty(v.size(), dtype=np.int64)
+    if v.size():
+        memcpy(cnp.PyArray_DATA(out), v.data(), v.size() * sizeof(int64_t))
+    return out
+
+
+cdef void _emit_cbf(ChunkParser self, vector[StreamOut]& outs, Scratch& sc, CbfOut* co) noexcept nogil:
+    """Append the sequence just parsed (alone in outs) to the CBF records, then clear outs."""
+    cdef size_t ns = self.cfg.size()
+    cdef size_t k, j, nnz, nsmp, nv
+    cdef size_t esz = 8 if self.dbl else 4
+    cdef uint32_t u, mx = 0
+    cdef int32_t i32
+    cdef Blob* b
+    cdef StreamOut* o
+    for k in range(ns):
+        o = &outs[k]
+        b = &co.blobs[k]
+        nsmp = <size_t>sc.seq_samples[k]
+        if nsmp > mx:
+            mx = <uint32_t>nsmp
+        u = <uint32_t>nsmp
+        nv = o.vd.size() if self.dbl else o.vf.size()
+        if not self.cfg[k].sparse:
+            if not _blob_grow(b, 4 + nv * esz):
+                co.failed = True
+                return
+            _blob_put(b, &u, 4)
+            if nv:
+                _blob_put(b, <const void*>o.vd.data() if self.dbl else <const void*>o.vf.data(), nv * esz)
+        else:
+            nnz = o.idx.size()
+            if not _blob_grow(b, 8 + nnz * (esz + 4) + nsmp * 4):
+                co.failed = True
+                return
+            _blob_put(b, &u, 4)
+            i32 = <int32_t>nnz
+            _blob_put(b, &i32, 4)
+            if nnz:
+                _blob_put(b, <const void*>o.vd.data() if self.dbl else <const void*>o.vf.data(), nnz * esz)
+                _blob_put(b, o.idx.data(), nnz * 4)
+            for j in range(o.ptr.size()):
+                i32 = <int32_t>((<int64_t>nnz if j + 1 == o.ptr.size() else o.ptr[j + 1]) - o.ptr[j])
+                _blob_put(b, &i32, 4)
+            o.idx.clear()
+            o.ptr.clear()
+        if self.dbl:
+            o.vd.clear()
+        else:
+            o.vf.clear()
+        co.seq_offsets[k].push_back(<int64_t>b.size)
+    co.meta.push_back(mx)
 
 
 cdef object _column(StreamOut& o, StreamCfg& c, bint dbl):
@@ -608,7 +795,7 @@ cdef inline Py_ssize_t _skip_to_bar_or_eol(const uint8_t* p, Py_ssize_t i, Py_ss
 cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t buf_end,
                           uint64_t line, Py_ssize_t seq_index, vector[StreamOut]& outs, vector[int64_t]& kept,
                           vector[Event]& errors, vector[Event]& warns, uint64_t* nerr, uint64_t* counts,
-                          Scratch& sc) noexcept nogil:
+                          Scratch& sc, CbfOut* co) noexcept nogil:
     cdef size_t ns = self.cfg.size()
     cdef size_t k
     cdef Py_ssize_t line_start = pos
@@ -799,6 +986,8 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
     for k in range(ns):
         outs[k].counts.push_back(sc.seq_samples[k])
     kept.push_back(seq_index)
+    if co != NULL:
+        _emit_cbf(self, outs, sc, co)
 
 
 # ---------------------------------------------------------------------------------------------

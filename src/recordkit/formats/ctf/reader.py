@@ -229,8 +229,10 @@ class CTFReader(ClosingReader):
             return 0
         return max(self.budget.remaining, 0) + 1
 
-    def _parse_piece(self, chunk_id: int, lo: int, hi: int, stop_after: int):
-        """Read and parse sequences [lo, hi) of the index (part or all of a chunk)."""
+    def _parse_piece(self, chunk_id: int, lo: int, hi: int, stop_after: int, cbf: bool = False):
+        """Read and parse sequences [lo, hi) of the index (part or all of a chunk).
+
+        ``cbf``: parse into CBF records (``ChunkParser.parse_cbf``, for the converter) instead of columns."""
         idx = self.index
         start = int(idx.offsets[lo])
         size = int(idx.offsets[hi - 1] + idx.sizes[hi - 1]) - start
@@ -242,8 +244,9 @@ class CTFReader(ClosingReader):
             raise FormatError(self.path, f"file shrank while reading: chunk {chunk_id} expected {size} bytes "
                                          f"at offset {start}, got {len(buf)}", offset=start)
         rows = int(idx.rows[lo:hi].sum())
-        parsed = self._parser.parse(buf, start, idx.offsets[lo:hi], idx.sizes[lo:hi], idx.first_lines[lo:hi],
-                                    stop_after, rows)
+        parse = self._parser.parse_cbf if cbf else self._parser.parse
+        parsed = parse(buf, start, idx.offsets[lo:hi], idx.sizes[lo:hi], idx.first_lines[lo:hi],
+                      stop_after, rows)
         return lo, buf, parsed
 
     def _charge_pieces(self, chunk_id: int, pieces) -> None:

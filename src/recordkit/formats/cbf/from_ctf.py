@@ -1,0 +1,320 @@
+"""CTF -> CBF without intermediate columns: the converter's fast path.
+
+``CTFReader`` + ``CBFWriter`` parse each chunk into columns, then encode those into CBF
+chunk bytes (a second copy) and write them (a third). Here the CTF kernel parses each
+piece of a chunk straight into CBF's per-stream records (``ChunkParser.parse_cbf``): a
+CBF chunk is the sample counts of its sequences followed, stream by stream, by those
+sequences' records, so every output chunk is written with ``os.pwritev`` from slices of
+the parsed buffers. The file is the same, byte for byte, as ``CBFWriter`` writes from
+the same reader: sequences go into chunks by the same rule (a chunk closes after the
+sequence that brings it to ``chunk_size`` bytes), the meta count is the maximum over
+streams, and the header is the same.
+
+Pieces of about ``PIECE_SIZE`` input bytes are parsed by ``threads`` threads (GIL
+released) with ``prefetch`` chunks ahead, so output chunks close, and are written, while
+later pieces are still being parsed. Writes run on one writer thread: each range is
+fallocated first (buffered writes into allocated blocks are much cheaper on ext4) and
+handed to writeback right away (``sync_file_range``), so the fsync before the rename has
+little left to flush. The last chunk's first stream is written before that chunk closes
+(see ``_Chunker``), which leaves little to write after the last piece. Errors and
+warnings are charged to the reader's budget chunk by chunk, as ``iter_chunks`` does.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from recordkit.atomic import AtomicFile
+from recordkit.engine.streams import StreamSpec, check_streams
+from recordkit.formats.cbf import _kernel, layout
+
+DEFAULT_CHUNK_SIZE = 32 << 20
+PIECE_SIZE = 4 << 20  # input bytes parsed per task
+MAX_IN_FLIGHT = 2
+_IOV_MAX = 512  # buffers per writev call (Linux allows 1024)
+WRITE_STEP = 2 << 20  # bytes per write call, each followed by a writeback request
+
+
+def supports(reader, dtype) -> bool:
+    """Whether ``convert`` can take this reader: a CTFReader parsing in the output's element type."""
+    from recordkit.formats.ctf.reader import CTFReader
+    return (isinstance(reader, CTFReader) and np.dtype(reader.dtype) == np.dtype(dtype)
+            and hasattr(reader._parser, "parse_cbf"))
+
+
+class _Output:
+    """The CBF file being written: positioned writes on one writer thread, then header, fsync, rename."""
+
+    def __init__(self, path, streams, dtype, *, storage_options=None, checksums: bool = False):
+        self._out = AtomicFile(path, storage_options=storage_options, checksums=checksums)
+        self._out.write(layout.PREFIX.pack(layout.MAGIC, layout.VERSION))
+        self._out.file.flush()
+        self._fd = self._out.file.fileno()
+        self.pos = layout.PREFIX.size  # where the next chunk starts
+        self._table = []
+        self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=dtype) for s in streams]
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
+        self._in_flight: deque = deque()
+        self.sequences_written = 0
+        self._allocated = self.pos  # the file's blocks are allocated up to here (or allocation failed: -1)
+
+    def add_chunk(self, meta_parts, nbytes: int) -> int:
+        """Record the next chunk (its sequences' meta parts, its size); return where it starts."""
+        start = self.pos
+        nseq = sum(len(m) for m in meta_parts)
+        samples = sum(int(m.sum(dtype=np.int64)) for m in meta_parts)
+        self._table.append((start, nseq, samples))
+        self.pos += nbytes
+        self.sequences_written += nseq
+        return start
+
+    def write_at(self, buffers, pos: int) -> None:
+        """Queue writing the buffers one after another from file offset pos (in submission order)."""
+        iov = [b for b in buffers if len(b)]
+        if not iov:
+            return
+        while len(self._in_flight) >= MAX_IN_FLIGHT:
+            self._in_flight.popleft().result()
+        self._in_flight.append(self._io.submit(self._write, iov, pos))
+
+    def _write(self, iov, pos: int) -> None:
+        # writer thread
+        end = pos + sum(len(b) for b in iov)
+        if 0 <= self._allocated < end:
+            # allocate before writing (cheaper buffered writes); the file is cut to size at the end
+            self._allocated = end if _kernel.preallocate(self._fd, self._allocated, end - self._allocated) else -1
+        while iov:
+            # WRITE_STEP bytes at a time, each handed to writeback at once (without waiting), so
+            # the disk works while the next part is copied and the fsync before the rename finds
+            # little left to do
+            batch, size = [], 0
+            while iov and len(batch) < _IOV_MAX and size < WRITE_STEP:
+                b = iov[0]
+                take = min(len(b), WRITE_STEP - size)
+                if take < len(b):
+                    batch.append(b[:take])
+                    iov[0] = b[take:]
+                else:
+                    batch.append(b)
+                    iov.pop(0)
+                size += take
+            done = pos
+            while batch:
+                n = os.pwritev(self._fd, batch, done)
+                if n <= 0:
+                    raise OSError(f"CBF output: pwritev wrote {n} bytes at offset {done}")
+                done += n
+                # drop what was written (a short write leaves part of a buffer)
+                while batch and n >= len(batch[0]):
+                    n -= len(batch[0])
+                    batch.pop(0)
+                if n:
+                    batch[0] = batch[0][n:]
+            _kernel.start_writeback(self._fd, pos, done - pos)
+            pos = done
+
+    def close(self) -> None:
+        try:
+            while self._in_flight:
+                self._in_flight.popleft().result()
+        finally:
+            self._io.shutdown(wait=True)
+        header = layout.encode_header(self._header_streams, self._table, self.pos)
+        n = os.pwrite(self._fd, header, self.pos)
+        if n != len(header):
+            raise OSError(f"CBF output: short write of the header ({n} of {len(header)} bytes)")
+        # a speculative write (see _Chunker) may have gone past the real end
+        os.ftruncate(self._fd, self.pos + len(header))
+        self._out.commit()
+
+    def abort(self) -> None:
+        for fut in self._in_flight:
+            fut.cancel()
+        self._io.shutdown(wait=True)
+        self._in_flight.clear()
+        self._out.discard()
+
+
+class _Chunker:
+    """Groups parsed sequences into CBF chunks by CBFWriter's rule and queues them for writing.
+
+    A chunk's layout (the meta of all its sequences, then each stream's records) is known
+    only when it closes, so its bytes are normally written then. The last chunk would thus
+    be written entirely after the last piece is parsed, followed by the fsync. To shorten
+    that tail, when a new chunk starts and the rest of the input looks too small to fill
+    it, the chunk is assumed to be the last and to hold every remaining indexed sequence:
+    that fixes its sequence count N, hence where its first stream's records go (after 4*N
+    bytes of meta), and those are written as pieces arrive. When the chunk closes, the
+    guess is checked (exactly N sequences, nothing dropped): if it held, only the meta and
+    the other streams are left to write; if not, the whole chunk is written at its place,
+    over the speculative bytes (and the file is cut to its real length at the end).
+    """
+
+    def __init__(self, out: _Output, nstreams: int, chunk_size: int, total_sequences: int, end_offset: int):
+        self.out = out
+        self.ns = nstreams
+        self.chunk_size = chunk_size
+        self._pending = []  # (meta, streams, a, b): sequences [a, b) of a parsed piece
+        self._pending_bytes = 0
+        self._total = total_sequences     # indexed sequences in the input
+        self._end = end_offset            # input byte offset where the last sequence ends
+        self._in_bytes = 0                # input bytes of the pieces added so far
+        self._out_bytes = 0               # CBF bytes of their sequences
+        self._spec = None                 # [N, bytes of stream 0 written, segments written]
+        self.guesses = [0, 0]             # last-chunk guesses that held, that did not
+
+    def add(self, meta, streams, first_index: int, kept, piece_start: int, piece_end: int) -> None:
+        """Add a parsed piece: ``kept`` = index positions of its sequences (relative to first_index),
+        covering input bytes [piece_start, piece_end)."""
+        n = len(meta)
+        self._in_bytes += piece_end - piece_start
+        if n == 0:
+            return
+        sizes = np.full(n, 4, dtype=np.int64)
+        for _buf, offs in streams:
+            sizes += np.diff(offs)
+        cum = np.cumsum(sizes)
+        self._out_bytes += int(cum[-1])
+        start = 0
+        while start < n:
+            if not self._pending:
+                self._maybe_speculate(first_index + int(kept[start]), piece_start)
+            room = self.chunk_size - self._pending_bytes
+            base = int(cum[start - 1]) if start else 0
+            # the chunk closes after the first sequence that brings it to chunk_size or more
+            end = int(np.searchsorted(cum, base + room, side="left")) + 1
+            end = min(max(end, start + 1), n)
+            self._pending.append((meta, streams, start, end))
+            self._pending_bytes += int(cum[end - 1]) - base
+            if self._spec is not None:
+                nseq, s0, segs = self._spec
+                buf, offs = streams[0]
+                lo, hi = int(offs[start]), int(offs[end])
+                self.out.write_at([memoryview(buf)[lo:hi]], self.out.pos + 4 * nseq + s0)
+                self._spec = [nseq, s0 + hi - lo, segs + 1]
+            if self._pending_bytes >= self.chunk_size:
+                self.flush()
+            start = end
+
+    def _maybe_speculate(self, first_index: int, input_offset: int) -> None:
+        self._spec = None
+        if self._in_bytes <= 0 or self._out_bytes <= 0:
+            return
+        remaining = max(self._end - input_offset, 0) * (self._out_bytes / self._in_bytes)
+        if remaining < 0.9 * self.chunk_size:
+            self._spec = [self._total - first_index, 0, 0]
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        metas = [meta[a:b] for meta, _streams, a, b in self._pending]
+        nseq = sum(len(m) for m in metas)
+        spec, self._spec = self._spec, None
+        done0 = spec is not None and spec[0] == nseq and spec[2] == len(self._pending)
+        if spec is not None:
+            self.guesses[0 if done0 else 1] += 1
+        pos = self.out.add_chunk(metas, self._pending_bytes)
+        buffers = [memoryview(m).cast("B") for m in metas]
+        at = pos
+        for s in range(self.ns):
+            section = []
+            for _meta, streams, a, b in self._pending:
+                buf, offs = streams[s]
+                lo, hi = int(offs[a]), int(offs[b])
+                if hi > lo:
+                    section.append(memoryview(buf)[lo:hi])
+            if s == 0 and done0:
+                # already written where it belongs (the guess held)
+                self.out.write_at(buffers, at)
+                at += sum(len(b) for b in buffers) + spec[1]
+                buffers = []
+                continue
+            buffers += section
+        self.out.write_at(buffers, at)
+        self._pending = []
+        self._pending_bytes = 0
+
+
+def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int = 2,
+            prefetch: int = 1, piece_size: int | None = None, progress=None, storage_options=None,
+            checksums: bool = False) -> int:
+    """Write every sequence ``reader`` (a CTFReader) reads into a CBF file at ``path``.
+
+    ``streams`` name the output streams (default: the reader's); the element type is the
+    reader's precision. Each input chunk is parsed in pieces of about ``piece_size`` bytes
+    (at least ``threads`` pieces), so output chunks fill, and are written, while later
+    pieces are still being parsed. ``progress(nbytes)`` is called with the input bytes of
+    each chunk parsed. Returns the number of sequences written. The file appears under
+    ``path`` only when complete (temporary file, fsync, rename); on an error nothing is
+    left behind. ``path`` may be an fsspec URL (written locally, uploaded when complete);
+    ``checksums=True`` also writes the ``.rkcrc`` sidecar.
+    """
+    streams = check_streams(streams if streams is not None else reader.streams)
+    if int(chunk_size) <= 0:
+        raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+    idx = reader.index
+    out = _Output(path, streams, reader.dtype, storage_options=storage_options, checksums=checksums)
+    chunker = _Chunker(out, len(streams), int(chunk_size), len(idx), int(idx.offsets[-1] + idx.sizes[-1]))
+    try:
+        done = []
+        for chunk_id, piece, last in _parsed_pieces(reader, max(int(threads), 1), max(int(prefetch), 0),
+                                                    max(int(piece_size or PIECE_SIZE), 1)):
+            lo, buf, parsed = piece
+            meta, recs = parsed[1]
+            chunker.add(meta, recs, lo, parsed[0], int(idx.offsets[lo]), int(idx.offsets[lo]) + len(buf))
+            done.append(piece)
+            if last:
+                # errors and warnings are charged once the whole chunk is parsed, as iter_chunks does
+                # (an error beyond the budget raises here, and the output is discarded)
+                reader._charge_pieces(chunk_id, done)
+                done = []
+                if progress is not None:
+                    progress(reader.chunks[chunk_id].size)
+        chunker.flush()
+    except BaseException:
+        out.abort()
+        raise
+    try:
+        out.close()
+    except BaseException:
+        out.abort()
+        raise
+    return out.sequences_written
+
+
+def _parsed_pieces(reader, threads: int, prefetch: int, piece_size: int):
+    """(chunk id, (lo, buf, parsed), last piece of its chunk?) in file order, parsed into CBF records."""
+    n = len(reader.chunks)
+
+    def pieces(i):
+        # the last chunk in smaller pieces, so that the threads finish together
+        size = piece_size if i < n - 1 else max(piece_size // 4, 1)
+        return reader._pieces(i, max(threads, -(-reader.chunks[i].size // size)))
+
+    if threads <= 1:
+        for i in range(n):
+            ranges = pieces(i)
+            stop = reader._stop_after(i)
+            for k, (lo, hi) in enumerate(ranges):
+                yield i, reader._parse_piece(i, lo, hi, stop, True), k == len(ranges) - 1
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
+        pending: dict[int, list] = {}
+        nxt = 0
+        try:
+            for i in range(n):
+                while nxt < n and nxt <= i + prefetch:
+                    stop = reader._stop_after(nxt)
+                    pending[nxt] = [pool.submit(reader._parse_piece, nxt, lo, hi, stop, True)
+                                    for lo, hi in pieces(nxt)]
+                    nxt += 1
+                futures = pending.pop(i)
+                for k, f in enumerate(futures):
+                    yield i, f.result(), k == len(futures) - 1
+        finally:
+            for futures in pending.values():
+                for f in futures:
+                    f.cancel()
