@@ -86,9 +86,12 @@ def _reader_process(barrier, queue, job: dict) -> None:
         loads = []
         load = d.load_chunk
 
-        def counted(cid, *a, **kw):
-            out = load(cid, *a, **kw)
-            loads.append(cid)  # after the call: a retried call (TypeError on threads=) counts once
+        from recordkit.engine.deserializer import accepts_keyword
+        takes_threads = accepts_keyword(load, "threads")
+
+        def counted(cid, threads=1):  # the reader's own signature, as far as MinibatchSource can tell
+            out = load(cid, threads=threads) if takes_threads else load(cid)
+            loads.append(cid)
             return out
 
         d.load_chunk = counted
