@@ -294,3 +294,19 @@ def test_cli_inspect_validate_and_reshard_on_s3(s3, uploaded, capsys):
     capsys.readouterr()
     back = OFRecordReader(s3.url("resharded"), batch_size=1, epochs=1, storage_options=s3.options())
     assert len(back.paths) == 2 and sorted(int(r[0]["key"].value[0]) for r in back) == list(range(300))
+
+
+def test_a_sidecar_lookup_refused_with_403_means_no_sidecar(monkeypatch):
+    """Buckets readable but not listable answer 403 for a missing key: the file must still open."""
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/public/blob.bin", b"x" * 100)
+    real = type(fs).cat_file
+
+    def refuse_sidecars(self, path, *a, **kw):
+        if str(path).endswith(".rkcrc"):
+            raise PermissionError("Access Denied")
+        return real(self, path, *a, **kw)
+
+    monkeypatch.setattr(type(fs), "cat_file", refuse_sidecars)
+    src = open_source("memory://public/blob.bin")
+    assert src.pread(10, 5) == b"xxxxx" and not hasattr(src, "table")

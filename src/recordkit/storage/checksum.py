@@ -209,7 +209,9 @@ def _read_if_exists(path: str, storage_options) -> bytes | None:
         fs, p = filesystem(path, storage_options)
         try:
             return RetryPolicy.default().call(lambda: fs.cat_file(p), what=path)
-        except FileNotFoundError:
+        except (FileNotFoundError, PermissionError):
+            # S3 answers 403, not 404, for a missing key when the reader may not list the bucket:
+            # that must not make every file of a read-only public bucket unreadable
             return None
     try:
         with open(path, "rb") as f:
