@@ -157,11 +157,11 @@ def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
     A local file without a checksum sidecar is the builtin file object (nothing to add);
     otherwise reads go through the source in ``buffer_size`` ranges (one request each
     for a URL, whole checksum blocks when verifying)."""
-    source = open_source(path, storage_options=storage_options)
-    if isinstance(source, LocalSource):
-        source.close()
-        return open(source.local_path, "rb")
-    return io.BufferedReader(SourceFile(source), buffer_size=buffer_size)
+    if not is_url(path):
+        from recordkit.storage.checksum import sidecar_path
+        if not os.path.exists(sidecar_path(path)):
+            return open(local_path(path), "rb")
+    return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options)), buffer_size=buffer_size)
 
 
 def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None,
