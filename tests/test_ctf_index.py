@@ -81,7 +81,7 @@ def test_index_cache_is_written_and_reused(tmp_path):
     np.testing.assert_array_equal(r1.index.offsets, r2.index.offsets)
     np.testing.assert_array_equal(r1.index.keys, r2.index.keys)
     assert [c for c in r1.chunks] == [c for c in r2.chunks]
-    assert not any(n.endswith(".tmp") for n in os.listdir(tmp_path))
+    assert not any(n.endswith((".tmp", ".part")) for n in os.listdir(tmp_path))
 
 
 def test_stale_index_cache_is_rebuilt(tmp_path):

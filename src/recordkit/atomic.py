@@ -24,16 +24,19 @@ class AtomicFile:
     """A binary file that appears under ``path`` only when ``commit()`` is called.
 
     Used as a context manager it commits on success and discards on an exception.
-    ``checksums=True`` also writes the ``.rkcrc`` sidecar; ``keep_sidecar`` is for the
-    sidecar's own writer.
+    ``checksums=True`` also writes the ``.rkcrc`` sidecar; ``keep_sidecar`` is for files that
+    have none (the sidecar itself, caches). ``durable=False`` skips the fsync: for caches,
+    which a crash may lose but never leave half-written.
     """
 
-    def __init__(self, path, *, storage_options=None, checksums: bool = False, keep_sidecar: bool = False):
+    def __init__(self, path, *, storage_options=None, checksums: bool = False, keep_sidecar: bool = False,
+                 durable: bool = True):
         from recordkit.storage.location import is_url
         self.path = path if isinstance(path, str) else os.fspath(path)
         self.storage_options = storage_options
         self.checksums = bool(checksums)
         self.keep_sidecar = bool(keep_sidecar)
+        self.durable = bool(durable)
         self.remote = is_url(self.path)
         if self.remote:
             fd, self.tmp_path = tempfile.mkstemp(prefix="recordkit-upload.", suffix=".part")
@@ -57,7 +60,7 @@ class AtomicFile:
         if self._done:
             return
         self.file.flush()
-        if not self.remote:
+        if not self.remote and self.durable:
             os.fsync(self.file.fileno())
         self.file.close()
         table = None
@@ -115,16 +118,8 @@ class AtomicFile:
 
 def _remove_sidecar(path: str, storage_options) -> None:
     from recordkit.storage.checksum import sidecar_path
-    from recordkit.storage.location import filesystem, is_url
-    side = sidecar_path(path)
-    if is_url(side):
-        fs, p = filesystem(side, storage_options)
-        try:
-            fs.rm(p)
-        except FileNotFoundError:
-            pass
-    else:
-        _unlink(side)
+    from recordkit.storage.location import remove
+    remove(sidecar_path(path), storage_options)
 
 
 def _unlink(path: str) -> None:

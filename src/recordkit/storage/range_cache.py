@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+
+from recordkit.atomic import AtomicFile
 
 
 class RangeCache:
@@ -35,16 +36,7 @@ class RangeCache:
     def put(self, offset: int, data: bytes) -> None:
         """Best effort: a full or read-only disk means no caching, not a failed read."""
         try:
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, self._path(offset, len(data)))
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            with AtomicFile(self._path(offset, len(data)), durable=False, keep_sidecar=True) as f:
+                f.write(data)
         except OSError:
             pass

@@ -8,11 +8,11 @@ row count (non-blank lines: the size estimate chunk descriptions use).
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
+from recordkit.atomic import AtomicFile
 from recordkit.formats.ctf import _kernel
 
 BLOCK_SIZE = 4 << 20
@@ -147,7 +147,7 @@ def load_cached(path: str, skip_sequence_ids: bool, *, fingerprint=None, cache_d
 
 
 def write_cache(path: str, skip_sequence_ids: bool, index: CTFIndex, *, fingerprint=None, cache_dir=None) -> None:
-    """Write the cache (temp file + rename), best effort.
+    """Write the cache (temp file + rename, no fsync: a lost cache is rebuilt), best effort.
 
     Indexes that found errors are not cached, so the errors are reported again on
     the next open instead of silently disappearing.
@@ -157,21 +157,11 @@ def write_cache(path: str, skip_sequence_ids: bool, index: CTFIndex, *, fingerpr
     cpath = cache_path(path, skip_sequence_ids, cache_dir)
     try:
         size, version = fingerprint if fingerprint is not None else _local_fingerprint(path)
-        directory = os.path.dirname(os.path.abspath(cpath))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(cpath) + ".", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, magic=np.array(CACHE_MAGIC),
-                         meta=np.array([CACHE_VERSION, size, version, int(index.id_mode)], dtype=np.int64),
-                         offsets=index.offsets, sizes=index.sizes, keys=index.keys,
-                         first_lines=index.first_lines, rows=index.rows)
-            os.replace(tmp, cpath)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        os.makedirs(os.path.dirname(os.path.abspath(cpath)), exist_ok=True)
+        with AtomicFile(cpath, durable=False, keep_sidecar=True) as f:
+            np.savez(f.file, magic=np.array(CACHE_MAGIC),
+                     meta=np.array([CACHE_VERSION, size, version, int(index.id_mode)], dtype=np.int64),
+                     offsets=index.offsets, sizes=index.sizes, keys=index.keys,
+                     first_lines=index.first_lines, rows=index.rows)
     except Exception:
         pass  # best effort, like CNTK: a read-only directory just means no cache
