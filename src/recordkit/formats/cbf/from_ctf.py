@@ -301,20 +301,6 @@ def _parsed_pieces(reader, threads: int, prefetch: int, piece_size: int):
             for k, (lo, hi) in enumerate(ranges):
                 yield i, reader._parse_piece(i, lo, hi, stop, True), k == len(ranges) - 1
         return
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
-        pending: dict[int, list] = {}
-        nxt = 0
-        try:
-            for i in range(n):
-                while nxt < n and nxt <= i + prefetch:
-                    stop = reader._stop_after(nxt)
-                    pending[nxt] = [pool.submit(reader._parse_piece, nxt, lo, hi, stop, True)
-                                    for lo, hi in pieces(nxt)]
-                    nxt += 1
-                futures = pending.pop(i)
-                for k, f in enumerate(futures):
-                    yield i, f.result(), k == len(futures) - 1
-        finally:
-            for futures in pending.values():
-                for f in futures:
-                    f.cancel()
+    for i, futures in reader._parse_ahead(pieces, threads, prefetch, cbf=True):
+        for k, f in enumerate(futures):
+            yield i, f.result(), k == len(futures) - 1

@@ -157,35 +157,51 @@ class CTFReader(ClosingReader):
         (consecutive runs of a chunk's sequences) instead of joining them, which saves a
         copy for consumers that take sequences in order anyway, such as a converter.
         """
-        n = len(self._chunks)
         if threads <= 1:
-            for i in range(n):
+            for i in range(len(self._chunks)):
                 yield self.load_chunk(i)
             return
+        ahead = self._parse_ahead(lambda c: self._pieces(c, threads), threads, prefetch,
+                                  skip=lambda c: c in self._memory)
+        for i, futures in ahead:
+            if i in self._memory:  # kept meanwhile (keep_data_in_memory): its parse is not needed
+                for f in futures or ():
+                    f.cancel()
+                yield self._memory[i]
+                continue
+            pieces = [f.result() for f in futures]
+            if whole or len(pieces) == 1:
+                yield self._finish_chunk(i, pieces)
+            else:
+                self._charge_pieces(i, pieces)
+                for piece in pieces:
+                    yield self._finish_chunk(i, [piece], remember=False)
+
+    def _parse_ahead(self, pieces_of, threads: int, prefetch: int, *, cbf: bool = False, skip=None):
+        """(chunk id, futures of its parsed pieces) for every chunk in file order, while the
+        pieces (``pieces_of(chunk)``: runs of sequences) of the next ``prefetch`` chunks are
+        parsed on ``threads`` threads. Chunks for which ``skip`` says so are not parsed (their
+        futures are None). Shared by ``iter_chunks`` and the CTF -> CBF converter
+        (``cbf=True``: parse into CBF records); abandoning the generator cancels what is queued.
+        """
+        n = len(self._chunks)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
-            pending: dict[int, list] = {}
+            pending: dict[int, list | None] = {}
             nxt = 0
             try:
                 for i in range(n):
                     while nxt < n and nxt <= i + max(prefetch, 0):
-                        if nxt not in self._memory:
+                        if skip is not None and skip(nxt):
+                            pending[nxt] = None
+                        else:
                             stop = self._stop_after(nxt)
-                            pending[nxt] = [pool.submit(self._parse_piece, nxt, lo, hi, stop)
-                                            for lo, hi in self._pieces(nxt, threads)]
+                            pending[nxt] = [pool.submit(self._parse_piece, nxt, lo, hi, stop, cbf)
+                                            for lo, hi in pieces_of(nxt)]
                         nxt += 1
-                    if i in self._memory:
-                        yield self._memory[i]
-                        continue
-                    pieces = [f.result() for f in pending.pop(i)]
-                    if whole or len(pieces) == 1:
-                        yield self._finish_chunk(i, pieces)
-                    else:
-                        self._charge_pieces(i, pieces)
-                        for piece in pieces:
-                            yield self._finish_chunk(i, [piece], remember=False)
+                    yield i, pending.pop(i)
             finally:
                 for futures in pending.values():
-                    for f in futures:
+                    for f in futures or ():
                         f.cancel()
 
     def _pieces(self, chunk_id: int, parts: int) -> list[tuple[int, int]]:
