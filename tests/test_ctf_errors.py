@@ -189,3 +189,26 @@ def test_sequence_id_errors_past_the_recording_cap_are_located_after_the_last_re
     assert further and r.errors_counted == 400
     last_line = max(int(m.split(":")[1]) for m in messages if "further" not in m and m.startswith(str(p)))
     assert all(m.startswith(f"{p}:{last_line}:1: further sequence id errors") for m in further)
+
+
+def test_an_error_inside_iter_chunks_shuts_its_parse_threads_down_at_once(tmp_path):
+    """Not whenever the garbage collector gets to them: a pool shut down from inside the GC can
+    deadlock with a thread that is starting (seen once in CI after an error in a chunk)."""
+    import gc
+    import threading
+    from recordkit.formats.ctf import CTFReader as _Reader
+    p = tmp_path / "late_error.ctf"
+    p.write_text("".join(f"{k} |x {k}\n" for k in range(2000)) + "2000 |x oops\n")
+    reader = _Reader(p, [dense("x", 1)], chunk_size=1000)
+    kept = None
+    gc.disable()
+    try:
+        try:
+            list(reader.iter_chunks(threads=2, prefetch=2))
+        except FormatError as e:
+            kept = e  # held (with its traceback), as a caller reporting it would
+        alive = [t.name for t in threading.enumerate() if t.name.startswith("recordkit-ctf")]
+    finally:
+        gc.enable()
+    assert isinstance(kept, FormatError) and "2001:9" in str(kept)
+    assert alive == []

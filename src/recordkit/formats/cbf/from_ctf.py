@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 import numpy as np
 
@@ -301,6 +302,7 @@ def _parsed_pieces(reader, threads: int, prefetch: int, piece_size: int):
             for k, (lo, hi) in enumerate(ranges):
                 yield i, reader._parse_piece(i, lo, hi, stop, True), k == len(ranges) - 1
         return
-    for i, futures in reader._parse_ahead(pieces, threads, prefetch, cbf=True):
-        for k, f in enumerate(futures):
-            yield i, f.result(), k == len(futures) - 1
+    with closing(reader._parse_ahead(pieces, threads, prefetch, cbf=True)) as ahead:
+        for i, futures in ahead:
+            for k, f in enumerate(futures):
+                yield i, f.result(), k == len(futures) - 1

@@ -15,6 +15,7 @@ import os
 import threading
 import warnings
 from collections import Counter
+from contextlib import closing
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -163,26 +164,29 @@ class CTFReader(ClosingReader):
             return
         ahead = self._parse_ahead(lambda c: self._pieces(c, threads), threads, prefetch,
                                   skip=lambda c: c in self._memory)
-        for i, futures in ahead:
-            if i in self._memory:  # kept meanwhile (keep_data_in_memory): its parse is not needed
-                for f in futures or ():
-                    f.cancel()
-                yield self._memory[i]
-                continue
-            pieces = [f.result() for f in futures]
-            if whole or len(pieces) == 1:
-                yield self._finish_chunk(i, pieces)
-            else:
-                self._charge_pieces(i, pieces)
-                for piece in pieces:
-                    yield self._finish_chunk(i, [piece], remember=False)
+        with closing(ahead):  # shut its pool down here, not whenever the GC finds it (see _parse_ahead)
+            for i, futures in ahead:
+                if i in self._memory:  # kept meanwhile (keep_data_in_memory): its parse is not needed
+                    for f in futures or ():
+                        f.cancel()
+                    yield self._memory[i]
+                    continue
+                pieces = [f.result() for f in futures]
+                if whole or len(pieces) == 1:
+                    yield self._finish_chunk(i, pieces)
+                else:
+                    self._charge_pieces(i, pieces)
+                    for piece in pieces:
+                        yield self._finish_chunk(i, [piece], remember=False)
 
     def _parse_ahead(self, pieces_of, threads: int, prefetch: int, *, cbf: bool = False, skip=None):
         """(chunk id, futures of its parsed pieces) for every chunk in file order, while the
         pieces (``pieces_of(chunk)``: runs of sequences) of the next ``prefetch`` chunks are
         parsed on ``threads`` threads. Chunks for which ``skip`` says so are not parsed (their
         futures are None). Shared by ``iter_chunks`` and the CTF -> CBF converter
-        (``cbf=True``: parse into CBF records); abandoning the generator cancels what is queued.
+        (``cbf=True``: parse into CBF records). Callers must close the generator when they
+        stop early (``contextlib.closing``): left to the garbage collector, its pool shutdown
+        (joining threads) can run inside another thread's start-up and deadlock.
         """
         n = len(self._chunks)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
