@@ -10,18 +10,18 @@
             ]
         ],
         "depends": [
-            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
-            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
-            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
-            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
-            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h"
+            "/tmp/pip-build-env-lslswluc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
+            "/tmp/pip-build-env-lslswluc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
+            "/tmp/pip-build-env-lslswluc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
+            "/tmp/pip-build-env-lslswluc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
+            "/tmp/pip-build-env-lslswluc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h"
         ],
         "extra_compile_args": [
             "-O3",
             "-std=c++17"
         ],
         "include_dirs": [
-            "/tmp/pip-build-env-_aozvdev/overlay/lib/python3.11/site-packages/numpy/_core/include"
+            "/tmp/pip-build-env-lslswluc/overlay/lib/python3.11/site-packages/numpy/_core/include"
         ],
         "language": "c++",
         "name": "recordkit.engine._randomize",

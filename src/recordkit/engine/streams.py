@@ -75,6 +75,29 @@ class StreamSpec:
     def is_sparse(self) -> bool:
         return self.format == "sparse"
 
+    def to_dict(self, precision=None) -> dict:
+        """The declaration as plain JSON values: what a data set records about its streams so
+        that reading it back (or converting it again) needs no ``--stream``. ``precision``
+        ('float'/'double') is the data's, when the caller knows it."""
+        d = {"name": self.name, "alias": self.alias, "format": self.format, "dim": self.dim}
+        if self.defines_mb_size:
+            d["defines_mb_size"] = True
+        dtype = self.dtype if precision is None else resolve_precision(precision)
+        if dtype is not None:
+            d["precision"] = "double" if dtype == np.float64 else "float"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StreamSpec":
+        """The inverse of ``to_dict`` (a ``ValueError`` naming the field when one is wrong)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a stream declaration must be an object, not {type(d).__name__}")
+        missing = [k for k in ("name", "format", "dim") if k not in d]
+        if missing:
+            raise ValueError(f"stream declaration {d!r} lacks {', '.join(missing)}")
+        return cls(name=str(d["name"]), format=d["format"], dim=d["dim"], alias=d.get("alias"),
+                   defines_mb_size=bool(d.get("defines_mb_size", False)), dtype=d.get("precision"))
+
     @classmethod
     def parse(cls, text: str) -> "StreamSpec":
         """Parse the CLI form ``NAME=FORMAT:DIM[:ALIAS]``."""
@@ -105,3 +128,16 @@ def check_streams(streams) -> list[StreamSpec]:
     if len(defining) > 1:
         raise ValueError(f"only one stream may define the minibatch size, but {len(defining)} do: {', '.join(defining)}")
     return streams
+
+
+def streams_to_json(streams, precision=None) -> list[dict]:
+    """Stream declarations as a JSON-able list (see ``StreamSpec.to_dict``): the one form in
+    which every writer records them in its format's own metadata."""
+    return [s.to_dict(precision) for s in streams]
+
+
+def streams_from_json(items) -> list[StreamSpec]:
+    """Declarations recorded by ``streams_to_json``, checked as a set."""
+    if not isinstance(items, list):
+        raise ValueError("recorded stream declarations must be a list")
+    return check_streams([StreamSpec.from_dict(d) for d in items])
