@@ -1,8 +1,21 @@
 """recordkit: read, write and feed to training the record formats of deep-learning frameworks."""
 from recordkit.errors import FormatError, RecordkitError, RecordkitWarning
-from recordkit.engine.streams import StreamSpec
 
 __version__ = "0.1.0"
+
+# Names imported on first use, so that ``import recordkit`` (and ``recordkit --help``) pays for
+# no NumPy/SciPy: a command imports only what it uses.
+_LAZY = {"StreamSpec": "recordkit.engine.streams"}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recordkit' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def from_config(text, **kwargs):

@@ -1,4 +1,10 @@
-"""``recordkit``: entry point, sub-command registry and error reporting."""
+"""``recordkit``: entry point, sub-command registry and error reporting.
+
+Sub-commands are registered lazily: ``COMMANDS`` names each command's module and its one-line
+summary, and only the module of the command being run is imported (``recordkit --help`` and
+``--version`` import none), so a command pays start-up time only for what it uses.
+``tests/test_cli_startup.py`` keeps the summaries equal to the modules' own help texts.
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,25 +14,59 @@ import warnings
 from recordkit import __version__
 from recordkit.errors import RecordkitError, UsageError
 
+# command -> (module that registers it, summary shown by `recordkit --help`), in listing order.
+COMMANDS = {
+    "cat": ("recordkit.cli.cat", "print every sequence as a JSON line"),
+    "stats": ("recordkit.cli.stats", "per-stream sequence/sample/non-zero counts and sum/min/max"),
+    "convert": ("recordkit.cli.convert", "convert between CTF, CBF and OFRecord"),
+    "inspect": ("recordkit.cli.inspect_cmd", "show a file's structure: streams, chunks, sequence lengths"),
+    "read": ("recordkit.cli.read", "read minibatches like a training loop and print samples/s"),
+    "validate": ("recordkit.cli.ofrecord_cli", "check every record of an OFRecord data set and report every problem"),
+    "reshard": ("recordkit.cli.ofrecord_cli", "re-split an OFRecord data set into another number of parts"),
+    "prepare": ("recordkit.cli.prepare", "write SINGA's CIFAR-10 / MNIST stores from the original binary files"),
+    "checksum": ("recordkit.cli.checksum_cmd", "write or verify NAME.rkcrc checksum sidecars"),
+    "demo": ("recordkit.cli.demo", "write a small sample CTF corpus, read it back, print a summary"),
+}
+
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"recordkit: warning: {message}", file=sys.stderr)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from recordkit.cli import cat, checksum_cmd, convert, demo, inspect_cmd, ofrecord_cli, prepare, read, stats
+def _command_in(argv) -> str | None:
+    """The sub-command named in ``argv`` (the first argument that is not an option), if any."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(argv=None, *, all_commands: bool = False) -> argparse.ArgumentParser:
+    """The parser for ``argv``: the named command fully registered, the others as summaries only
+    (``all_commands=True`` registers every command, for tests and documentation)."""
+    import importlib
     parser = argparse.ArgumentParser(prog="recordkit", description=(
         "Read, write, convert and inspect deep-learning record formats (CNTK CTF and CBF, OneFlow OFRecord, SINGA stores)."))
     parser.add_argument("--version", action="version", version=f"recordkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (cat, stats, convert, inspect_cmd, read, ofrecord_cli, prepare, checksum_cmd, demo):
-        module.register(sub)
+    chosen = _command_in(sys.argv[1:] if argv is None else argv)
+    wanted = set(m for m, _ in COMMANDS.values()) if all_commands else {COMMANDS[chosen][0]} if chosen else set()
+    registered = set()
+    for name, (module, summary) in COMMANDS.items():
+        if module in wanted:
+            if module not in registered:
+                importlib.import_module(module).register(sub)
+                registered.add(module)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     warnings.simplefilter("always")

@@ -1,7 +1,24 @@
-"""The reader engine: the Deserializer protocol and what works over any deserializer."""
-from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
-from recordkit.engine.chunk_partition import ChunkPartition
-from recordkit.engine.deserializer import ChunkInfo, Deserializer
-from recordkit.engine.streams import StreamSpec
+"""The reader engine: the Deserializer protocol and what works over any deserializer.
 
-__all__ = ["ChunkData", "ChunkInfo", "ChunkPartition", "DenseColumn", "Deserializer", "Sequence", "SparseColumn", "StreamSpec"]
+The names below are imported on first use (``from recordkit.engine import ChunkData`` works as
+before), so importing one engine module does not pull in all of them and SciPy.
+"""
+_LAZY = {
+    "ChunkData": "recordkit.engine.chunk", "DenseColumn": "recordkit.engine.chunk",
+    "Sequence": "recordkit.engine.chunk", "SparseColumn": "recordkit.engine.chunk",
+    "ChunkPartition": "recordkit.engine.chunk_partition",
+    "ChunkInfo": "recordkit.engine.deserializer", "Deserializer": "recordkit.engine.deserializer",
+    "StreamSpec": "recordkit.engine.streams",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recordkit.engine' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 
 @dataclass
@@ -63,11 +62,12 @@ class SparseColumn:
     def sample_counts(self) -> np.ndarray:
         return np.diff(self.seq_offsets)
 
-    def sequence(self, i: int) -> sp.csr_matrix:
+    def sequence(self, i: int) -> "scipy.sparse.csr_matrix":
         """Sequence ``i`` as a (samples, dim) CSR matrix (indices as stored in the file)."""
         a, b = int(self.seq_offsets[i]), int(self.seq_offsets[i + 1])
         lo, hi = int(self.indptr[a]), int(self.indptr[b])
         indptr = self.indptr[a:b + 1] - lo
+        import scipy.sparse as sp  # lazily: SciPy costs more start-up time than the rest together
         return sp.csr_matrix((self.values[lo:hi], self.indices[lo:hi], indptr), shape=(b - a, self.dim))
 
     def take(self, seqs: np.ndarray) -> "SparseColumn":

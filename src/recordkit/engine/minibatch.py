@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 
 
@@ -32,12 +31,13 @@ class StreamBatch:
     indices: np.ndarray | None = None
     indptr: np.ndarray | None = None
     seq_offsets: np.ndarray | None = None
-    _csr: sp.csr_matrix | None = field(default=None, repr=False)
+    _csr: "scipy.sparse.csr_matrix | None" = field(default=None, repr=False)
 
     @property
-    def csr(self) -> sp.csr_matrix:
+    def csr(self) -> "scipy.sparse.csr_matrix":
         """The sparse samples as a (total samples, dim) scipy CSR matrix (built on first use)."""
         if self._csr is None and self.is_sparse:
+            import scipy.sparse as sp  # lazily: only callers that ask for a SciPy matrix pay for SciPy
             self._csr = sp.csr_matrix((self.values, self.indices, self.indptr),
                                       shape=(len(self.indptr) - 1, self.dim))
         return self._csr

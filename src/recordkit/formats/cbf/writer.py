@@ -17,7 +17,6 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
 
 from recordkit.formats.closing import AtomicWriter
 from recordkit.atomic import AtomicFile
@@ -65,6 +64,7 @@ class CBFWriter(AtomicWriter):
         for spec in self._streams:
             value = data.get(spec.name)
             if spec.is_sparse:
+                import scipy.sparse as sp  # lazily (start-up)
                 m = sp.csr_matrix((0, spec.dim)) if value is None else (
                     value.tocsr() if sp.issparse(value) else sp.csr_matrix(np.atleast_2d(np.asarray(value))))
                 if m.shape[1] != spec.dim:

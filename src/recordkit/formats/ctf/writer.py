@@ -9,7 +9,6 @@ stored order. Output goes to a temporary file that is renamed into place on clos
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from recordkit.formats.closing import AtomicWriter
 from recordkit.atomic import AtomicFile
@@ -104,6 +103,7 @@ class CTFWriter(AtomicWriter):
 
     def _format(self, spec: StreamSpec, value) -> list[bytes]:
         if spec.is_sparse:
+            import scipy.sparse as sp  # lazily (start-up)
             m = value.tocsr() if sp.issparse(value) else sp.csr_matrix(np.asarray(value))
             if m.ndim != 2 or m.shape[1] != spec.dim:
                 raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {m.shape}")
