@@ -26,6 +26,8 @@ cdef extern from "<random>" namespace "std" nogil:
 
 def mt19937_64_draws(uint64_t seed, Py_ssize_t n):
     """The first n outputs of std::mt19937_64(seed) (for tests and documentation)."""
+    if n < 0:
+        raise ValueError(f"draw count {n} < 0")
     cdef mt19937_64* g = new mt19937_64(seed)
     cdef cnp.ndarray[cnp.uint64_t, ndim=1] out = np.empty(n, dtype=np.uint64)
     cdef Py_ssize_t i
@@ -39,6 +41,8 @@ def mt19937_64_draws(uint64_t seed, Py_ssize_t n):
 
 def shuffle_chunks(Py_ssize_t num_chunks, uint64_t seed):
     """CNTK's chunk permutation: randomized chunk k is original chunk p[k]."""
+    if num_chunks < 0:
+        raise ValueError(f"chunk count {num_chunks} < 0")
     cdef cnp.ndarray[cnp.int64_t, ndim=1] p = np.arange(num_chunks, dtype=np.int64)
     cdef mt19937_64* g = new mt19937_64(seed)
     cdef Py_ssize_t i, j
@@ -68,8 +72,16 @@ def shuffle_sequences(const int64_t[::1] seq_counts, const int64_t[::1] win_begi
     cdef Py_ssize_t k, t, j, i
     cdef vector[int64_t] start
     cdef int64_t n = 0
+    # checked at the boundary (never trust what this kernel did not compute): a window must hold
+    # its own chunk, lie within [0, C], and the sweep's sequence count must be sane
+    if win_begin.shape[0] != C or win_end.shape[0] != C:
+        raise ValueError(f"{C} chunks but {win_begin.shape[0]}/{win_end.shape[0]} window bounds")
     start.resize(C + 1)
     for k in range(C):
+        if seq_counts[k] < 0 or seq_counts[k] > (1 << 40):
+            raise ValueError(f"chunk {k}: sequence count {seq_counts[k]} is out of range")
+        if not (0 <= win_begin[k] <= k < win_end[k] <= C):
+            raise ValueError(f"chunk {k}: window [{win_begin[k]}, {win_end[k]}) does not hold it within [0, {C}]")
         start[k] = n
         n += seq_counts[k]
     start[C] = n

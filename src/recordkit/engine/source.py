@@ -32,11 +32,11 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.minibatch import Minibatch, pack_from_chunks
 from recordkit.engine import _gather
+from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state
 from recordkit.engine.deserializer import accepts_keyword
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 
 INFINITELY_REPEAT = None
-STATE_VERSION = 1
 
 
 @dataclass
@@ -415,31 +415,47 @@ class MinibatchSource:
         }
 
     def restore_from_checkpoint(self, state: dict) -> None:
-        if state.get("recordkit_state") != STATE_VERSION:
-            raise ValueError("not a recordkit MinibatchSource checkpoint (or from another version)")
-        if state.get("fingerprint") != self._fingerprint():
-            raise ValueError("the checkpoint was made with other data or another randomization setting")
+        """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
+        every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
+        naming the field and leaves this source as it was."""
+        facts = SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
+                            int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
+        st = check_state(state, facts)
+        n, i = self._default_partitions
+        if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
+            raise ValueError(f"checkpoint field 'partition': the checkpoint is of partition {st.partition[1]} of "
+                             f"{st.partition[0]}, this source reads partition {i or 0} of {n}")
+        sweep = None
+        if st.partition is not None:
+            saved = self._partition
+            self._partition = st.partition
+            try:
+                sweep = self._make_sweep(st.sweep)
+                check_position(st.position, sweep.lo, sweep.hi)
+            finally:
+                self._partition = saved
         for fut in self._futures.values():
             fut.cancel()
         self._futures.clear()
         self._loaded.clear()
         self._lookups.clear()
-        part = tuple(state["partition"]) if state.get("partition") else None
-        self._partition = part
-        self._exhausted = bool(state.get("exhausted"))
-        self._epoch = int(state.get("epoch", 0))
-        self.samples_delivered = int(state.get("samples_delivered", 0))
-        self.minibatches_delivered = int(state.get("minibatches_delivered", 0))
+        self._partition = st.partition
+        self._exhausted = st.exhausted
+        self._epoch = st.epoch
+        self.samples_delivered = st.samples_delivered
+        self.minibatches_delivered = st.minibatches_delivered
         self._bptt = None
-        if part is None:
+        if st.partition is None:
             self._sweep = None
             self._cursor = 0
             return
-        self._sweep = self._make_sweep(int(state["sweep"]))
-        self._cursor = int(state["position"])
-        if state.get("bptt"):
+        sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
+        sweep.pos_len.fill(0)
+        self._sweep = sweep
+        self._cursor = st.position
+        if st.bptt:
             from recordkit.engine.bptt import BpttSlots
-            self._bptt = BpttSlots.from_state(self, state["bptt"])
+            self._bptt = BpttSlots.from_state(self, st.bptt)
 
     def _fingerprint(self) -> list:
         r = self.randomizer.describe()

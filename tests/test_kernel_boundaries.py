@@ -1,0 +1,79 @@
+"""The engine's compiled kernels check the indices and counts they are handed (issue 13 item 0):
+out-of-range input is a clear IndexError/ValueError, never a read of other memory or a signal.
+Each case runs in a child process, so a crash fails the test rather than the test run."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from recordkit.engine import _gather, _randomize
+
+SETUP = """
+import numpy as np
+from recordkit.engine import _gather, _randomize
+i64 = lambda *v: np.array(v, dtype=np.int64)
+rows = [np.arange(24, dtype=np.uint8).reshape(6, 4)]      # one chunk: 6 samples of 4 bytes
+offs = [i64(0, 2, 5, 6)]                                  # 3 sequences
+vals, ind, ptr = [np.zeros(8, np.uint8)], [np.zeros(2, np.int32)], [i64(0, 1, 1, 2)]
+soffs = [i64(0, 1, 3)]                                    # 2 sequences over 3 samples
+"""
+
+BAD_CALLS = {
+    "padded: negative sequence": "_gather.gather_padded(rows, offs, i64(0), i64(-1), 4)",
+    "padded: sequence past the chunk": "_gather.gather_padded(rows, offs, i64(0), i64(3), 4)",
+    "padded: negative slot": "_gather.gather_padded(rows, offs, i64(-1), i64(0), 4)",
+    "padded: slot past the chunks": "_gather.gather_padded(rows, offs, i64(1), i64(0), 4)",
+    "padded: offsets past the rows": "_gather.gather_padded(rows, [i64(0, 2, 500, 6)], i64(0), i64(1), 4)",
+    "padded: decreasing offsets": "_gather.gather_padded(rows, [i64(0, 4, 2, 6)], i64(0), i64(1), 4)",
+    "padded: row size": "_gather.gather_padded(rows, offs, i64(0), i64(0), 8)",
+    "padded: lengths differ": "_gather.gather_padded(rows, offs, i64(0, 0), i64(0), 4)",
+    "sparse: negative sequence": "_gather.gather_sparse(vals, ind, ptr, soffs, i64(0), i64(-1000), 4)",
+    "sparse: slot past the chunks": "_gather.gather_sparse(vals, ind, ptr, soffs, i64(7), i64(0), 4)",
+    "sparse: indptr past the values": "_gather.gather_sparse(vals, ind, [i64(0, 1, 1, 2000)], soffs, i64(0), i64(1), 4)",
+    "sparse: offsets past the samples": "_gather.gather_sparse(vals, ind, ptr, [i64(0, 1, 30)], i64(0), i64(1), 4)",
+    "sparse: decreasing indptr": "_gather.gather_sparse(vals, ind, [i64(0, 2, 1, 2)], [i64(0, 3)], i64(0), i64(0), 4)",
+    "items: negative sequence": "_gather.gather_items([i64(5, 6)], i64(0), i64(-2))",
+    "items: sequence past the end": "_gather.gather_items([i64(5, 6)], i64(0), i64(2))",
+    "items: slot past the arrays": "_gather.gather_items([i64(5, 6)], i64(3), i64(0))",
+    "pick: negative start": "_gather.pick_run(i64(0, 1), i64(1, 1), -5, 2, 0, 10, False, -1)",
+    "pick: end past the positions": "_gather.pick_run(i64(0, 1), i64(1, 1), 0, 50, 0, 10, False, -1)",
+    "pick: lengths differ": "_gather.pick_run(i64(0, 1), i64(1), 0, 2, 0, 10, False, -1)",
+    "shuffle: window past the chunks": "_randomize.shuffle_sequences(i64(2, 2), i64(0, 0), i64(2, 9), 1)",
+    "shuffle: window without its chunk": "_randomize.shuffle_sequences(i64(2, 2), i64(1, 1), i64(2, 2), 1)",
+    "shuffle: negative count": "_randomize.shuffle_sequences(i64(-2, 2), i64(0, 0), i64(2, 2), 1)",
+    "shuffle: bounds differ": "_randomize.shuffle_sequences(i64(2, 2), i64(0), i64(2, 2), 1)",
+    "chunks: negative count": "_randomize.shuffle_chunks(-3, 1)",
+    "draws: negative count": "_randomize.mt19937_64_draws(1, -1)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_out_of_range_input_is_a_clear_error_in_a_living_process(case):
+    code = SETUP + textwrap.dedent(f"""
+    try:
+        {BAD_CALLS[case]}
+    except (IndexError, ValueError) as e:
+        print("refused:", e)
+    else:
+        print("accepted")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{case}: the process died ({out.returncode}): {out.stderr[-500:]}"
+    assert out.stdout.startswith("refused:"), f"{case}: {out.stdout}{out.stderr[-300:]}"
+
+
+def test_valid_input_is_still_gathered():
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    rows = [np.arange(24, dtype=np.uint8).reshape(6, 4)]
+    out, lengths, T = _gather.gather_padded(rows, [i64(0, 2, 5, 6)], i64(0, 0), i64(1, 2), 4)
+    assert T == 3 and lengths.tolist() == [3, 1]
+    np.testing.assert_array_equal(out[:3], rows[0][2:5])
+    np.testing.assert_array_equal(out[3], rows[0][5])
+    assert not out[4:].any()
+    v, ix, p, lens = _gather.gather_sparse([np.arange(8, dtype=np.uint8)], [np.array([3, 7], np.int32)],
+                                          [i64(0, 1, 1, 2)], [i64(0, 1, 3)], i64(0), i64(1), 4)
+    assert lens.tolist() == [2] and p.tolist() == [0, 0, 1] and ix.tolist() == [7]
+    src, idx = _randomize.shuffle_sequences(i64(2, 2), i64(0, 0), i64(2, 2), 1)
+    assert sorted(zip(src.tolist(), idx.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)]
