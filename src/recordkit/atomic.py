@@ -17,7 +17,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 import uuid
+
+# Targets whose output was discarded after an error, newest last: the CLI names them when an
+# OSError (disk full, quota, read-only file system, I/O error) ends a command.
+_discarded: list[str] = []
+_PROCESS_START = time.time()
 
 
 class AtomicFile:
@@ -41,9 +47,11 @@ class AtomicFile:
         if self.remote:
             fd, self.tmp_path = tempfile.mkstemp(prefix="recordkit-upload.", suffix=".part")
         else:
+            remove_stale_temporaries(self.path)
             directory = os.path.dirname(os.path.abspath(self.path))
             fd, self.tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(self.path) + ".",
                                                  suffix=".part", dir=directory)
+            _hold(fd)
         self.file = os.fdopen(fd, "wb")
         self._done = False
 
@@ -59,6 +67,13 @@ class AtomicFile:
     def commit(self) -> None:
         if self._done:
             return
+        try:
+            self._commit()
+        except BaseException:
+            self.discard()  # disk full while flushing, an upload that failed...: nothing is left behind
+            raise
+
+    def _commit(self) -> None:
         self.file.flush()
         if not self.remote and self.durable:
             os.fsync(self.file.fileno())
@@ -100,11 +115,17 @@ class AtomicFile:
             _unlink(self.tmp_path)
 
     def discard(self) -> None:
+        """Remove the temporary file; never raises for the close (a full disk makes closing a
+        buffered file fail, and the temporary must go all the same)."""
         if self._done:
             return
-        self.file.close()
-        _unlink(self.tmp_path)
         self._done = True
+        try:
+            self.file.close()
+        except OSError:
+            pass
+        _unlink(self.tmp_path)
+        _discarded.append(self.path)
 
     def __enter__(self):
         return self
@@ -114,6 +135,86 @@ class AtomicFile:
             self.commit()
         else:
             self.discard()
+
+
+def discarded_targets() -> list[str]:
+    """The targets discarded since the last call (and forget them): what an error message
+    should name as left intact."""
+    out = list(dict.fromkeys(_discarded))
+    _discarded.clear()
+    return out
+
+
+def note_discarded(target: str, *, instead_of: str | None = None) -> None:
+    """Record that the output ``target`` was discarded; entries under ``instead_of`` (a staging
+    directory whose files were discarded one by one) are replaced by the target itself."""
+    if instead_of is not None:
+        inside = os.path.join(instead_of, "")
+        _discarded[:] = [p for p in _discarded if not p.startswith(inside)]
+    _discarded.append(target)
+
+
+def _hold(fd: int) -> None:
+    """Lock our own temporary: a later writer removes a temporary only if nobody holds it (its
+    writer was killed), so concurrent writers never remove each other's files."""
+    import fcntl
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass
+
+
+def is_abandoned(path: str) -> bool:
+    """Whether the temporary ``path`` (file or staging directory) was left by a writer that is
+    gone: older than this process and locked by nobody. Opened without following links or
+    blocking (a FIFO named like a temporary is not ours)."""
+    import fcntl
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) or st.st_mtime >= _PROCESS_START:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a live writer holds it
+        return True
+    finally:
+        os.close(fd)
+
+
+def stale_temporaries(path: str, suffixes=(".part",)) -> list[str]:
+    """Hidden temporaries of target ``path`` (``.NAME.*.part`` files; with ``.staging`` in
+    ``suffixes``, staging directories of whole data sets) that killed writers left beside it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = "." + os.path.basename(os.path.abspath(path)) + "."
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in names
+            if n.startswith(prefix) and n.endswith(tuple(suffixes))
+            and is_abandoned(os.path.join(directory, n))]
+
+
+def remove_stale_temporaries(path: str, suffixes=(".part",)) -> list[str]:
+    """Remove what ``stale_temporaries`` finds (best effort); the paths removed."""
+    import shutil
+    removed = []
+    for tmp in stale_temporaries(path, suffixes):
+        try:
+            if os.path.isdir(tmp) and not os.path.islink(tmp):
+                shutil.rmtree(tmp)
+            else:
+                os.unlink(tmp)
+            removed.append(tmp)
+        except OSError:
+            pass
+    return removed
 
 
 def _remove_sidecar(path: str, storage_options) -> None:

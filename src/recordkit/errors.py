@@ -17,6 +17,11 @@ class UsageError(RecordkitError, ValueError):
     """The caller asked for something inconsistent (streams that do not match a file, ...)."""
 
 
+class NotRegularFileError(RecordkitError, OSError):
+    """A FIFO, device or socket given where a file is read: refused before any ``open()``
+    (opening a FIFO blocks until a writer comes; a device reads forever or nothing)."""
+
+
 class FormatError(RecordkitError, ValueError):
     """Malformed input, located in its file.
 

@@ -33,6 +33,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"recordkit: warning: {message}", file=sys.stderr)
 
 
+def _os_failure(e: OSError) -> str:
+    """One line for an OSError that ended a command, naming the outputs that were discarded
+    (their previous content is intact, their temporaries removed)."""
+    from recordkit.atomic import discarded_targets
+    what = e.strerror or str(e)
+    targets = discarded_targets()
+    if targets:
+        names = ", ".join(targets[:3]) + (f" and {len(targets) - 3} more" if len(targets) > 3 else "")
+        return (f"{names}: {what}; nothing was written under that name (any previous content is intact, "
+                f"the temporary file was removed)")
+    return f"{e.filename}: {what}" if e.filename else what
+
+
 def _command_in(argv) -> str | None:
     """The sub-command named in ``argv`` (the first argument that is not an option), if any."""
     for arg in argv:
@@ -84,6 +97,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # `recordkit cat ... | head`: not an error
         return 0
+    except OSError as e:  # disk full, quota, read-only file system, I/O error...
+        print(f"recordkit: error: {_os_failure(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

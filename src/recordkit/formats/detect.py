@@ -21,6 +21,7 @@ def sniff(path, storage_options=None) -> str:
     """
     from recordkit.storage import location
     from recordkit.storage.source import open_source
+    location.ensure_regular(path, storage_options)  # a FIFO or device: "not a regular file", not "no such file"
     if location.isdir(path, storage_options):
         shard = location.join(path, "shard.dat")
         return "singa" if location.isfile(shard, storage_options) else "ofrecord"

@@ -112,6 +112,26 @@ def join(directory: str, name: str) -> str:
     return directory.rstrip("/") + "/" + name if is_url(directory) else os.path.join(directory, name)
 
 
+def ensure_regular(path, storage_options=None) -> None:
+    """Refuse a local FIFO, device or socket up front with "not a regular file" (``stat`` never
+    blocks; ``open`` on a FIFO does). Missing paths raise ``FileNotFoundError`` naming them;
+    directories and URLs are left to the caller."""
+    import stat
+    from recordkit.errors import NotRegularFileError
+    if is_url(path):
+        return
+    name = os.fspath(path)
+    try:
+        mode = os.stat(local_path(name)).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file") from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "special")
+    raise NotRegularFileError(f"{name}: not a regular file ({kind})")
+
+
 def isfile(path, storage_options=None) -> bool:
     if is_url(path):
         fs, p = filesystem(path, storage_options)

@@ -16,7 +16,7 @@ import hashlib
 import io
 import os
 
-from recordkit.storage.location import filesystem, is_url, local_path
+from recordkit.storage.location import ensure_regular, filesystem, is_url, local_path
 from recordkit.storage.retry import RetryPolicy, ShortRead
 
 
@@ -28,8 +28,10 @@ class LocalSource:
     def __init__(self, path):
         self.name = os.fspath(path)
         self.local_path = local_path(self.name)
+        ensure_regular(self.name)
         try:
-            self._fd = os.open(self.local_path, os.O_RDONLY)
+            # O_NONBLOCK: should the path turn into a FIFO after the check, open() still returns
+            self._fd = os.open(self.local_path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise FileNotFoundError(f"{self.name}: no such file") from None
         st = os.fstat(self._fd)
@@ -159,6 +161,7 @@ def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
     for a URL, whole checksum blocks when verifying)."""
     if not is_url(path):
         from recordkit.storage.checksum import sidecar_path
+        ensure_regular(path)
         if not os.path.exists(sidecar_path(path)):
             return open(local_path(path), "rb")
     return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options)), buffer_size=buffer_size)

@@ -37,6 +37,7 @@ def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "
                part_name_suffix_length: int = -1, *, storage_options=None) -> list[str]:
     """The part files of a data set (or ``[path]`` for a single file); local or fsspec URLs."""
     path = path if isinstance(path, str) else os.fspath(path)
+    location.ensure_regular(path, storage_options)  # a FIFO or device is refused, not "no such file"
     if location.isfile(path, storage_options):
         return [path]
     if not location.isdir(path, storage_options):

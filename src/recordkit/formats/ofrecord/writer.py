@@ -187,9 +187,11 @@ class OFRecordWriter(AtomicWriter):
                 location.remove(stale, self.storage_options)
 
     def abort(self) -> None:
+        from recordkit.atomic import note_discarded
         for f in self._files.values():
             f.discard()
         self._files.clear()
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
+            note_discarded(self.directory, instead_of=self._staging)
             self._staging = None
