@@ -847,6 +847,10 @@ class _Normalizer:
                 raise self.error(rec.value_location("dim"),
                                  f"Sample dimension ({dim}) for sparse input '{name}' exceeds the maximum "
                                  f"allowed value ({_MAX_SPARSE_DIM}).")
+            if dim > _MAX_SPARSE_DIM:  # recordkit's bound for dense inputs too (CBF stores uint32 dims)
+                raise self.error(rec.value_location("dim"),
+                                 f"Sample dimension ({dim}) for dense input '{name}' exceeds the maximum "
+                                 f"allowed value ({_MAX_SPARSE_DIM}).")
             defines = self.value(rec, "definesMBSize", False, self.to_bool)
             if defines:
                 defining.append((name, rec))

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+MAX_DIM = 2**31 - 1
+
 _PRECISIONS = {
     "float": np.dtype(np.float32), "float32": np.dtype(np.float32),
     "double": np.dtype(np.float64), "float64": np.dtype(np.float64),
@@ -61,8 +63,8 @@ class StreamSpec:
             raise ValueError(f"stream {self.name!r}: dim must be a positive integer, not {self.dim!r}") from None
         if dim <= 0:
             raise ValueError(f"stream {self.name!r}: dim must be a positive integer, not {self.dim!r}")
-        if fmt == "sparse" and dim > 2**31 - 1:
-            raise ValueError(f"stream {self.name!r}: sparse dim {dim} exceeds 2147483647")
+        if dim > MAX_DIM:  # CBF stores dims as uint32 and sparse indices as int32: nothing larger round-trips
+            raise ValueError(f"stream {self.name!r}: {fmt} dim {dim} exceeds {MAX_DIM}")
         object.__setattr__(self, "dim", dim)
         alias = self.name if self.alias is None else str(self.alias)
         if not alias:

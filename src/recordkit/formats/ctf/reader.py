@@ -264,10 +264,32 @@ class CTFReader(ClosingReader):
             raise FormatError(self.path, f"file shrank while reading: chunk {chunk_id} expected {size} bytes "
                                          f"at offset {start}, got {len(buf)}", offset=start)
         rows = int(idx.rows[lo:hi].sum())
+        self._check_padding(chunk_id, start, size, rows)
         parse = self._parser.parse_cbf if cbf else self._parser.parse
         parsed = parse(buf, start, idx.offsets[lo:hi], idx.sizes[lo:hi], idx.first_lines[lo:hi],
                       stop_after, rows)
         return lo, buf, parsed
+
+    def _check_padding(self, chunk_id: int, offset: int, size: int, rows: int) -> None:
+        """Refuse a chunk whose dense streams, zero-padded to their declared dims, would take far
+        more memory than its text could ever hold (a value takes at least 2 bytes of text, so
+        complete data pads to at most 4x its bytes) or than the machine has: a huge declared dim
+        on a small file is an error with the size it would need, not gigabytes of zeros."""
+        dense = [s for s in self._streams if not s.is_sparse]
+        if not dense or rows == 0:
+            return
+        need = rows * sum(s.dim for s in dense) * self.dtype.itemsize
+        if need <= max(_PADDING_FLOOR, _PADDING_RATIO * size):
+            available = available_memory()
+            if need <= available // 2:
+                return
+            why = f"more than half of the {_size(available)} of memory available"
+        else:
+            why = f"{need // max(size, 1)}x the chunk's {_size(size)} of text: most values would be zero padding"
+        widest = max(dense, key=lambda s: s.dim)
+        raise FormatError(self.path, f"chunk {chunk_id}: {rows} samples padded to the declared dense dims "
+                                     f"(stream '{widest.name}' dim {widest.dim}) would need {_size(need)}, "
+                                     f"{why}; check the --stream dims", offset=offset, record=f"chunk {chunk_id}")
 
     def _charge_pieces(self, chunk_id: int, pieces) -> None:
         """Count and report the errors and warnings of a chunk's pieces, once per chunk."""
@@ -384,3 +406,29 @@ def _join_columns(parts, sparse: bool):
         base += int(p[2][-1])
     ptrs.append(np.array([base], dtype=np.int64))
     return vals, ind, np.concatenate(ptrs), counts
+
+
+_PADDING_FLOOR = 256 << 20  # below this a chunk's padded values are never refused
+_PADDING_RATIO = 64         # padded bytes per byte of text beyond which a chunk is refused
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (Linux MemAvailable; else physical memory)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 1 << 40
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}" if unit != "bytes" else f"{n} bytes"
+        n /= 1024
