@@ -120,6 +120,8 @@ def read_header(path: str, source, size: int | None = None) -> FileHeader:
             fail(f"stream '{name}': sample dim is 0", pos + 1, f"stream {i}")
         if storage == 1 and dim > 2**31 - 1:
             fail(f"stream '{name}': sparse dim {dim} does not fit a signed 32-bit index", pos + 1, f"stream {i}")
+        if dim > 2**31 - 1:
+            fail(f"stream '{name}': dense dim {dim} exceeds 2147483647", pos + 1, f"stream {i}")
         pos += 5
         streams.append(StreamHeader(name, STORAGE[storage], ELEMENT_TYPES[etype], dim))
     if len({s.name for s in streams}) != len(streams):
