@@ -347,11 +347,26 @@ def _scalar(word: str) -> Any:
     return word
 
 
+# Bounds on what a small config may grow into: nesting (each level costs a few Python frames)
+# and the values/text that ``$name$`` expansion creates (a reference that doubles at every level
+# would otherwise take 2^levels memory, or abort the process). Far above any real reader config.
+MAX_NESTING = 100
+MAX_EXPANDED_VALUES = 100_000
+MAX_EXPANDED_TEXT = 1 << 20
+
+
 class _Parser:
     def __init__(self, text: str, source: str):
         self.tokens = _tokenize(text, source)
         self.buf: list[_Tok] = []
         self.source = source
+        self.depth = 0
+
+    def nest(self, tok: _Tok) -> None:
+        """One more level of ``[``, ``{`` or ``(``: bounded, so no input can exhaust the stack."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _syntax(tok.loc, f"'{tok.text}' nested deeper than {MAX_NESTING} levels")
 
     def peek(self, k: int = 0) -> _Tok:
         while len(self.buf) <= k:
@@ -437,11 +452,14 @@ class _Parser:
             return tok.text
         if tok.kind == "OPEN" and tok.text in "[{":
             self.take()
+            self.nest(tok)
             rec = ConfigRecord(location=tok.loc, parent=scope)
             self.parse_assignments(rec, opener=tok)
+            self.depth -= 1
             return rec
         if tok.kind == "OPEN":  # '(' array ')'
             self.take()
+            self.nest(tok)
             self.skip_separators(newlines_only=True)
             items, locs = [], []
             if not (self.peek().kind == "CLOSE" and self.peek().text == ")"):
@@ -458,6 +476,7 @@ class _Parser:
                 raise _syntax(end.loc, f"expected ':' or ')' in the array opened at line {tok.loc.line}, "
                                        f"column {tok.loc.column}, found {_describe(end)}")
             self.take()
+            self.depth -= 1
             return ConfigArray(items, locs, location=tok.loc)
         raise _syntax(tok.loc, f"expected a value for '{name}', found {_describe(tok)}")
 
@@ -513,6 +532,13 @@ def _apply_overrides(root: ConfigRecord, overrides: dict | None) -> None:
 class _Resolver:
     def __init__(self):
         self.active: set[tuple[int, str]] = set()
+        self.expanded = 0  # values created by expanding references, bounded by MAX_EXPANDED_VALUES
+
+    def charge(self, count: int, tpl: "_Template") -> None:
+        self.expanded += count
+        if self.expanded > MAX_EXPANDED_VALUES:
+            raise _syntax(tpl.loc, f"expanding '{tpl.text}' makes the configuration larger than "
+                                   f"{MAX_EXPANDED_VALUES} values (a reference used twice at every level?)")
 
     def get(self, rec: ConfigRecord, key: str) -> Any:
         """``rec[key]`` with its references resolved (records inside it are not walked)."""
@@ -560,10 +586,11 @@ class _Resolver:
         whole = _VAR_RE.fullmatch(tpl.text)
         if whole and not tpl.quoted:
             value = self.lookup(whole.group(1), scope, own_key, tpl.loc)
-            if isinstance(value, ConfigRecord):
-                return self.resolve_all(value).deep_copy(scope)
-            if isinstance(value, ConfigArray):
-                return _copy_value(value, scope)
+            if isinstance(value, (ConfigRecord, ConfigArray)):
+                if isinstance(value, ConfigRecord):
+                    self.resolve_all(value)
+                self.charge(_count_values(value, MAX_EXPANDED_VALUES - self.expanded + 1), tpl)
+                return value.deep_copy(scope) if isinstance(value, ConfigRecord) else _copy_value(value, scope)
             return value
 
         def text_of(m: re.Match) -> str:
@@ -576,7 +603,24 @@ class _Resolver:
             return str(value)
 
         text = _VAR_RE.sub(text_of, tpl.text)
+        if len(text) > MAX_EXPANDED_TEXT:
+            raise _syntax(tpl.loc, f"expanding '{tpl.text}' makes a value of {len(text)} characters, more than "
+                                   f"{MAX_EXPANDED_TEXT} (a reference used twice at every level?)")
+        self.charge(1, tpl)
         return text if tpl.quoted else _scalar(text)
+
+
+def _count_values(value: Any, limit: int) -> int:
+    """Values inside a record or array (counting stops past ``limit``: the caller fails then)."""
+    count, stack = 0, [value]
+    while stack and count <= limit:
+        v = stack.pop()
+        count += 1
+        if isinstance(v, ConfigRecord):
+            stack.extend(dict.values(v))
+        elif isinstance(v, ConfigArray):
+            stack.extend(v)
+    return count
 
 
 def _parse_tree(text: str, source: str, overrides: dict | None) -> ConfigRecord:
