@@ -136,14 +136,75 @@ def load_cached(path: str, skip_sequence_ids: bool, *, fingerprint=None, cache_d
             id_mode = bool(meta[3])
     except Exception:  # damaged, truncated, foreign: never trusted
         return None
-    offsets, sizes = arrays[0], arrays[1]
-    n = len(offsets)
-    if any(len(a) != n for a in arrays) or n == 0:
-        return None
-    ends = offsets + sizes
-    if ends.max() > size or (n > 1 and np.any(offsets[1:] < ends[:-1])) or np.any(sizes == 0):
+    why = _untrusted_cache_problem(path, arrays, id_mode, size, local=cache_dir is None)
+    if why is not None:
+        import warnings
+        from recordkit.errors import RecordkitWarning
+        warnings.warn(f"{cpath}: index cache of {path} ignored and rebuilt: {why}", RecordkitWarning, stacklevel=3)
         return None
     return CTFIndex(*arrays, id_mode=id_mode, errors=[], error_count=0, file_size=size)
+
+
+_SAMPLED_STARTS = 32
+_MAX_GAPS = 10_000
+
+
+def _untrusted_cache_problem(path: str, arrays, id_mode: bool, size: int, *, local: bool) -> str | None:
+    """What is wrong with a cache whose (size, version) matches, or None. The cache is input
+    like any other: its sequences must tile the file from the first one to the end (a gap would
+    silently drop a sequence), keys must be unique (ids) or be the line numbers (line mode), row
+    and line counts must fit the bytes (a huge count would become a huge allocation), and the
+    first, last and a sample of offsets must start lines of the file."""
+    offsets, sizes, keys, first_lines, rows = arrays
+    n = len(offsets)
+    if any(len(a) != n for a in arrays) or n == 0:
+        return "its arrays differ in length or are empty"
+    ends = offsets + sizes
+    if np.any(sizes == 0) or np.any(ends < offsets) or (n > 1 and np.any(offsets[1:] < ends[:-1])) \
+            or int(ends[-1]) > size:
+        return "its sequences overlap or run past the end of the file"
+    # gaps between sequences (blank lines in line mode) and at the end may hold no data: else a
+    # dropped sequence would go unnoticed
+    gap_at = np.concatenate([ends[:-1][offsets[1:] > ends[:-1]], [ends[-1]] if int(ends[-1]) < size else []])
+    gap_end = np.concatenate([offsets[1:][offsets[1:] > ends[:-1]], [size] if int(ends[-1]) < size else []])
+    if len(gap_at):
+        if not local or len(gap_at) > _MAX_GAPS or int((gap_end - gap_at).sum()) > (1 << 20):
+            return "it leaves gaps between sequences that cannot be checked cheaply"
+        with open(path, "rb") as f:
+            for a, b in zip(gap_at.astype(np.int64).tolist(), gap_end.astype(np.int64).tolist()):
+                f.seek(a)
+                if not _blank_or_comments(f.read(b - a)):
+                    return f"bytes {a}..{b} between its sequences hold data"
+    if np.any(rows == 0) or np.any(rows > sizes):
+        return "a row count does not fit its sequence's bytes"
+    if n > 1:
+        steps = first_lines[1:].astype(np.int64) - first_lines[:-1].astype(np.int64)
+        if np.any(steps < rows[:-1].astype(np.int64)) or np.any(steps > sizes[:-1].astype(np.int64)):
+            return "its line numbers do not fit the row counts and bytes"
+    if int(first_lines[0]) > int(offsets[0]) or (int(offsets[0]) == 0 and int(first_lines[0]) != 0):
+        return "its first line number does not fit the bytes before it"
+    if id_mode:
+        if len(np.unique(keys)) != n:
+            return "a sequence id appears twice"
+    elif np.any(keys != first_lines):
+        return "line-mode keys are not the line numbers"
+    if local and offsets[0] > 0:
+        lines = _preamble_lines(path, int(offsets[0]))
+        if lines is None:
+            return "the bytes before its first sequence hold data"
+        if lines != int(first_lines[0]):
+            return f"its first sequence starts on line {int(first_lines[0]) + 1}, the file says line {lines + 1}"
+    if local:
+        picks = np.unique(np.concatenate([[0, n - 1], np.linspace(0, n - 1, _SAMPLED_STARTS).astype(np.int64)]))
+        with open(path, "rb") as f:
+            for k in picks.tolist():
+                at = int(offsets[k])
+                if at == 0 or (k == 0 and at <= 3):
+                    continue
+                f.seek(at - 1)
+                if f.read(1) not in (b"\n", b"\r"):
+                    return f"sequence {k} does not start a line (byte offset {at})"
+    return None
 
 
 def write_cache(path: str, skip_sequence_ids: bool, index: CTFIndex, *, fingerprint=None, cache_dir=None) -> None:
@@ -165,3 +226,23 @@ def write_cache(path: str, skip_sequence_ids: bool, index: CTFIndex, *, fingerpr
                      first_lines=index.first_lines, rows=index.rows)
     except Exception:
         pass  # best effort, like CNTK: a read-only directory just means no cache
+
+
+def _preamble_lines(path: str, n: int) -> int | None:
+    """The number of lines in the first ``n`` bytes of a CTF file if they are a BOM, blank and
+    comment-only lines (what the scanner skips before the first sequence), else None. Long
+    preambles are not trusted at all."""
+    if n > (1 << 20):
+        return None
+    with open(path, "rb") as f:
+        head = f.read(n)
+    if head.startswith(_UTF8_BOM):
+        head = head[len(_UTF8_BOM):]
+    if not _blank_or_comments(head):
+        return None
+    return head.count(b"\n") if b"\n" in head else head.count(b"\r")
+
+
+def _blank_or_comments(data: bytes) -> bool:
+    """Whether ``data`` holds only blank and comment-only lines (no sequence data)."""
+    return all(not line.strip() or line.strip().startswith(b"|#") for line in data.splitlines())

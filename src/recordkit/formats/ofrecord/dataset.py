@@ -155,19 +155,60 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
         return scan_part(src)
     side = sidecar_path(src.name, cache_dir if src.remote else None)
     size, version = src.fingerprint
+    current = False
     try:
         with np.load(side, allow_pickle=False) as z:
             meta = z["meta"]
-            if str(z["magic"]) == INDEX_MAGIC and int(meta[0]) == size and int(meta[1]) == version:
-                offsets, lengths = z["offsets"].astype(np.int64), z["lengths"].astype(np.int64)
-                if len(offsets) == len(lengths) and (len(offsets) == 0 or int(offsets[-1] + lengths[-1]) == size):
-                    return PartIndex(src.name, offsets, lengths, size)
+            current = str(z["magic"]) == INDEX_MAGIC and int(meta[0]) == size and int(meta[1]) == version
+            if current:
+                offsets, lengths = z["offsets"], z["lengths"]
+                why = _untrusted_index_problem(src, offsets, lengths, size)
+                if why is None:
+                    return PartIndex(src.name, offsets.astype(np.int64), lengths.astype(np.int64), size)
+                import warnings
+                from recordkit.errors import RecordkitWarning
+                warnings.warn(f"{side}: index sidecar of {src.name} ignored and rebuilt: {why}", RecordkitWarning,
+                              stacklevel=2)
+                write = True  # replace the lying sidecar
+    except FileNotFoundError:
+        pass
     except Exception:
-        pass  # missing, stale, damaged or foreign: rebuild
+        pass  # stale, damaged or foreign: rebuild
     index = scan_part(src)
     if (write or src.remote) and index.problem is None:
         _write_index(side, index, src.fingerprint)
     return index
+
+
+_SAMPLED_PREFIXES = 16
+
+
+def _untrusted_index_problem(src, offsets, lengths, size: int) -> str | None:
+    """What is wrong with a sidecar whose (size, mtime) matches, or None. A sidecar is input
+    like any other (copied data sets keep mtimes, files get edited): the frames it describes
+    must tile the part exactly, and the length prefixes at the first, last and a sample of
+    records must say what it says."""
+    if offsets.dtype.kind not in "iu" or lengths.dtype.kind not in "iu" or offsets.ndim != 1 \
+            or offsets.shape != lengths.shape:
+        return "offsets and lengths are not two integer arrays of one length"
+    n = len(offsets)
+    if n > size // 8:
+        return f"{n} records cannot fit in {size} bytes"
+    if n == 0:
+        return None if size == 0 else "no records listed for a non-empty part"
+    offsets = offsets.astype(np.int64)
+    lengths = lengths.astype(np.int64)
+    if (lengths <= 0).any() or (lengths > size).any():
+        return "a record length is not within (0, part size]"
+    if offsets[0] != 8 or (n > 1 and (offsets[1:] != offsets[:-1] + lengths[:-1] + 8).any()) \
+            or offsets[-1] + lengths[-1] != size:
+        return "its frames do not tile the part (a gap, an overlap, or not ending at the end of the file)"
+    picks = np.unique(np.concatenate([[0, n - 1], np.linspace(0, n - 1, _SAMPLED_PREFIXES).astype(np.int64)]))
+    for k in picks.tolist():
+        head = src.pread(int(offsets[k]) - 8, 8)
+        if len(head) != 8 or int(np.frombuffer(head, "<i8")[0]) != int(lengths[k]):
+            return f"record {k}: the length prefix at byte offset {int(offsets[k]) - 8} disagrees"
+    return None
 
 
 def _write_index(side: str, index: PartIndex, fingerprint) -> None:
