@@ -22,6 +22,11 @@ class NotRegularFileError(RecordkitError, OSError):
     (opening a FIFO blocks until a writer comes; a device reads forever or nothing)."""
 
 
+class UnrepresentableError(RecordkitError, ValueError):
+    """A value the target format cannot hold (inf/nan in CTF text, an empty sequence...): says
+    which stream, sequence (its key) and sample, so the user finds it in the source."""
+
+
 class FormatError(RecordkitError, ValueError):
     """Malformed input, located in its file.
 

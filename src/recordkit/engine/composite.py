@@ -22,9 +22,14 @@ def _path(d) -> str:
 
 
 def _keyed(d) -> bool:
-    """True when the deserializer's keys are ids from the file (not ordinals)."""
-    index = getattr(d, "index", None)
-    return bool(getattr(index, "id_mode", False)) and hasattr(d, "sequence_keys")
+    """True when the deserializer's keys are ids from the file (not ordinals): a CTF file in id
+    mode, or a deserializer that says so (``keys_are_ids``, e.g. OFRecord records with a key)."""
+    if not hasattr(d, "sequence_keys"):
+        return False
+    said = getattr(d, "keys_are_ids", None)
+    if said is not None:
+        return bool(said)
+    return bool(getattr(getattr(d, "index", None), "id_mode", False))
 
 
 class CompositeDeserializer:

@@ -13,6 +13,7 @@ import numpy as np
 from recordkit.formats.closing import AtomicWriter
 from recordkit.atomic import AtomicFile
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
+from recordkit.errors import UnrepresentableError
 from recordkit.formats.ctf import _kernel
 
 
@@ -40,14 +41,17 @@ class CTFWriter(AtomicWriter):
         longest = 0
         for spec in self._streams:
             value = data.get(spec.name)
-            rows = [] if value is None else self._format(spec, value)
+            try:
+                rows = [] if value is None else self._format(spec, value)
+            except UnrepresentableError as e:
+                raise UnrepresentableError(f"sequence {key}: {e}") from None
             texts.append(rows)
             longest = max(longest, len(rows))
         unknown = set(data) - {s.name for s in self._streams}
         if unknown:
             raise ValueError(f"sequence {key}: streams {sorted(unknown)} are not declared")
         if longest == 0:
-            raise ValueError(f"sequence {key} has no samples in any stream: CTF cannot represent it")
+            raise UnrepresentableError(f"sequence {key} has no samples in any stream: CTF cannot represent it")
         head = str(key).encode("ascii")
         lines = []
         for t in range(longest):
@@ -74,7 +78,7 @@ class CTFWriter(AtomicWriter):
                                  f"the data is {'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
             vals = np.asarray(col.values, dtype=np.float64)
             if not np.all(np.isfinite(vals)):
-                raise ValueError(f"stream '{spec.name}': CTF cannot represent inf or nan")
+                raise _non_finite(spec, col, vals, chunk)
             if spec.is_sparse:
                 rows = _kernel.format_sparse_rows(np.asarray(col.indptr, dtype=np.int64),
                                                   np.asarray(col.indices, dtype=np.int64),
@@ -89,7 +93,8 @@ class CTFWriter(AtomicWriter):
             spans = [(int(so[i]), int(so[i + 1])) for _, _, _, so in texts]
             longest = max((b - a for a, b in spans), default=0)
             if longest == 0:
-                raise ValueError(f"sequence {int(chunk.keys[i])} has no samples in any stream: CTF cannot represent it")
+                raise UnrepresentableError(f"sequence {int(chunk.keys[i])} (sequence {i} of chunk {chunk.chunk_id}) "
+                                           f"has no samples in any stream: CTF cannot represent it")
             for t in range(longest):
                 parts = [head]
                 for (prefix, bare, rows, _), (a, b) in zip(texts, spans):
@@ -109,7 +114,7 @@ class CTFWriter(AtomicWriter):
                 raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {m.shape}")
             vals = np.asarray(m.data, dtype=np.float64)
             if not np.all(np.isfinite(vals)):
-                raise ValueError(f"stream '{spec.name}': CTF cannot represent inf or nan")
+                raise UnrepresentableError(f"stream '{spec.name}': CTF cannot represent inf or nan")
             return _kernel.format_sparse_rows(np.asarray(m.indptr, dtype=np.int64),
                                               np.asarray(m.indices, dtype=np.int64), vals, self._double)
         arr = np.asarray(value)
@@ -118,7 +123,7 @@ class CTFWriter(AtomicWriter):
         if arr.ndim != 2 or arr.shape[1] != spec.dim:
             raise ValueError(f"stream '{spec.name}': expected shape (samples, {spec.dim}), got {arr.shape}")
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"stream '{spec.name}': CTF cannot represent inf or nan")
+            raise UnrepresentableError(f"stream '{spec.name}': CTF cannot represent inf or nan")
         arr = np.ascontiguousarray(arr.astype(self.dtype).astype(np.float64))
         return _kernel.format_dense_rows(arr, self._double)
 
@@ -139,3 +144,14 @@ def write_ctf(path, streams, sequences, *, precision="float") -> int:
                 key, data = seq.key, seq.data
             w.write(data, key=key)
     return w.sequences_written
+
+
+def _non_finite(spec, col, vals: np.ndarray, chunk) -> UnrepresentableError:
+    """Where the first inf/nan of a column is: stream, sequence key, sample."""
+    flat = int(np.argmax(~np.isfinite(vals.reshape(-1))))
+    sample = flat // spec.dim if not spec.is_sparse else int(np.searchsorted(col.indptr, flat, side="right")) - 1
+    seq = int(np.searchsorted(col.seq_offsets, sample, side="right")) - 1
+    value = float(vals.reshape(-1)[flat])
+    return UnrepresentableError(f"stream '{spec.name}', sequence {int(chunk.keys[seq])} (sequence {seq} of chunk "
+                                f"{chunk.chunk_id}), sample {sample - int(col.seq_offsets[seq])}: CTF cannot "
+                                f"represent {value!r}")

@@ -43,6 +43,7 @@ class OFRecordDeserializer(ClosingReader):
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         self.key_feature = key_feature
+        self._first_has_key = None
         self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length,
                                 storage_options=storage_options)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
@@ -64,6 +65,27 @@ class OFRecordDeserializer(ClosingReader):
     @property
     def streams(self) -> list[StreamSpec]:
         return list(self._streams)
+
+    @property
+    def keys_are_ids(self) -> bool:
+        """Whether the records carry their sequence key (the int64 ``key`` feature that CTF ids
+        become), so that a composite joins them by key rather than by position."""
+        if not self.key_feature or not self._chunks:
+            return False
+        if self._first_has_key is None:
+            part, index, lo, _, _ = self._where[0]
+            source = open_source(part, **self._storage)
+            try:
+                raw = source.pread(int(index.offsets[lo]), int(index.lengths[lo]))
+            finally:
+                source.close()
+            f = codec.decode(raw, path=part, offset=int(index.offsets[lo]) - 8, index=lo).get(self.key_feature)
+            self._first_has_key = f is not None and f.kind == "int64_list" and len(f) == 1
+        return self._first_has_key
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        """The chunk's keys (decodes its records: OFRecord has no separate key index)."""
+        return self.load_chunk(chunk_id).keys
 
     @property
     def chunks(self) -> list[ChunkInfo]:

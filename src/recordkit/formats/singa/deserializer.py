@@ -19,6 +19,7 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData, DenseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
+from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.singa import records
 from recordkit.formats.singa.store import open as open_store
@@ -45,6 +46,7 @@ class SingaRecordDeserializer(ClosingReader):
                 if s._index % tuples_per_chunk == 0:
                     self._starts.append((s._pos, s._index))
                     self._counts.append(0)
+                at = s._pos
                 item = s.read()
                 if item is None:
                     if self._counts and self._counts[-1] == 0:
@@ -54,8 +56,12 @@ class SingaRecordDeserializer(ClosingReader):
                 self._counts[-1] += 1
                 if dim is None:
                     dim = self._decode(item[1], s._index - 1)[0].size
+                    if dim == 0:
+                        raise FormatError(self.path, "the first record holds no data or pixels: a store of "
+                                                     "empty records has no features stream to read",
+                                          offset=at, record=f"tuple {s._index - 1}")
         if dim is None:
-            raise ValueError(f"{self.path}: the store holds no tuples")
+            raise FormatError(self.path, "the store holds no tuples", offset=0)
         self._streams = [StreamSpec("features", "dense", dim, dtype=self.dtype), StreamSpec("label", "dense", 1,
                                                                                           dtype=self.dtype)]
         self._chunks = [ChunkInfo(i, n, n, off, 0) for i, ((off, _), n) in enumerate(zip(self._starts, self._counts))]
