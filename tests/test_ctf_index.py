@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import dense, read_all, sparse, write
+from helpers import PEAK_RSS_CODE, dense, read_all, sparse, write
 from recordkit.formats.ctf import CTFReader
 from recordkit.formats.ctf import index as ctf_index
 
@@ -150,17 +150,17 @@ def test_peak_memory_follows_chunk_size_not_file_size(tmp_path):
         for _ in range(int(40e6 // len(block)) + 1):
             f.write(block)
     code = (
-        "import resource,sys\n"
+        PEAK_RSS_CODE + "import sys\n"
         "from recordkit import StreamSpec\nfrom recordkit.formats.ctf import CTFReader\n"
         "r = CTFReader(sys.argv[1], [StreamSpec('a','dense',50)], chunk_size=1<<20)\n"
         "n = sum(c.num_samples for c in r.iter_chunks(threads=2))\n"
-        "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "print(n, peak_rss_kb())\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True).stdout
     n, rss_kb = map(int, out.split())
     assert n == os.path.getsize(p) // len(line)
-    base = subprocess.run([sys.executable, "-c", "import resource, numpy, scipy.sparse, recordkit.formats.ctf;"
-                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+    base = subprocess.run([sys.executable, "-c", PEAK_RSS_CODE + "import numpy, scipy.sparse, recordkit.formats.ctf\n"
+                           "print(peak_rss_kb())"],
                           capture_output=True, text=True, check=True).stdout
     assert rss_kb - int(base) < 25 * 1024, (rss_kb, base)  # well under the 40 MB file
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import recordkit
+from helpers import PEAK_RSS_CODE
 from recordkit.engine.streams import StreamSpec
 from recordkit.errors import FormatError
 from recordkit.formats.ctf import CTFReader
@@ -38,10 +39,10 @@ def test_a_brainscript_dim_beyond_the_range_is_a_located_error(tiny):
 
 
 def test_padding_a_tiny_file_to_a_huge_dim_is_refused_without_allocating_it(tiny):
-    code = ("import resource, sys\n"
+    code = (PEAK_RSS_CODE + "import sys\n"
             "from recordkit.cli.main import main\n"
             f"rc = main(['stats', {str(tiny)!r}, '--stream', 'x=dense:1000000000'])\n"
-            "print(rc, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+            "print(rc, peak_rss_kb())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     rc, peak_kb = out.stdout.split()
     assert rc == "1"
