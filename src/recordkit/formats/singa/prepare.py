@@ -15,7 +15,10 @@ here is byte-identical to theirs (spec §5.2, §5.3):
 Deliberate differences from SINGA, all on inputs SINGA would have mangled silently: batch
 files of any whole number of images are accepted (SINGA read exactly 10000 and did not
 notice short files), truncated or oversized inputs and out-of-range labels raise
-``FormatError`` naming the file and byte offset, and every output appears atomically.
+``FormatError`` naming the file and byte offset, and the outputs of one run appear as a set
+(``StagedDirectory``: train, test and mean files all new or all old, never train new with test
+old after a kill; where the directory cannot be swapped, e.g. it is the working directory,
+each file still appears whole).
 KVFile tuples are ``<Q`` key length, key, ``<Q`` value length, value (spec §1.1), framed
 by the store module's ``kvfile.encode_tuple`` and written through ``AtomicFile`` directly
 (no store object is needed for a one-shot, create-mode write).
@@ -34,10 +37,12 @@ from recordkit.atomic import AtomicFile
 from recordkit.errors import FormatError
 from recordkit.formats.singa.kvfile import encode_tuple
 from recordkit.formats.singa.records import encode_image_record, encode_mean_record
+from recordkit.staged_directory import StagedDirectory
 
 __all__ = ["prepare_cifar10", "prepare_mnist", "convert_mnist", "kv_tuple",
            "CIFAR_TRAIN_FILES", "CIFAR_TEST_FILE", "CIFAR_SHAPE", "CIFAR_IMAGE_BYTES"]
 
+CIFAR_OUTPUTS = ("train_data.bin", "test_data.bin", "image_mean.bin")
 CIFAR_TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
 CIFAR_TEST_FILE = "test_batch.bin"
 CIFAR_SHAPE = (3, 32, 32)
@@ -139,17 +144,17 @@ def prepare_cifar10(src_dir, out_dir, progress: bool = True) -> dict[str, int]:
     test_counts = [_cifar_count(p) for p in test]
     if sum(train_counts) == 0:
         raise FormatError(src, "the CIFAR-10 training batches hold no images (the mean would be 0/0)")
-    out.mkdir(parents=True, exist_ok=True)
     mean_acc = np.zeros(CIFAR_IMAGE_BYTES, dtype=np.float32)
     results = {}
-    with _progress(sum(train_counts) + sum(test_counts), "cifar10", progress) as bar:
-        n_train = _write_cifar_store(out / "train_data.bin", train, train_counts, bar, mean_acc)
+    with StagedDirectory(out, owns=CIFAR_OUTPUTS.__contains__) as staged, \
+            _progress(sum(train_counts) + sum(test_counts), "cifar10", progress) as bar:
+        n_train = _write_cifar_store(staged.join("train_data.bin"), train, train_counts, bar, mean_acc)
         results[str(out / "train_data.bin")] = n_train
         mean = (mean_acc / np.float32(n_train)).astype(np.float32)  # float32 / float(count)
-        with _KVFileOut(out / "image_mean.bin") as mean_out:
+        with _KVFileOut(staged.join("image_mean.bin")) as mean_out:
             mean_out.write("mean", encode_mean_record(mean.reshape(CIFAR_SHAPE)))
         results[str(out / "image_mean.bin")] = 1
-        results[str(out / "test_data.bin")] = _write_cifar_store(out / "test_data.bin", test, test_counts, bar)
+        results[str(out / "test_data.bin")] = _write_cifar_store(staged.join("test_data.bin"), test, test_counts, bar)
     return results
 
 
@@ -229,6 +234,6 @@ def prepare_mnist(src_dir, out_dir, progress: bool = True) -> dict[str, int]:
         for name in (images, labels):
             if not (src / name).is_file() and not (src / (name + ".gz")).is_file():
                 raise FormatError(src / name, "MNIST IDX file is missing (nor is there a .gz)")
-    out.mkdir(parents=True, exist_ok=True)
-    return {str(out / target): convert_mnist(src / images, src / labels, out / target, progress)
-            for images, labels, target in MNIST_PAIRS}
+    with StagedDirectory(out, owns={target for _, _, target in MNIST_PAIRS}.__contains__) as staged:
+        return {str(out / target): convert_mnist(src / images, src / labels, staged.join(target), progress)
+                for images, labels, target in MNIST_PAIRS}
