@@ -120,6 +120,49 @@ cdef bint _walk(const uint8_t* p, int64_t n, int64_t nseq, const uint8_t* sparse
     return True
 
 
+cdef int _check_streams(list sparse, list dims, list esizes) except -1:
+    """The stream description a caller passes: one entry per stream in each list, dims within
+    CBF's 32-bit range, element sizes of float or double (issue 13: kernels trust no input)."""
+    if not (len(sparse) == len(dims) == len(esizes)):
+        raise ValueError(f"sparse, dims and esizes describe {len(sparse)}, {len(dims)} and {len(esizes)} streams")
+    for s in range(len(dims)):
+        if not 0 < dims[s] <= 0x7FFFFFFF:
+            raise ValueError(f"stream {s}: dim {dims[s]} is not within [1, 2^31-1]")
+        if esizes[s] not in (4, 8):
+            raise ValueError(f"stream {s}: element size {esizes[s]} is neither 4 nor 8")
+    return 0
+
+
+cdef int _check_part(int64_t s, object part, bint is_sp, int64_t dim, int64_t esz) except -1:
+    """One part of a stream's column handed to encode_chunk: sequence offsets non-decreasing and
+    within the samples, sparse indptr non-decreasing and within the values and indices."""
+    cdef const int64_t[::1] so = part[3]
+    cdef const int64_t[::1] ptr
+    cdef int64_t n = so.shape[0], q, a, b, nvals
+    if n < 1:
+        raise ValueError(f"stream {s}: a part has an empty sequence-offset array")
+    for q in range(n - 1):
+        if so[q + 1] < so[q]:
+            raise IndexError(f"stream {s}: sequence offsets decrease at sequence {q}")
+    a, b = so[0], so[n - 1]
+    if a < 0:
+        raise IndexError(f"stream {s}: sequence offset {a} < 0")
+    nvals = len(part[0])
+    if not is_sp:
+        if b * dim * esz > nvals:
+            raise IndexError(f"stream {s}: sequences reach sample {b}, the values hold {nvals // (dim * esz)}")
+        return 0
+    ptr = part[2]
+    if b >= ptr.shape[0]:
+        raise IndexError(f"stream {s}: sequences reach sample {b}, indptr covers {ptr.shape[0] - 1}")
+    for q in range(a, b):
+        if ptr[q + 1] < ptr[q]:
+            raise IndexError(f"stream {s}: indptr decreases at sample {q}")
+    if ptr[a] < 0 or ptr[b] * esz > nvals or ptr[b] > len(part[1]):
+        raise IndexError(f"stream {s}: indptr [{ptr[a]}, {ptr[b]}] is not within the {len(part[1])} indices/values")
+    return 0
+
+
 def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, list esizes,
                  bint allow_trailing=False):
     """Validate a chunk and gather its streams into contiguous columns.
@@ -129,6 +172,9 @@ def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, l
     and problem is None or (code, stream, seq, offset, a, b). ``allow_trailing``
     accepts bytes after the last stream (CNTK's last chunk runs into the header).
     """
+    _check_streams(sparse, dims, esizes)
+    if nseq < 0:
+        raise ValueError(f"nseq {nseq} < 0")
     cdef int64_t n = buf.shape[0]
     cdef int64_t ns = len(dims)
     cdef vector[uint8_t] sp_
@@ -240,12 +286,16 @@ def encode_chunk(const uint32_t[::1] meta, list columns, list sparse, list dims,
     cdef uint32_t u
     cdef int32_t i32
     cdef bint is_sp
+    _check_streams(sparse, dims, esizes)
+    if len(columns) != len(dims):
+        raise ValueError(f"{len(columns)} columns for {len(dims)} streams")
     for s in range(ns):
         esz = esizes[s]
         dim = dims[s]
         is_sp = sparse[s]
         pq = 0
         for part in columns[s]:
+            _check_part(s, part, is_sp, dim, esz)
             so = part[3]
             pq += so.shape[0] - 1
             if is_sp:

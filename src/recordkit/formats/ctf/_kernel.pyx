@@ -426,6 +426,8 @@ def make_chunks(const uint64_t[::1] offsets, const uint64_t[::1] sizes, uint64_t
     of the first sequence of every chunk, plus a final entry = number of sequences.
     """
     cdef Py_ssize_t n = offsets.shape[0]
+    if sizes.shape[0] != n:
+        raise ValueError(f"{n} offsets but {sizes.shape[0]} sizes")
     cdef vector[int64_t] starts
     cdef Py_ssize_t i
     cdef uint64_t chunk_start = 0
@@ -553,6 +555,13 @@ cdef class ChunkParser:
     def __cinit__(self, list aliases, list sparse, list dims, bint double_precision, int mb_stream):
         cdef StreamCfg c
         cdef bytes a
+        if not (len(aliases) == len(sparse) == len(dims)):
+            raise ValueError(f"aliases, sparse and dims describe {len(aliases)}, {len(sparse)} and {len(dims)} streams")
+        for k in range(len(dims)):
+            if not 0 < dims[k] <= 0x7FFFFFFF:
+                raise ValueError(f"stream {k}: dim {dims[k]} is not within [1, 2^31-1]")
+        if not -1 <= mb_stream < len(dims):
+            raise ValueError(f"mb_stream {mb_stream} is not a stream index")
         self._aliases = [bytes(x) for x in aliases]
         for k in range(len(self._aliases)):
             a = self._aliases[k]
@@ -613,6 +622,7 @@ cdef class ChunkParser:
         cdef CbfOut* cop = NULL
         cdef size_t esz = 8 if self.dbl else 4
         cdef size_t cap
+        _check_spans(offsets, sizes, first_lines, base, buf.shape[0])
         for k in range(8):
             counts[k] = 0
         outs.resize(ns)
@@ -689,6 +699,20 @@ cdef class ChunkParser:
                 columns.append(_column(outs[k], self.cfg[k], self.dbl))
         return (kept_arr, columns, _events(errors), nerr, _events(warns),
                 {W_PADDED: counts[0], W_UNKNOWN: counts[1], W_EMPTY_SEQUENCE: counts[2]}, stopped)
+
+
+cdef int _check_spans(const uint64_t[::1] offsets, const uint64_t[::1] sizes, const uint64_t[::1] first_lines,
+                      uint64_t base, uint64_t buflen) except -1:
+    """Sequence spans handed to the parser (from the index or its cache) must lie in the buffer:
+    a lying index is an error here, never a read of other memory (issue 13)."""
+    cdef Py_ssize_t i, n = offsets.shape[0]
+    if sizes.shape[0] != n or first_lines.shape[0] != n:
+        raise ValueError(f"{n} offsets, {sizes.shape[0]} sizes and {first_lines.shape[0]} first lines")
+    for i in range(n):
+        if offsets[i] < base or sizes[i] > buflen or offsets[i] - base > buflen - sizes[i]:
+            raise IndexError(f"sequence {i}: bytes [{offsets[i]}, {offsets[i]} + {sizes[i]}) are not within the "
+                             f"buffer [{base}, {base + buflen})")
+    return 0
 
 
 cdef object _i64(vector[int64_t]& v):
@@ -1035,6 +1059,13 @@ def format_sparse_rows(const int64_t[::1] indptr, const int64_t[::1] indices, co
     cdef Py_ssize_t i, j
     cdef vector[char] buf
     cdef char tmp[72]
+    if indices.shape[0] != values.shape[0]:
+        raise ValueError(f"{indices.shape[0]} indices but {values.shape[0]} values")
+    for i in range(nr):
+        if indptr[i + 1] < indptr[i]:
+            raise IndexError(f"indptr decreases at sample {i}")
+    if nr >= 0 and (indptr[0] < 0 or indptr[nr] > indices.shape[0]):
+        raise IndexError(f"indptr [{indptr[0]}, {indptr[nr]}] is not within the {indices.shape[0]} values")
     cdef int n
     out = []
     for i in range(nr):

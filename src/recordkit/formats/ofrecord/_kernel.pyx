@@ -302,6 +302,19 @@ cdef inline void store_i(uint8_t* row, int code, int64_t i, int64_t v) noexcept 
         (<uint8_t*>row)[i] = <uint8_t>v
 
 
+cdef int _check_frames(const int64_t[::1] offsets, const int64_t[::1] lengths, int64_t size) except -1:
+    """Record spans handed to a decoder (from a sidecar index or a scan) must lie in the buffer:
+    a lying index is an error here, never a read of other memory (issue 13)."""
+    cdef int64_t r
+    if offsets.shape[0] != lengths.shape[0]:
+        raise ValueError(f"{offsets.shape[0]} offsets but {lengths.shape[0]} lengths")
+    for r in range(offsets.shape[0]):
+        if offsets[r] < 0 or lengths[r] < 0 or lengths[r] > size - offsets[r]:
+            raise IndexError(f"record {r}: bytes [{offsets[r]}, {offsets[r]} + {lengths[r]}) are not within "
+                             f"the {size}-byte buffer")
+    return 0
+
+
 def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths, bytes name,
                    int64_t K, str out_dtype, int mode):
     """Decode feature `name` of every record into an (N, K) array, OneFlow's raw-decoder rules.
@@ -313,6 +326,9 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
     without exactly one value, 3 list length L != K (detail L), 4 malformed record,
     5 feature without a kind.
     """
+    _check_frames(offsets, lengths, buf.shape[0])
+    if K < 0:
+        raise ValueError(f"K {K} < 0")
     cdef int code = OUT_CODES[out_dtype]
     cdef int64_t N = offsets.shape[0], r, i, cnt, ls, le, pos, L, m
     cdef int kind
@@ -403,7 +419,11 @@ def feature_kinds(const uint8_t[::1] buf, int64_t offset, int64_t length, list n
     -1 malformed)."""
     cdef int64_t ls, le
     cdef bytes nb
+    if offset < 0 or length < 0 or length > buf.shape[0] - offset:
+        raise IndexError(f"record bytes [{offset}, {offset} + {length}) are not within the {buf.shape[0]}-byte buffer")
     out = []
+    if length == 0:
+        return [-2] * len(names)
     for nb in names:
         out.append(find_feature(&buf[0], offset, offset + length, nb, len(nb), &ls, &le))
     return out
