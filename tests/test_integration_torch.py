@@ -370,3 +370,38 @@ def test_ddp_resume_with_forkserver_workers(tmp_path, data):
     check_ranks(results, 1)
     for res in results:
         assert {it["phase"] for it in res["items"]} == {0, 1}
+
+
+def test_an_item_from_a_worker_is_one_shared_buffer_and_arrives_as_the_same_tensors(tmp_path):
+    """Items leave a DataLoader worker packed into one shared-memory buffer (one file descriptor
+    per minibatch instead of one per tensor); unpickled they are the same dict of tensors."""
+    import io
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    from recordkit.integrations.torch import _PackedItem, to_torch
+    src = tmp_path / "m.ctf"
+    src.write_text("".join(f"{i} |x {i} {i + 1} |s {i % 3}:{i}.5 {3 + i % 2}:1\n{i} |x 0 1\n" for i in range(6)))
+    from recordkit import StreamSpec
+    from recordkit.engine.source import MinibatchSource
+    from recordkit.formats.ctf import CTFReader
+    source = MinibatchSource(CTFReader(src, [StreamSpec("x", "dense", 2), StreamSpec("s", "sparse", 5)]),
+                             randomize=False, max_sweeps=1)
+    item = to_torch(source.next_minibatch(7))
+    item["__state__"] = {"position": 3}
+    packed = _PackedItem(item)
+    buf = io.BytesIO()
+    ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(packed)
+    back = pickle.loads(buf.getvalue())
+    assert type(back) is dict and list(back) == list(item)
+    storages = {t.untyped_storage().data_ptr() for t in back.values() if isinstance(t, torch.Tensor)
+                and t.layout == torch.strided}
+    assert len(storages) == 1
+    for key, value in item.items():
+        if isinstance(value, torch.Tensor) and value.layout == torch.sparse_csr:
+            assert torch.equal(back[key].to_dense(), value.to_dense())
+            assert back[key].crow_indices().dtype == value.crow_indices().dtype
+        elif isinstance(value, torch.Tensor):
+            assert back[key].dtype == value.dtype and torch.equal(back[key], value), key
+        else:
+            assert back[key] == value

@@ -1,0 +1,120 @@
+"""PyTorch DataLoader over MinibatchDataset vs iterating MinibatchSource directly (issue 15 goal 4).
+
+    .venv/bin/python benchmarks/torch_loader.py [--cbf bench-data/dense.cbf] [--mb 1024] [--repeat 3]
+
+One process runs every variant side by side on the same CBF file (file order, one sweep,
+minibatches of --mb samples):
+
+* ``direct``: ``MinibatchSource(CBFReader(path)).next_minibatch(mb)`` until the sweep ends, each
+  minibatch turned into tensors with ``to_torch`` (what a training loop without a DataLoader does);
+* ``workers=K``: ``DataLoader(MinibatchDataset(...), batch_size=None, num_workers=K)`` for K = 0, 1, 2,
+  with the start method (fork / forkserver / spawn), ``persistent_workers`` and ``pin_memory``.
+
+For each: the time to the first minibatch (start-up: worker processes, their import of torch and
+recordkit, opening the file), the steady-state rate (samples/s from the first minibatch to the
+last) and the whole epoch; with ``persistent_workers`` the second epoch is timed too (workers
+already running). Best of --repeat per variant. The ratio column is steady-state samples/s
+relative to ``direct``.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+
+
+def make_source(path):
+    from recordkit.engine.source import MinibatchSource
+    from recordkit.formats.cbf import CBFReader
+    return MinibatchSource(CBFReader(path), randomize=False, max_sweeps=1)
+
+
+def run_direct(path, mb):
+    from recordkit.integrations.torch import to_torch
+    t0 = time.perf_counter()
+    source = make_source(path)
+    first = None
+    samples = 0
+    while True:
+        m = source.next_minibatch(mb)
+        if m is None:
+            break
+        item = to_torch(m)
+        samples += int(item["lengths"].sum())
+        if first is None:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    return dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9), samples=samples)
+
+
+def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epochs=1):
+    import torch
+    from torch.utils.data import DataLoader
+    from recordkit.integrations.torch import MinibatchDataset
+    ds = MinibatchDataset(functools.partial(make_source, path), mb)
+    kwargs = dict(batch_size=None, num_workers=workers, pin_memory=pin)
+    if workers:
+        kwargs.update(persistent_workers=persistent, multiprocessing_context=context)
+    loader = DataLoader(ds, **kwargs)
+    out = {}
+    for epoch in range(epochs):
+        t0 = time.perf_counter()
+        first = None
+        samples = 0
+        for item in loader:
+            samples += int(item["lengths"].sum())
+            if first is None:
+                first = time.perf_counter()
+        end = time.perf_counter()
+        out[epoch] = dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9),
+                          samples=samples)
+    del loader
+    torch.set_num_threads(torch.get_num_threads())
+    return out
+
+
+def best(runs, key="total"):
+    return min(runs, key=lambda r: r[key])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cbf", default="bench-data/dense.cbf")
+    ap.add_argument("--mb", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if not os.path.exists(args.cbf):
+        sys.exit(f"{args.cbf}: missing (python benchmarks/gen_ctf_corpora.py bench-data --mb 100; "
+                 f"recordkit convert bench-data/dense.ctf {args.cbf} --stream features=dense:100 "
+                 f"--stream labels=dense:10)")
+    import torch  # noqa: F401  (imported once, outside every timing)
+    rows = []
+    direct = best([run_direct(args.cbf, args.mb) for _ in range(args.repeat)])
+    rows.append(("direct (MinibatchSource + to_torch)", direct))
+    variants = [("workers=0", dict(workers=0))]
+    for ctx in ("fork", "forkserver", "spawn"):
+        for k in (1, 2):
+            variants.append((f"workers={k} {ctx}", dict(workers=k, context=ctx)))
+    variants.append(("workers=2 fork pin_memory", dict(workers=2, context="fork", pin=True)))
+    for name, kw in variants:
+        rows.append((name, best([run_loader(args.cbf, args.mb, **kw)[0] for _ in range(args.repeat)])))
+    runs = [run_loader(args.cbf, args.mb, workers=2, context="fork", persistent=True, epochs=2)
+            for _ in range(args.repeat)]
+    rows.append(("workers=2 fork persistent, epoch 1", best([r[0] for r in runs])))
+    rows.append(("workers=2 fork persistent, epoch 2", best([r[1] for r in runs])))
+    if args.json:
+        print(json.dumps({name: r for name, r in rows}, indent=1))
+        return
+    print(f"{args.cbf}: {direct['samples']} samples, minibatches of {args.mb}, best of {args.repeat}")
+    print(f"{'variant':40s} {'first mb s':>10s} {'epoch s':>8s} {'steady samples/s':>17s} {'vs direct':>9s}")
+    for name, r in rows:
+        print(f"{name:40s} {r['first']:10.3f} {r['total']:8.3f} {r['steady']:17,.0f} "
+              f"{r['steady'] / direct['steady']:9.2f}")
+
+
+if __name__ == "__main__":
+    main()
