@@ -584,3 +584,236 @@ cdef object _numeric_list(const uint8_t[::1] buf, int64_t ls, int64_t le, int ki
         for i in range(cnt):
             out[i] = ints[i]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-feature statistics of many records straight from the wire (``recordkit stats`` on OFRecord)
+
+from libcpp.string cimport string
+from libcpp.unordered_map cimport unordered_map
+from cython.operator cimport dereference as deref
+
+cdef extern from "<cmath>" namespace "std" nogil:
+    bint isnan(double x)
+
+cdef struct FStat:
+    int kind             # kind of the first record holding the feature
+    int64_t records
+    int64_t values
+    double sum
+    double lo
+    double hi
+    bint has_range
+
+DEF PW_BLOCK = 128
+DEF CAST_BUFFER = 8192
+
+cdef double _pairwise(const double* a, int64_t n) noexcept nogil:
+    """NumPy's pairwise summation (numpy/core/src/umath/loops_utils.h), so that a record's sum
+    is the same double as ``values.sum(dtype=np.float64)``."""
+    cdef double res, r[8]
+    cdef int64_t i, j, n2
+    if n < 8:
+        res = 0.
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= PW_BLOCK:
+        for j in range(8):
+            r[j] = a[j]
+        i = 8
+        while i < n - (n % 8):
+            for j in range(8):
+                r[j] += a[i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, n2) + _pairwise(a + n2, n - n2)
+
+
+cdef double _numpy_sum(const double* a, int64_t n, bint cast) noexcept nogil:
+    """``v.sum(dtype=np.float64)``: pairwise over the whole array for float64 input; a cast input
+    (float32, ints) is summed by NumPy in buffers of 8192 elements, each pairwise."""
+    cdef double res = 0.
+    cdef int64_t s
+    if not cast:
+        return res + _pairwise(a, n)
+    s = 0
+    while s < n:
+        res += _pairwise(a + s, min(CAST_BUFFER, n - s))
+        s += CAST_BUFFER
+    return res
+
+
+cdef class FeatureStats:
+    """Accumulates, feature by feature and record by record, what ``stats`` reports (kind, records,
+    values, sum, min, max) with the same arithmetic as the per-record NumPy path it replaces:
+    per record ``float(v.sum(dtype=float64))``, ``float(v.min())`` (NaN propagates within a
+    record) combined across records as Python's ``min``/``max`` do."""
+    cdef unordered_map[string, int] ids
+    cdef vector[FStat] stats
+    cdef list names
+    cdef vector[double] dv
+    cdef vector[int64_t] iv
+
+    def __cinit__(self):
+        self.names = []
+
+    cdef FStat* _stat(self, string name, int kind):
+        cdef FStat s
+        it = self.ids.find(name)
+        if it != self.ids.end():
+            return &self.stats[deref(it).second]
+        self.ids[name] = <int>self.stats.size()
+        self.names.append(name.decode("utf-8"))
+        s.kind = kind
+        s.records = 0
+        s.values = 0
+        s.sum = 0.
+        s.lo = 0.
+        s.hi = 0.
+        s.has_range = False
+        self.stats.push_back(s)
+        return &self.stats[self.stats.size() - 1]
+
+    cdef void _merge(self, FStat* t, double rsum, double lo, double hi) noexcept:
+        t.sum += rsum
+        if not t.has_range:
+            t.lo = lo
+            t.hi = hi
+            t.has_range = True
+            return
+        if lo < t.lo:  # Python's min(current, lo): a NaN never replaces a number, nor is replaced
+            t.lo = lo
+        if hi > t.hi:
+            t.hi = hi
+
+    def add_record(self, str name, int kind, int64_t count, rsum=None, lo=None, hi=None):
+        """One feature of one record decoded elsewhere (a record the wire walk leaves to protobuf)."""
+        cdef FStat* t = self._stat(name.encode("utf-8"), kind)
+        t.records += 1
+        t.values += count
+        if rsum is not None:
+            self._merge(t, rsum, lo, hi)
+
+    def add(self, const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths, int64_t start=0):
+        """Walk records start.. of one part; returns the index of the first record the wire walk
+        cannot take (malformed, a feature without a kind, a name that is not UTF-8: the caller
+        decodes it with protobuf, for its error or its values) or -1 when all were taken."""
+        _check_frames(offsets, lengths, buf.shape[0])
+        cdef const uint8_t* p = &buf[0] if buf.shape[0] > 0 else NULL
+        cdef int64_t r, pos, end, cnt, i, k, j, n_entries
+        cdef Entry e
+        cdef vector[Entry] entries
+        cdef int rc
+        cdef FStat* t
+        cdef double rsum, lo, hi, x
+        cdef int64_t ilo, ihi
+        cdef bint nan
+        cdef uint64_t tag
+        cdef Entry swap
+        for r in range(start, offsets.shape[0]):
+            pos = offsets[r]
+            end = pos + lengths[r]
+            entries.clear()
+            while True:  # the record's entries, the last one per name kept (protobuf map semantics)
+                rc = next_entry(p, &pos, end, &e)
+                if rc <= 0:
+                    break
+                if e.kind == 0:
+                    return r
+                for j in range(<int64_t>entries.size()):
+                    if entries[j].klen == e.klen and memcmp(p + entries[j].kpos, p + e.kpos, e.klen) == 0:
+                        entries[j] = e
+                        break
+                else:
+                    entries.push_back(e)
+            if rc < 0:
+                return r
+            for j in range(<int64_t>entries.size()):
+                e = entries[j]
+                try:
+                    (<const char*>(p + e.kpos))[:e.klen].decode("utf-8")
+                except UnicodeDecodeError:
+                    return r
+            # names in sorted order (UTF-8 byte order = code point order), as the per-record path
+            # visited them: the first-seen order of features and their first kind stay the same
+            for j in range(1, <int64_t>entries.size()):
+                k = j
+                while k > 0 and _name_less(p, &entries[k], &entries[k - 1]):
+                    swap = entries[k]
+                    entries[k] = entries[k - 1]
+                    entries[k - 1] = swap
+                    k -= 1
+            for j in range(<int64_t>entries.size()):
+                e = entries[j]
+                if e.kind == K_BYTES:
+                    cnt = 0
+                    pos = e.ls
+                    while pos < e.le:
+                        if not read_tag(p, &pos, e.le, &tag):
+                            return r
+                        if tag == 0x0a:
+                            cnt += 1
+                        if not skip_field(p, &pos, e.le, tag & 7):
+                            return r
+                    t = self._stat(string(<const char*>(p + e.kpos), e.klen), e.kind)
+                    t.records += 1
+                    t.values += cnt
+                    continue
+                # every value takes at least one byte of the list: one decoding pass, no count pass
+                if <int64_t>self.dv.size() < e.le - e.ls + 1:
+                    self.dv.resize(e.le - e.ls + 1)
+                    self.iv.resize(e.le - e.ls + 1)
+                if decode_list(p, e.ls, e.le, e.kind, self.dv.data(), self.iv.data(), e.le - e.ls + 1, &cnt) < 0:
+                    return r
+                t = self._stat(string(<const char*>(p + e.kpos), e.klen), e.kind)
+                t.records += 1
+                t.values += cnt
+                if cnt == 0:
+                    continue
+                if e.kind == K_INT32 or e.kind == K_INT64:
+                    ilo = ihi = self.iv[0]
+                    for i in range(cnt):
+                        self.dv[i] = <double>self.iv[i]
+                        if self.iv[i] < ilo:
+                            ilo = self.iv[i]
+                        if self.iv[i] > ihi:
+                            ihi = self.iv[i]
+                    lo, hi = <double>ilo, <double>ihi
+                else:
+                    lo = hi = self.dv[0]
+                    nan = False
+                    for i in range(cnt):
+                        x = self.dv[i]
+                        if isnan(x):
+                            nan = True
+                        elif x < lo:
+                            lo = x
+                        elif x > hi:
+                            hi = x
+                    if nan:  # NumPy's min/max propagate NaN
+                        lo = hi = float("nan")
+                rsum = _numpy_sum(self.dv.data(), cnt, e.kind != K_DOUBLE)
+                self._merge(t, rsum, lo, hi)
+        return -1
+
+    def result(self) -> dict:
+        """{name: {kind, records, values, sum, min, max}} in first-seen order (kinds as codes)."""
+        out = {}
+        cdef FStat s
+        for k in range(len(self.names)):
+            s = self.stats[k]
+            out[self.names[k]] = {"kind": s.kind, "records": s.records, "values": s.values, "sum": s.sum,
+                                  "min": s.lo if s.has_range else None, "max": s.hi if s.has_range else None}
+        return out
+
+
+cdef inline bint _name_less(const uint8_t* p, Entry* a, Entry* b) noexcept nogil:
+    cdef int c = memcmp(p + a.kpos, p + b.kpos, min(a.klen, b.klen))
+    return c < 0 or (c == 0 and a.klen < b.klen)
