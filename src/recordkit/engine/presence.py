@@ -57,12 +57,15 @@ class StreamPresence:
 
     ``count(chunk_id, samples)`` is called once per chunk (again for the same chunk is a no-op,
     so re-reading a chunk in a later sweep changes nothing); ``check()`` raises once every chunk
-    has been counted and a declared, not allowed stream is still empty. It raises at most once:
+    has been counted and a declared, not allowed stream is still empty, located at the first
+    occurrence of the near-miss input if there is one, else at ``where`` (where the reader
+    expected the stream: the first sequence, the header declaring it). It raises at most once:
     a reader calls it at the end of a sweep and again on close.
     """
 
-    def __init__(self, path, streams, num_chunks: int, allow=None):
+    def __init__(self, path, streams, num_chunks: int, allow=None, *, where=None):
         self.path = str(path)
+        self.where = dict(where or {})  # the error's location when no near miss locates it
         self.streams = list(streams)
         self.allowed = resolve_allowed(self.streams, allow)
         self.num_chunks = int(num_chunks)
@@ -123,14 +126,14 @@ class StreamPresence:
         empty = self.empty()
         if not empty:
             return
-        parts, where = [], {}
+        parts, where = [], None
         for s in empty:
             near = self._near_miss(s)
             if near is not None:
                 text = (f"stream '{s.name}' has no sample in the whole input: declared '{s.alias}', "
                         f"the file has '{near}' (an undeclared input, skipped)")
                 line, column = self.undeclared[near]
-                if not where and line is not None:
+                if where is None and line is not None:
                     where = dict(line=line, column=column)
             else:
                 declared = f"stream '{s.name}'" + (f" (input '{s.alias}')" if s.alias != s.name else "")
@@ -143,7 +146,7 @@ class StreamPresence:
         names = [s.name for s in empty]
         message = ("; ".join(parts) + ". Check the stream declarations, or allow it: "
                    + " ".join(f"--allow-empty-stream {n}" for n in names) + f" (allow_empty_streams={names!r})")
-        raise EmptyStreamError(self.path, message, streams=names, **where)
+        raise EmptyStreamError(self.path, message, streams=names, **(where or self.where))
 
     def _near_miss(self, spec):
         """The undeclared input that most likely was meant by ``spec``: the same name in another

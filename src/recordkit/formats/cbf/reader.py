@@ -79,7 +79,8 @@ class CBFReader(ClosingReader):
             a, b = self.header.chunk_range(k)
             self._chunks.append(ChunkInfo(k, int(table["sequences"][k]), int(table["samples"][k]), a, b - a))
         try:
-            self._presence = StreamPresence(self.path, self.streams, len(self._chunks), allow_empty_streams)
+            self._presence = StreamPresence(self.path, self.streams, len(self._chunks), allow_empty_streams,
+                                            where=dict(offset=self.header.header_offset, record="header"))
         except BaseException:
             self._source.close()
             raise

@@ -87,7 +87,8 @@ class CTFReader(ClosingReader):
         self.index = idx
         self._bounds = idx.chunk_bounds(self.chunk_size)
         self._chunks = self._describe_chunks()
-        self._presence = StreamPresence(self.path, self._streams, len(self._chunks), allow_empty_streams)
+        self._presence = StreamPresence(self.path, self._streams, len(self._chunks), allow_empty_streams,
+                                        where=dict(line=int(idx.first_lines[0]) + 1, column=1))
 
         mb = [i for i, s in enumerate(self._streams) if s.defines_mb_size]
         self._parser = _kernel.ChunkParser(
