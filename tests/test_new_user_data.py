@@ -417,3 +417,13 @@ def test_note_on_the_general_path_from_ofrecord_ids(tmp_path, capsys):
     assert run(capsys, "convert", tmp_path / "o.cbf", tmp_path / "of2", "--to", "ofrecord")[0] == 0
     code, _, err = run(capsys, "convert", tmp_path / "of2", tmp_path / "o2.cbf")
     assert code == 0 and notes(err) == []
+
+
+def test_reshard_carries_the_declarations_over(tmp_path, capsys):
+    src = lowercase_ctf(tmp_path, n=12)
+    assert run(capsys, "convert", src, tmp_path / "of", "--to", "ofrecord", "--parts", "2", *DEMO_STREAMS)[0] == 0
+    assert run(capsys, "reshard", tmp_path / "of", tmp_path / "of5", "--parts", "5")[0] == 0
+    assert (tmp_path / "of5" / "_recordkit_streams.json").read_bytes() == \
+        (tmp_path / "of" / "_recordkit_streams.json").read_bytes()
+    assert run(capsys, "convert", tmp_path / "of5", tmp_path / "back.ctf")[0] == 0
+    assert (tmp_path / "back.ctf").read_bytes() == src.read_bytes()

@@ -294,7 +294,8 @@ def run_ray(args) -> int:
             selection = [StreamSpec.parse(text) for text in args.stream] or None
         except ValueError as e:
             raise UsageError(str(e)) from None
-        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision, **storage)
+        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision,
+                                       allow_empty_streams=sources.allowed_empty(args), **storage)
     elif kind == "ofrecord":
         streams = read_header_file(args.header) if args.header else sources.parse_streams(args) if args.stream else None
         if streams is None:
@@ -308,7 +309,8 @@ def run_ray(args) -> int:
         source = rk_ray.ctf_datasource(args.path, streams, precision=args.precision or "float",
                                        max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
                                        trace_level=args.trace_level, chunk_size=args.chunk_size,
-                                       cache_index=args.cache_index, **storage)
+                                       cache_index=args.cache_index, allow_empty_streams=sources.allowed_empty(args),
+                                       **storage)
     else:
         raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
     precision = args.precision or _precision_of(source)
