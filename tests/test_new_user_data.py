@@ -161,9 +161,10 @@ def test_minibatch_source_raises_at_the_end_of_a_randomized_sweep(tmp_path):
     src = lowercase_ctf(tmp_path)
     reader = CTFReader(src, [dense("features", 4, "F"), sparse("tag", 12, "t")], chunk_size=2048, trace_level=0)
     source = MinibatchSource(reader, randomize=True, seed=1, max_sweeps=1)
-    with pytest.raises(EmptyStreamError):
+    with pytest.raises(EmptyStreamError) as err:
         while source.next_minibatch(64) is not None:
             pass
+    assert (err.value.line, err.value.column) == (1, 3)  # "0\t|f": the earliest 'f', whichever chunk was read first
 
 
 def test_the_near_miss_may_be_the_stream_name_or_a_close_spelling(tmp_path):

@@ -93,10 +93,12 @@ class StreamPresence:
             return True
 
     def note_undeclared(self, name: str, line=None, column=None) -> None:
-        """An undeclared input the reader skipped (the first occurrence of a name is kept)."""
-        if name not in self.undeclared:
-            with self._lock:
-                self.undeclared.setdefault(name, (line, column))
+        """An undeclared input the reader skipped (where a name first occurs in the file is kept;
+        chunks may be read in any order)."""
+        with self._lock:
+            known = self.undeclared.get(name)
+            if known is None or (line is not None and (known[0] is None or (line, column) < known)):
+                self.undeclared[name] = (line, column)
 
     @property
     def complete(self) -> bool:
@@ -116,13 +118,14 @@ class StreamPresence:
         Not for an input without chunks (reading an empty data set as empty is deliberate), nor
         when every sequence was dropped for a tolerated error (those errors were reported, and
         said more than "empty" would)."""
-        if self.checked or not self.complete:
-            return
+        with self._lock:  # chunks may finish on several threads: judge (and raise) once
+            if self.checked or not self.complete:
+                return
+            self.checked = True
         if self.num_chunks == 0:
             return  # an input without sequences (a CBF file with no chunks) lacks nothing in particular
         if self.sequences == 0 and self.skipped_empty == 0:
             return  # every sequence was dropped for an error, each already reported (under max_errors)
-        self.checked = True
         empty = self.empty()
         if not empty:
             return
