@@ -60,7 +60,7 @@ def test_cat_error_exits_nonzero_with_location(tmp_path, capsys):
 
 def test_cat_max_errors_reports_skipped_sequences(tmp_path, capsys):
     p = write(tmp_path, "1 |a 1 2 3\n2 |a 1 x 3\n3 |a 7 8 9\n")
-    code, out, err = run(capsys, "cat", str(p), *STREAM_ARGS, "--max-errors", "1")
+    code, out, err = run(capsys, "cat", str(p), "--stream", "A=dense:3:a", "--max-errors", "1")
     assert code == 0
     assert [json.loads(line)["key"] for line in out.splitlines()] == [1, 3]
     assert f"{p}:2:8:" in err and "sequence 2 skipped" in err and "1 error(s) tolerated" in err
@@ -86,7 +86,7 @@ def test_stats_table(tmp_path, capsys):
 
 def test_stats_of_stream_without_values_has_no_range(tmp_path, capsys):
     p = write(tmp_path, "|a 1 2 3\n")
-    _, out, _ = run(capsys, "stats", str(p), *STREAM_ARGS, "--json")
+    _, out, _ = run(capsys, "stats", str(p), *STREAM_ARGS, "--json", "--allow-empty-stream", "B")
     assert json.loads(out)["streams"]["B"] == {"samples": 0, "nnz": 0, "sum": 0.0, "min": None, "max": None}
 
 

@@ -188,9 +188,8 @@ def three_way(paths):
 
 
 def file_order(fmt: str) -> list:
-    """Keys in storage order: the OFRecord writer deals records round robin to its two parts."""
-    if fmt == "ofrecord":
-        return sorted(range(NUM_SEQ), key=lambda k: (k % 2, k))
+    """Keys in storage order: file order for every format (convert writes OFRecord parts as
+    contiguous runs)."""
     return list(range(NUM_SEQ))
 
 

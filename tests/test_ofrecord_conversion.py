@@ -33,7 +33,7 @@ def test_ctf_to_ofrecord_and_back_keeps_sequences_and_keys(tmp_path, capsys):
     src = write(tmp_path, CTF)
     out = tmp_path / "ofr"
     run(capsys, "convert", str(src), str(out), *ARGS, "--to", "ofrecord", "--parts", "3")
-    assert sorted(os.listdir(out)) == ["part-00000", "part-00001", "part-00002"]
+    assert sorted(os.listdir(out)) == ["_recordkit_streams.json", "part-00000", "part-00001", "part-00002"]
     back = tmp_path / "back.ctf"
     run(capsys, "convert", str(out), str(back), *ARGS)
     a = records(capsys, src, *ARGS)

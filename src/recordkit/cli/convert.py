@@ -15,16 +15,23 @@ from recordkit.errors import FormatError, UsageError
 def register(sub) -> None:
     p = sub.add_parser("convert", help="convert between CTF, CBF and OFRecord",
                        description="Convert IN to OUT. Formats: IN by content, OUT by extension (.cbf/.bin, "
-                                   ".ctf/.txt) or --to (ofrecord: OUT is a directory of part files). CTF and "
-                                   "OFRecord input need their streams: --stream (for OFRecord the ALIAS is the "
-                                   "feature name) or --header. See the README for the record <-> stream mapping.")
+                                   ".ctf/.txt) or --to (ofrecord: OUT is a directory of part files). CTF input "
+                                   "needs its streams: --stream or --header. OFRecord input: the streams the data "
+                                   "set records (_recordkit_streams.json, written by this command), else --stream "
+                                   "(the ALIAS is the feature name). See the README for the record <-> stream "
+                                   "mapping.")
     p.add_argument("path", metavar="IN")
     p.add_argument("output", metavar="OUT")
     p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
                    help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
     p.add_argument("--parts", type=int, default=None, metavar="N",
-                   help="OFRecord output: number of part files (default 1); with --engine ray: at most N part "
-                        "files, each a run of consecutive input chunks (default: one per input chunk)")
+                   help="OFRecord output: number of part files (default 1), split as --part-order says; with "
+                        "--engine ray: at most N part files, each a run of consecutive input chunks (default: one "
+                        "per input chunk)")
+    p.add_argument("--part-order", choices=["contiguous", "round-robin"], default="contiguous",
+                   help="OFRecord output with --parts N: contiguous (default): part i holds the i-th run of "
+                        "sequences, so reading the parts in name order gives file order (as reshard does); "
+                        "round-robin: sequence k goes to part k mod N (reading back gives 0, N, 2N, ...)")
     p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
                    help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
     p.add_argument("--csv-dim", type=int, default=None, metavar="N", help="CSV input: values per line after the label")
@@ -96,38 +103,92 @@ def run(args) -> int:
         reader = sources.open_cbf(args)
     elif source_kind == "ofrecord":
         from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
-        streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
-        reader = OFRecordDeserializer(args.path, streams, precision=args.precision or "float",
-                                      **sources.storage(args))
+        # without --stream/--header: the declarations the data set records (convert writes them)
+        streams = read_header_file(args.header) if args.header else sources.parse_streams(args) if args.stream else None
+        reader = OFRecordDeserializer(args.path, streams, precision=args.precision, **sources.storage(args))
     else:
         streams = read_header_file(args.header) if args.header else None
         reader = sources.open_ctf(args, streams=streams)
     precision = args.precision or _precision_of(reader)
     if target == "ofrecord":
-        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts or 1, **out)
+        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts or 1,
+                               order=args.part_order, total=sum(c.num_sequences for c in reader.chunks), **out)
     elif target in ("kvfile", "binfile"):
         from recordkit.formats.singa.deserializer import SingaRecordWriter
         writer = SingaRecordWriter(args.output, reader.streams, store=target, **out)
     elif target == "cbf":
         from recordkit.formats.cbf import CBFWriter, from_ctf
         if _keeps_alias(reader) and from_ctf.supports(reader, resolve_precision(precision)):
-            return _ctf_to_cbf(args, reader, out)
+            code = _ctf_to_cbf(args, reader, out)
+            ids = _SequenceIds(reader)
+            if ids.carried:
+                ids.add(reader.index.keys)  # the fast path writes the indexed sequences in order
+                # sequences dropped (tolerated errors, no declared input) renumber the ones after them
+                ids.note(args, renumbered=reader.errors_counted > 0 or reader.summary()["empty_sequences"] > 0)
+            return code
         writer = CBFWriter(args.output, reader.streams, precision=precision,
                            chunk_size=args.output_chunk_size or args.chunk_size, **out)
     else:
         from recordkit.formats.ctf import CTFWriter
         writer = CTFWriter(args.output, [StreamSpec(s.name, s.format, s.dim, s.alias if _keeps_alias(reader) else None)
                                          for s in reader.streams], precision=precision, **out)
+    ids = _SequenceIds(reader) if target == "cbf" else None
     t0 = time.perf_counter()
     total = sum(c.size for c in reader.chunks)
     # CTF pieces go to the writer unjoined (it takes sequences in order): one copy fewer
-    chunks = reader.iter_chunks(threads=2, whole=False) if _keeps_alias(reader) else reader.iter_chunks(threads=2)
+    chunks = (reader.iter_chunks(threads=2, whole=False) if reader.__class__.__name__ == "CTFReader"
+              else reader.iter_chunks(threads=2))
     with reader, writer, byte_progress(total, "convert") as bar:
         for chunk in chunks:
             writer.write_chunk(chunk)
+            if ids is not None and ids.carried:
+                ids.add(chunk.keys)
             bar.update(_chunk_bytes(reader, chunk))
     _report(args, reader, writer.sequences_written, time.perf_counter() - t0)
+    if ids is not None and ids.carried:
+        ids.note(args)
     return 0
+
+
+class _SequenceIds:
+    """Whether the sequence ids of the input survive into CBF output, which has no key field: a
+    CBF file's keys are the ordinals 0..N-1, so ids that are anything else are lost (``convert``
+    says so in one line). Only inputs whose keys are ids are judged: CTF with sequence ids, OFRecord
+    records with a ``key`` feature; positions and line numbers are not ids."""
+
+    def __init__(self, reader):
+        name = reader.__class__.__name__
+        if name == "CTFReader":
+            self.carried = bool(reader.index.id_mode)
+        elif name == "OFRecordDeserializer":
+            self.carried = bool(reader.keys_are_ids)
+        else:
+            self.carried = False
+        self.count = 0
+        self.ordinal = True  # every key so far equals its position
+        self.first = self.last = None
+
+    def add(self, keys) -> None:
+        import numpy as np
+        n = len(keys)
+        if not n:
+            return
+        if self.ordinal and not np.array_equal(np.asarray(keys, dtype=np.uint64),
+                                               np.arange(self.count, self.count + n, dtype=np.uint64)):
+            self.ordinal = False
+        if self.first is None:
+            self.first = int(keys[0])
+        self.last = int(keys[-1])
+        self.count += n
+
+    def note(self, args, *, renumbered: bool = False) -> None:
+        """One line on stderr when the ids are not already 0..N-1 (``renumbered``: the keys added
+        were the input's, and some of those sequences were dropped, shifting the rest)."""
+        if self.ordinal and not renumbered or self.first is None:
+            return
+        print(f"recordkit: note: CBF has no sequence ids: the sequences of {args.path} (ids {self.first}"
+              f"..{self.last}) are keyed by position 0..N-1 in {args.output}; CTF and OFRecord output keep "
+              f"the ids", file=sys.stderr)
 
 
 def _report(args, reader, sequences: int, seconds: float) -> None:
@@ -150,14 +211,22 @@ def _ctf_to_cbf(args, reader, out: dict) -> int:
 
 
 class _OFRecordSink:
-    """CBF/CTF-writer-like adapter: chunks in, one OFRecord record per sequence out."""
+    """CBF/CTF-writer-like adapter: chunks in, one OFRecord record per sequence out.
 
-    def __init__(self, directory, streams, precision, parts, **storage):
+    Parts are contiguous runs by default (``order="contiguous"``): the input's sequence count
+    (``total``, an upper bound: an error budget may drop some) fixes the runs, so the parts read
+    in name order give file order. The stream declarations go into the data set
+    (``_recordkit_streams.json``) so that converting back needs no ``--stream``.
+    """
+
+    def __init__(self, directory, streams, precision, parts, *, order="contiguous", total=None, **storage):
         import numpy as np
         from recordkit.formats.ofrecord.writer import OFRecordWriter
         self.streams = streams
         self.dtype = np.float64 if precision == "double" else np.float32
-        self.writer = OFRecordWriter(directory, parts, **storage)
+        sharding = dict(sharding="round_robin") if order == "round-robin" else \
+            dict(sharding="contiguous", total=total, exact_total=False)
+        self.writer = OFRecordWriter(directory, parts, streams=streams, precision=precision, **sharding, **storage)
 
     @property
     def sequences_written(self) -> int:
@@ -189,8 +258,10 @@ def _precision_of(reader) -> str:
 
 
 def _keeps_alias(reader) -> bool:
-    # CTF -> CTF keeps the file's short aliases; CBF has no aliases, its names become the CTF names
-    return reader.__class__.__name__ == "CTFReader"
+    # the name in the file maps to the name in the file: CTF input names and OFRecord feature names are
+    # both a stream's alias, so CTF -> CTF keeps the short aliases and CTF <-> OFRecord round-trips (the
+    # same --stream declarations read every copy); CBF has no aliases, its names become the CTF names
+    return reader.__class__.__name__ in ("CTFReader", "OFRecordDeserializer")
 
 
 def run_ray(args) -> int:
@@ -200,6 +271,9 @@ def run_ray(args) -> int:
     (``recordkit.integrations.ray``); the parts read in name order hold the sequences a
     local conversion writes, in the same order.
     """
+    if args.part_order != "contiguous":
+        raise UsageError("--engine ray writes each part from a run of consecutive input chunks: "
+                         "--part-order round-robin needs the local engine")
     try:
         import ray
         from recordkit.integrations import ray as rk_ray
@@ -220,9 +294,13 @@ def run_ray(args) -> int:
             selection = [StreamSpec.parse(text) for text in args.stream] or None
         except ValueError as e:
             raise UsageError(str(e)) from None
-        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision, **storage)
+        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision,
+                                       allow_empty_streams=sources.allowed_empty(args), **storage)
     elif kind == "ofrecord":
-        streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
+        streams = read_header_file(args.header) if args.header else sources.parse_streams(args) if args.stream else None
+        if streams is None:
+            from recordkit.formats.ofrecord.dataset import read_streams
+            streams = read_streams(args.path, storage_options=opts) or sources.parse_streams(args)
         source = rk_ray.ofrecord_datasource(args.path, streams, precision=args.precision or "float", **storage)
     elif kind == "singa":
         source = rk_ray.singa_datasource(args.path, precision=args.precision or "float", storage_options=opts)
@@ -231,7 +309,8 @@ def run_ray(args) -> int:
         source = rk_ray.ctf_datasource(args.path, streams, precision=args.precision or "float",
                                        max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
                                        trace_level=args.trace_level, chunk_size=args.chunk_size,
-                                       cache_index=args.cache_index, **storage)
+                                       cache_index=args.cache_index, allow_empty_streams=sources.allowed_empty(args),
+                                       **storage)
     else:
         raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
     precision = args.precision or _precision_of(source)

@@ -161,12 +161,15 @@ def validate(args) -> int:
 
 
 def reshard(args) -> int:
+    from recordkit.formats.ofrecord.dataset import read_streams
     from recordkit.formats.ofrecord.writer import OFRecordWriter
     paths = _parts(args)
     opts = getattr(args, "storage_options", None)
     total = sum(len(_part(p, opts)[0]) for p in paths)
+    # the records are copied as they are: the stream declarations the data set records still hold
+    streams = read_streams(args.path, storage_options=opts)
     with OFRecordWriter(args.output, args.parts, sharding="contiguous" if not args.round_robin else "round_robin",
-                        total=total if not args.round_robin else None,
+                        total=total if not args.round_robin else None, streams=streams,
                         part_name_suffix_length=args.part_name_suffix_length_out, storage_options=opts) as w:
         for path in paths:
             index, data = _part(path, opts)

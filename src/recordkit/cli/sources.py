@@ -27,6 +27,9 @@ def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
                    help="index chunk size in bytes (default 32 MiB)")
     p.add_argument("--cache-index", action="store_true",
                    help="write the index beside the input and reuse it while it is newer than the input")
+    p.add_argument("--allow-empty-stream", action="append", default=[], metavar="NAME", dest="allow_empty_stream",
+                   help="a declared stream NAME (or alias) may have no sample in the whole input (repeatable); "
+                        "otherwise that is an error at the end (exit 1): usually a mistyped alias")
     p.add_argument("--trace-level", type=int, default=1, choices=[0, 1, 2],
                    help="0: errors only, 1: warnings too (default), 2: information too")
     add_storage_arguments(p)
@@ -56,6 +59,11 @@ def storage(args) -> dict:
     return dict(storage_options=getattr(args, "storage_options", None), cache_dir=getattr(args, "cache_dir", None))
 
 
+def allowed_empty(args) -> list[str]:
+    """``--allow-empty-stream`` names: declared streams that may have no sample in the whole input."""
+    return list(getattr(args, "allow_empty_stream", None) or [])
+
+
 def parse_streams(args) -> list[StreamSpec]:
     if not args.stream:
         raise SystemExit("recordkit: error: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
@@ -80,7 +88,7 @@ def open_ctf(args, path=None, streams=None):
     return CTFReader(path or args.path, streams or parse_streams(args), precision=args.precision or "float",
                      max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
                      trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
-                     **storage(args))
+                     allow_empty_streams=allowed_empty(args), **storage(args))
 
 
 def open_cbf(args, path=None):
@@ -94,7 +102,8 @@ def open_cbf(args, path=None):
             except ValueError as e:
                 raise SystemExit(f"recordkit: error: {e}")
     try:
-        return CBFReader(path or args.path, selection, precision=args.precision, **storage(args))
+        return CBFReader(path or args.path, selection, precision=args.precision,
+                         allow_empty_streams=allowed_empty(args), **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise

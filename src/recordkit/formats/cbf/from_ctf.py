@@ -275,6 +275,8 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                 if progress is not None:
                     progress(reader.chunks[chunk_id].size)
         chunker.flush()
+        # a declared stream without a single sample (a mistyped alias): an error, and nothing published
+        reader.check_stream_presence()
     except BaseException:
         out.abort()
         raise

@@ -18,6 +18,7 @@ import numpy as np
 from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.presence import StreamPresence
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError, UsageError
 from recordkit.formats.cbf import _kernel, layout
@@ -44,13 +45,18 @@ class CBFReader(ClosingReader):
     ``name``). ``precision``: None keeps each stream's element type; 'float' or
     'double' converts. ``keep_data_in_memory`` caches loaded chunks.
 
+    A selected stream without a single sample in the whole file is an ``EmptyStreamError``
+    once every chunk has been read (end of ``iter_chunks``, the last unread ``load_chunk``, or
+    ``close()``), unless ``allow_empty_streams`` names it: such a file is what converting with
+    a mistyped alias used to write (``recordkit.engine.presence``).
+
     ``path`` may be an fsspec URL (``storage_options`` for its filesystem): a chunk is then
     one ranged read, retried on failure, and kept in ``cache_dir`` when given. A
     ``.rkcrc`` checksum sidecar, when present, is verified on every read.
     """
 
     def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False,
-                 storage_options=None, cache_dir=None):
+                 allow_empty_streams=None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
         try:
@@ -72,6 +78,12 @@ class CBFReader(ClosingReader):
         for k in range(len(table)):
             a, b = self.header.chunk_range(k)
             self._chunks.append(ChunkInfo(k, int(table["sequences"][k]), int(table["samples"][k]), a, b - a))
+        try:
+            self._presence = StreamPresence(self.path, self.streams, len(self._chunks), allow_empty_streams,
+                                            where=dict(offset=self.header.header_offset, record="header"))
+        except BaseException:
+            self._source.close()
+            raise
 
     # -- streams ----------------------------------------------------------------------------------
     def _select(self, streams):
@@ -126,9 +138,16 @@ class CBFReader(ClosingReader):
 
     # -- loading ------------------------------------------------------------------------------------
     def load_chunk(self, chunk_id: int) -> ChunkData:
+        data = self._load_chunk(chunk_id)
+        self._presence.check()  # the last unread chunk: a stream empty in the whole file is an error now
+        return data
+
+    def _load_chunk(self, chunk_id: int) -> ChunkData:
         if chunk_id in self._memory:
             return self._memory[chunk_id]
         data = self._decode(chunk_id)
+        self._presence.count(chunk_id, {name: col.num_samples for name, col in data.columns.items()},
+                             sequences=len(data))
         if self.keep_data_in_memory:
             self._memory[chunk_id] = data
         return data
@@ -207,7 +226,8 @@ class CBFReader(ClosingReader):
         n = len(self._chunks)
         if threads <= 1 or n <= 1:
             for i in range(n):
-                yield self.load_chunk(i)
+                yield self._load_chunk(i)
+            self._presence.check()
             return
         prefetch = max(threads, prefetch or threads)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-cbf") as pool:
@@ -215,7 +235,7 @@ class CBFReader(ClosingReader):
             nxt = 0
             for i in range(n):
                 while nxt < n and nxt < i + prefetch:
-                    pending[nxt] = pool.submit(self.load_chunk, nxt)
+                    pending[nxt] = pool.submit(self._load_chunk, nxt)
                     nxt += 1
                 try:
                     yield pending.pop(i).result()
@@ -223,15 +243,31 @@ class CBFReader(ClosingReader):
                     for fut in pending.values():
                         fut.cancel()
                     raise
+        self._presence.check()  # the end of the sweep: a selected stream without any sample is an error
 
     def __iter__(self) -> Iterator[Sequence]:
         for chunk in self.iter_chunks():
             yield from chunk
 
     def close(self) -> None:
+        """Release the file; raises ``EmptyStreamError`` if the whole file was read, a selected
+        stream had no sample and that was not reported yet."""
         if getattr(self, "_memory", None) is not None:
             self._memory.clear()
         if getattr(self, "_source", None) is not None:
             self._source.close()
             self._source = None
+        presence = getattr(self, "_presence", None)
+        if presence is not None:
+            presence.check()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and getattr(self, "_presence", None) is not None:
+            self._presence.suppress()  # do not hide the error that ends the with block
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_presence", None) is not None:
+            self._presence.suppress()  # the garbage collector is no place to report it
+        super().__del__()
 

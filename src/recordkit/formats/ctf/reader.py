@@ -24,6 +24,7 @@ import numpy as np
 from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.presence import StreamPresence, resolve_allowed
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.errors import ErrorBudget, FormatError, RecordkitWarning
 from recordkit.formats.ctf import _kernel, index as ctf_index, messages as msg
@@ -42,6 +43,12 @@ class CTFReader(ClosingReader):
     (chunkSizeInBytes), ``cache_index`` (cacheIndex) and ``keep_data_in_memory``
     (keepDataInMemory: parse each chunk once and keep it).
 
+    A declared stream without a single sample in the whole file (a mistyped alias, say) is an
+    ``EmptyStreamError`` once every chunk has been read: at the end of ``iter_chunks`` /
+    iteration, when ``load_chunk`` loads the last unread chunk, or on ``close()``;
+    ``allow_empty_streams`` (stream names or aliases) allows it for those streams
+    (``recordkit.engine.presence``).
+
     ``path`` may be an fsspec URL (``storage_options`` for its filesystem): the index scan
     streams the file once, each chunk is then one ranged read (retried on failure), and
     ``cache_dir`` keeps chunk ranges and the index on the local disk. A ``.rkcrc``
@@ -51,9 +58,11 @@ class CTFReader(ClosingReader):
     def __init__(self, path, streams, *, precision="float", max_errors: int = 0,
                  skip_sequence_ids: bool = False, trace_level: int = 1,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, cache_index: bool = False,
-                 keep_data_in_memory: bool = False, storage_options=None, cache_dir=None):
+                 keep_data_in_memory: bool = False, allow_empty_streams=None, storage_options=None,
+                 cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
+        resolve_allowed(self._streams, allow_empty_streams)  # an unknown name fails before the file is opened
         self.dtype = resolve_precision(precision)
         self.skip_sequence_ids = bool(skip_sequence_ids)
         self.trace_level = int(trace_level)
@@ -78,6 +87,8 @@ class CTFReader(ClosingReader):
         self.index = idx
         self._bounds = idx.chunk_bounds(self.chunk_size)
         self._chunks = self._describe_chunks()
+        self._presence = StreamPresence(self.path, self._streams, len(self._chunks), allow_empty_streams,
+                                        where=dict(line=int(idx.first_lines[0]) + 1, column=1))
 
         mb = [i for i, s in enumerate(self._streams) if s.defines_mb_size]
         self._parser = _kernel.ChunkParser(
@@ -119,6 +130,11 @@ class CTFReader(ClosingReader):
     def load_chunk(self, chunk_id: int, *, threads: int = 1) -> ChunkData:
         """Parse one chunk; ``threads`` > 1 parses byte-balanced pieces of it in parallel
         (for a caller that waits on this chunk alone, e.g. the first minibatch)."""
+        data = self._load_chunk(chunk_id, threads)
+        self._presence.check()  # the last unread chunk: a stream empty in the whole file is an error now
+        return data
+
+    def _load_chunk(self, chunk_id: int, threads: int = 1) -> ChunkData:
         if chunk_id in self._memory:
             return self._memory[chunk_id]
         stop = self._stop_after(chunk_id)
@@ -160,7 +176,8 @@ class CTFReader(ClosingReader):
         """
         if threads <= 1:
             for i in range(len(self._chunks)):
-                yield self.load_chunk(i)
+                yield self._load_chunk(i)
+            self._presence.check()
             return
         ahead = self._parse_ahead(lambda c: self._pieces(c, threads), threads, prefetch,
                                   skip=lambda c: c in self._memory)
@@ -178,6 +195,7 @@ class CTFReader(ClosingReader):
                     self._charge_pieces(i, pieces)
                     for piece in pieces:
                         yield self._finish_chunk(i, [piece], remember=False)
+        self._presence.check()  # the end of the sweep: a declared stream without any sample is an error
 
     def _parse_ahead(self, pieces_of, threads: int, prefetch: int, *, cbf: bool = False, skip=None):
         """(chunk id, futures of its parsed pieces) for every chunk in file order, while the
@@ -224,10 +242,31 @@ class CTFReader(ClosingReader):
         for chunk in self.iter_chunks():
             yield from chunk
 
+    def check_stream_presence(self) -> None:
+        """Raise ``EmptyStreamError`` if every chunk has been read and a declared stream (not in
+        ``allow_empty_streams``) had no sample; for consumers that read chunks their own way
+        (the CTF -> CBF converter calls it before publishing its output)."""
+        self._presence.check()
+
     def close(self) -> None:
+        """Release the file; raises ``EmptyStreamError`` if the whole file was read, a declared
+        stream had no sample and that was not reported yet."""
         if getattr(self, "_source", None) is not None:
             self._source.close()
             self._source = None
+        presence = getattr(self, "_presence", None)
+        if presence is not None:
+            presence.check()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and getattr(self, "_presence", None) is not None:
+            self._presence.suppress()  # do not hide the error that ends the with block
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_presence", None) is not None:
+            self._presence.suppress()  # the garbage collector is no place to report it
+        super().__del__()
 
 
     # -- internals -------------------------------------------------------------------------------
@@ -298,6 +337,9 @@ class CTFReader(ClosingReader):
                 for lo, buf, (kept, columns, errors, nerr, warns, wcounts, stopped) in pieces:
                     self._charge_events(chunk_id, lo, buf, errors, nerr, warns, wcounts)
                 self._charged.add(chunk_id)
+                self._presence.count(chunk_id, _stream_samples(pieces, len(self._streams)),
+                                     sequences=sum(len(p[2][0]) for p in pieces),
+                                     skipped_empty=sum(p[2][5].get(msg.W_EMPTY_SEQUENCE, 0) for p in pieces))
 
     def _finish_chunk(self, chunk_id: int, pieces, *, remember: bool = True) -> ChunkData:
         """Charge the pieces' events (once per chunk), then join them into one ChunkData."""
@@ -354,6 +396,10 @@ class CTFReader(ClosingReader):
                                          f"(details not recorded)", line=first_line, column=1)
         for code, n in wcounts.items():
             self.warning_counts[code] += n
+        if wcounts.get(msg.W_UNKNOWN):
+            for code, seq, line, col, stream, a, b in warns:
+                if code == msg.W_UNKNOWN:
+                    self._presence.note_undeclared(bytes(buf[a:a + b]).decode("utf-8", "replace"), line, col)
         if self.trace_level < 1:
             return
         shown = Counter()
@@ -390,6 +436,23 @@ class CTFReader(ClosingReader):
             "unknown_inputs": self.warning_counts.get(msg.W_UNKNOWN, 0),
             "empty_sequences": self.warning_counts.get(msg.W_EMPTY_SEQUENCE, 0),
         }
+
+
+def _stream_samples(pieces, nstreams: int) -> list[int]:
+    """Samples per stream in parsed pieces: columns (values, indices, indptr, per-sequence counts),
+    or CBF records (``parse_cbf``: each sequence's record starts with its uint32 sample count)."""
+    totals = [0] * nstreams
+    for _lo, _buf, parsed in pieces:
+        columns = parsed[1]
+        for s in range(nstreams):
+            if isinstance(columns, tuple):  # (meta, [(records, offsets) per stream])
+                records, offsets = columns[1][s]
+                if len(offsets) > 1:
+                    counts = np.frombuffer(records, dtype="<u4")[offsets[:-1] // 4]
+                    totals[s] += int(counts.sum(dtype=np.int64))
+            else:
+                totals[s] += int(columns[s][3].sum())
+    return totals
 
 
 def _join_columns(parts, sparse: bool):

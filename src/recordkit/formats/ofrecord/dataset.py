@@ -6,6 +6,12 @@ read. Without ``data_part_num`` the directory is listed for ``<prefix><digits>``
 A sidecar index (``.<part>.rkidx`` beside each part) stores frame offsets; it is trusted
 only while the part's size and modification time are those it was built from. Paths may be
 fsspec URLs; a remote part's index is kept in ``cache_dir`` when one is given.
+
+A data set written from streams (``recordkit convert``, ``OFRecordWriter(streams=...)``) also
+holds ``_recordkit_streams.json``: the stream declarations (``streams_to_json``: name, alias =
+the feature name, dense/sparse, dim, precision), written with the parts and replaced with them,
+so that reading the data set back as streams needs no declarations. OneFlow reads only
+``part-N`` files and ignores it.
 """
 from __future__ import annotations
 
@@ -56,6 +62,45 @@ def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "
     if not found:
         raise FileNotFoundError(f"{path}: no '{part_name_prefix}N' part files")
     return [location.join(path, name) for _, name in found]
+
+
+STREAMS_SIDECAR = "_recordkit_streams.json"
+STREAMS_MAGIC = "recordkit-ofrecord-streams"
+
+
+def streams_document(streams, precision=None, *, key_feature: str | None = "key") -> bytes:
+    """The bytes of ``_recordkit_streams.json`` for these streams."""
+    import json
+    from recordkit.engine.streams import streams_to_json
+    doc = {"format": STREAMS_MAGIC, "version": 1, "streams": streams_to_json(streams, precision),
+           "key_feature": key_feature}
+    return (json.dumps(doc, indent=1) + "\n").encode()
+
+
+def read_streams(directory, *, storage_options=None):
+    """The stream declarations a data set directory records (``STREAMS_SIDECAR``), or None
+    when it records none (a single part file, or a data set not written from streams). A
+    sidecar that is not valid is a ``FormatError`` naming it: guessing would misread the data."""
+    import json
+    from recordkit.engine.streams import streams_from_json
+    directory = directory if isinstance(directory, str) else os.fspath(directory)
+    if not location.isdir(directory, storage_options):
+        return None
+    path = location.join(directory, STREAMS_SIDECAR)
+    if not location.isfile(path, storage_options):
+        return None
+    src = open_source(path, storage_options=storage_options)
+    try:
+        raw = src.pread(0, src.size)
+    finally:
+        src.close()
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("format") != STREAMS_MAGIC:
+            raise ValueError(f"not a {STREAMS_MAGIC} document")
+        return streams_from_json(doc.get("streams"))
+    except ValueError as e:  # json.JSONDecodeError is one
+        raise FormatError(path, f"unreadable stream declarations: {e}", offset=0) from None
 
 
 @dataclass

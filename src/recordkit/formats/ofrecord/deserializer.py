@@ -15,6 +15,14 @@ The mapping between records and the engine's streams (used by ``recordkit conver
   round trip), else the record's position in the data set.
 
 Chunks are runs of at most ``records_per_chunk`` records of one part file.
+
+Names: the feature is the stream's *alias* (as a CTF input name is), the stream's name is what
+the engine and the other formats call it. A data set written from streams records them
+(``_recordkit_streams.json``, see ``dataset.read_streams``), so ``streams=None`` reads it back
+under the names, aliases, dims and precision it was written with; given streams are matched
+against the recorded ones by name (a stream given without an alias of its own reads the
+recorded stream's feature: ``features=dense:4`` finds the feature ``f`` that
+``features=dense:4:f`` wrote).
 """
 from __future__ import annotations
 
@@ -25,22 +33,36 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, UsageError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
-from recordkit.formats.ofrecord.dataset import load_index, part_paths
+from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, load_index, part_paths, read_streams
 from recordkit.storage import open_source
 
 KEY_FEATURE = "key"
 
 
 class OFRecordDeserializer(ClosingReader):
-    def __init__(self, path, streams, *, precision="float", records_per_chunk: int = 4096,
+    def __init__(self, path, streams=None, *, precision=None, records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
                  part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,
                  storage_options=None, cache_dir=None):
+        """``streams``: None for the data set's recorded declarations; ``precision``: None for
+        the recorded precision (else float)."""
         self.path = str(path)
+        recorded = read_streams(self.path, storage_options=storage_options)
+        self.recorded_streams = recorded
+        if streams is None:
+            if recorded is None:
+                raise UsageError(f"{self.path}: the data set records no stream declarations ({STREAMS_SIDECAR}): "
+                                 f"declare them (--stream NAME=FORMAT:DIM[:FEATURE])")
+            streams = recorded
+        elif recorded is not None:
+            streams = [_match_recorded(self.path, spec, recorded) for spec in streams]
         self._streams = check_streams(streams)
+        if precision is None:
+            kinds = {s.dtype for s in self._streams if s.dtype is not None}
+            precision = kinds.pop() if len(kinds) == 1 else "float"
         self.dtype = resolve_precision(precision)
         self.key_feature = key_feature
         self._first_has_key = None
@@ -175,6 +197,19 @@ class OFRecordDeserializer(ClosingReader):
 
     def close(self) -> None:
         pass
+
+
+def _match_recorded(path, spec: StreamSpec, recorded) -> StreamSpec:
+    """A given stream against the data set's recorded ones: one named like a recorded stream and
+    given without an alias of its own reads that stream's feature (its dims must agree)."""
+    match = next((r for r in recorded if r.name == spec.name), None)
+    if match is None or spec.alias != spec.name:
+        return spec
+    if (match.format, match.dim) != (spec.format, spec.dim):
+        raise UsageError(f"{path}: stream '{spec.name}' is declared {spec.format} dim {spec.dim}, but the data set "
+                         f"records it as {match.format} dim {match.dim} ({STREAMS_SIDECAR})")
+    return StreamSpec(spec.name, spec.format, spec.dim, alias=match.alias, defines_mb_size=spec.defines_mb_size,
+                      dtype=spec.dtype if spec.dtype is not None else match.dtype)
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

@@ -4,8 +4,14 @@ Frames are an 8-byte little-endian signed length then the serialized record, exa
 OneFlow's tools write them (``struct.pack("q", len)`` + ``SerializeToString``).
 ``OFRecordWriter`` shards over ``num_parts`` files either round robin (record i goes to
 part i mod N) or contiguously (``sharding="contiguous"`` with ``total`` known: balanced
-runs, as OneFlow splits parts among readers). Parts that would stay empty are never
-written (OneFlow's reader mishandles empty parts).
+runs, as OneFlow splits parts among readers, and reading the parts in name order gives the
+records in the order written). With ``exact_total=False`` the total is an upper bound (a
+converter knows how many sequences its input indexes, not how many an error budget will
+drop): fewer records only make the last parts shorter. Parts that would stay empty are never
+written (OneFlow's reader mishandles empty parts). ``streams=`` (a converter's stream
+declarations) are recorded in ``_recordkit_streams.json`` beside the parts, published with
+them (see ``dataset.read_streams``); without it, a sidecar left by an earlier data set is
+removed with that data set's parts.
 
 A local data set is replaced as a whole: the parts are written into a hidden staging
 directory beside the target (``.NAME.*.staging``), and ``close()`` swaps it with the target
@@ -30,7 +36,7 @@ from recordkit.atomic import AtomicFile, _umask, exchange, fsync_directory
 from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.ofrecord import codec
-from recordkit.formats.ofrecord.dataset import part_name
+from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, part_name, streams_document
 
 _LEN = struct.Struct("<q")
 
@@ -41,8 +47,8 @@ def frame(payload: bytes) -> bytes:
 
 class OFRecordWriter(AtomicWriter):
     def __init__(self, directory, num_parts: int = 1, *, sharding: str = "round_robin", total: int | None = None,
-                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5, storage_options=None,
-                 checksums: bool = False):
+                 exact_total: bool = True, part_name_prefix: str = "part-", part_name_suffix_length: int = 5, storage_options=None,
+                 checksums: bool = False, streams=None, precision=None, key_feature: str | None = "key"):
         if num_parts < 1:
             raise ValueError("num_parts must be >= 1")
         if sharding not in ("round_robin", "contiguous"):
@@ -64,6 +70,9 @@ class OFRecordWriter(AtomicWriter):
         self.num_parts = int(num_parts)
         self.sharding = sharding
         self.total = total
+        # the declarations are rendered now: a bad one fails before any record is written
+        self._streams_doc = None if streams is None else streams_document(streams, precision, key_feature=key_feature)
+        self.exact_total = bool(exact_total)
         self.prefix = part_name_prefix
         self.suffix_length = part_name_suffix_length
         self._files: dict[int, AtomicFile] = {}
@@ -75,11 +84,12 @@ class OFRecordWriter(AtomicWriter):
             return i % self.num_parts
         base, extra = divmod(self.total, self.num_parts)  # first `extra` parts get one more
         cut = extra * (base + 1)
-        return i // (base + 1) if i < cut else extra + (i - cut) // max(base, 1)
+        part = i // (base + 1) if i < cut else extra + (i - cut) // max(base, 1)
+        return min(part, self.num_parts - 1)
 
     def write(self, record) -> None:
         """Add one record: a dict of features (or of plain values), or already serialized bytes."""
-        if self.total is not None and self.records_written >= self.total:
+        if self.total is not None and self.exact_total and self.records_written >= self.total:
             raise ValueError(f"more records than the declared total {self.total}")
         payload = record if isinstance(record, (bytes, bytearray)) else codec.encode(record)
         if len(payload) == 0:
@@ -94,7 +104,7 @@ class OFRecordWriter(AtomicWriter):
         self.records_written += 1
 
     def close(self) -> None:
-        if self.total is not None and self.records_written != self.total:
+        if self.total is not None and self.exact_total and self.records_written != self.total:
             self.abort()
             raise ValueError(f"wrote {self.records_written} records, declared {self.total}")
         try:
@@ -104,6 +114,10 @@ class OFRecordWriter(AtomicWriter):
                 self._files[part].commit()
                 names.append(part_name(self.prefix, part, self.suffix_length))
             self._files.clear()
+            if self._streams_doc is not None:
+                with AtomicFile(location.join(self._staging or self.directory, STREAMS_SIDECAR),
+                                storage_options=self.storage_options) as f:
+                    f.write(self._streams_doc)
             if self._staging is not None:
                 self._publish_staged(len(names))
             else:
@@ -116,7 +130,8 @@ class OFRecordWriter(AtomicWriter):
     def _is_data_set_entry(self, name: str) -> bool:
         """A part of a data set in this naming, or one of its sidecars (checksums, index)."""
         digits = re.escape(self.prefix) + r"\d+"
-        return re.fullmatch(rf"(?:{digits}(?:\.rkcrc)?|\.{digits}\.rkidx)", name) is not None
+        return (re.fullmatch(rf"(?:{digits}(?:\.rkcrc)?|\.{digits}\.rkidx)", name) is not None
+                or name == STREAMS_SIDECAR)
 
     def _publish_staged(self, written: int) -> None:
         target, staging = self.directory, self._staging
@@ -179,6 +194,8 @@ class OFRecordWriter(AtomicWriter):
         (Used where the data set cannot be swapped as a whole.)"""
         pattern = re.compile(re.escape(self.prefix) + r"(\d+)$")
         from recordkit.storage.checksum import sidecar_path
+        if self._streams_doc is None:  # the old data set's declarations would describe the new one
+            location.remove(location.join(self.directory, STREAMS_SIDECAR), self.storage_options)
         for name in location.listdir(self.directory, self.storage_options):
             m = pattern.match(name)
             if m and int(m.group(1)) >= written:
