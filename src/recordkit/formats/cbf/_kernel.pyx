@@ -208,8 +208,8 @@ def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, l
     for s in range(ns):
         vals = np.empty(samples[s] * dims[s] * esizes[s] if not sparse[s] else nnz[s] * esizes[s], dtype=np.uint8)
         c = np.empty(nseq, dtype=np.int64)
-        for q in range(nseq):
-            c[q] = counts[s * nseq + q]
+        if nseq:
+            memcpy(cnp.PyArray_DATA(c), counts.data() + s * nseq, nseq * sizeof(int64_t))
         if sparse[s]:
             ind = np.empty(nnz[s], dtype=np.int32)
             ptr = np.empty(samples[s] + 1, dtype=np.int64)
