@@ -15,8 +15,10 @@ def register(sub) -> None:
     p = sub.add_parser("stats", help="per-stream sequence/sample/non-zero counts and sum/min/max",
                        description="Parse the whole file and print, per stream, the samples, non-zeros, and "
                                    "the sum, min and max of all values (sparse: of the stored values).")
-    p.add_argument("path")
+    p.add_argument("path", help="a CTF or CBF file, or an OFRecord directory or part file")
     sources.add_ctf_arguments(p)
+    from recordkit.cli import ofrecord_cli
+    ofrecord_cli.add_part_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run)
 

@@ -19,7 +19,7 @@ from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
-from recordkit.errors import FormatError, UsageError
+from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.cbf import _kernel, layout
 from recordkit.storage import open_source
 
@@ -42,7 +42,8 @@ class CBFReader(ClosingReader):
     ``StreamSpec`` / a ``{name: name_in_file}`` dict to select streams and rename them
     (CNTK's ``alias``: the stream of the file named by the alias is delivered as
     ``name``). ``precision``: None keeps each stream's element type; 'float' or
-    'double' converts. ``keep_data_in_memory`` caches loaded chunks.
+    'double' converts. ``keep_data_in_memory`` caches loaded chunks. ``trace_level`` 2 (CNTK's
+    traceLevel Info) reports each chunk loaded (``RecordkitInfo``); CBF has no warnings.
 
     ``path`` may be an fsspec URL (``storage_options`` for its filesystem): a chunk is then
     one ranged read, retried on failure, and kept in ``cache_dir`` when given. A
@@ -50,8 +51,9 @@ class CBFReader(ClosingReader):
     """
 
     def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False,
-                 storage_options=None, cache_dir=None):
+                 trace_level: int | None = None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
+        self.trace_level = _trace_level(trace_level)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
         try:
             size = self._source.size
@@ -129,6 +131,8 @@ class CBFReader(ClosingReader):
         if chunk_id in self._memory:
             return self._memory[chunk_id]
         data = self._decode(chunk_id)
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         if self.keep_data_in_memory:
             self._memory[chunk_id] = data
         return data

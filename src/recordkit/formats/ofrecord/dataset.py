@@ -165,10 +165,8 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
                 why = _untrusted_index_problem(src, offsets, lengths, size)
                 if why is None:
                     return PartIndex(src.name, offsets.astype(np.int64), lengths.astype(np.int64), size)
-                import warnings
-                from recordkit.errors import RecordkitWarning
-                warnings.warn(f"{side}: index sidecar of {src.name} ignored and rebuilt: {why}", RecordkitWarning,
-                              stacklevel=2)
+                from recordkit.errors import warn
+                warn(f"{side}: index sidecar of {src.name} ignored and rebuilt: {why}")
                 write = True  # replace the lying sidecar
     except FileNotFoundError:
         pass
