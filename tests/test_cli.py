@@ -95,11 +95,14 @@ def test_stats_of_stream_without_values_has_no_range(tmp_path, capsys):
     (["--stream", "key=dense:3"], "reserved"),
     ([], "declare at least one --stream"),
 ])
-def test_bad_stream_arguments(tmp_path, capsys, args, msg):
+def test_bad_stream_arguments_exit_2_with_one_error_line(tmp_path, capsys, args, msg):
     p = write(tmp_path, SAMPLE)
-    with pytest.raises(SystemExit) as e:
-        main(["cat", str(p), *args])
-    assert msg in str(e.value)
+    try:
+        code = main(["cat", str(p), *args])
+    except SystemExit as e:  # refused while parsing
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and msg in err and err.count("\n") == 1 and err.startswith("recordkit: error: ")
 
 
 def test_missing_file(tmp_path, capsys):

@@ -8,6 +8,10 @@ compiler-style message (``path:line:col: what was expected``) for people.
 """
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 
 class RecordkitError(Exception):
     """Base class of every error recordkit raises on purpose."""
@@ -92,6 +96,66 @@ class RecordkitWarning(UserWarning):
     """Something in the input was accepted but is probably not what the author meant."""
 
 
+class RecordkitInfo(RecordkitWarning):
+    """Information at trace level 2 (CNTK's ``traceLevel`` Info): a chunk loaded with its
+    sequences and samples, a sweep started. A ``RecordkitWarning``, so filtering recordkit's
+    warnings filters these too; the command line prints them as ``recordkit: info: ...``."""
+
+
+# CNTK's traceLevel: 0 errors only, 1 warnings too (the default), 2 information too.
+TRACE_ERRORS, TRACE_WARNINGS, TRACE_INFO = 0, 1, 2
+_default_trace_level = TRACE_WARNINGS
+
+
+def trace_level(level=None) -> int:
+    """``level`` checked: an integer >= 0 (0 errors only, 1 warnings too, 2 and above information
+    too; CNTK accepts higher levels); None: the process-wide default that ``set_trace_level``
+    sets (1 unless changed)."""
+    if level is None:
+        return _default_trace_level
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        raise UsageError(f"trace_level must be 0 (errors only), 1 (warnings too) or 2 (information too), "
+                         f"not {level!r}")
+    return level
+
+
+def set_trace_level(level: int) -> int:
+    """Set the trace level of readers and sources created without one (and of the warnings of code
+    that has none, such as index caches and SINGA stores); returns the previous default. The
+    command line sets it from ``--trace-level``."""
+    global _default_trace_level
+    previous, _default_trace_level = _default_trace_level, trace_level(level)
+    return previous
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB = os.path.dirname(os.path.abspath(warnings.__file__)) + os.sep
+# standard-library frames between recordkit and its caller (thread pools, context managers)
+_PLUMBING = (_STDLIB + "threading.py", _STDLIB + "concurrent" + os.sep, _STDLIB + "contextlib.py")
+
+
+def warn(message: str, category: type = RecordkitWarning, level: int | None = None) -> None:
+    """Report ``message`` if trace ``level`` (the emitter's, else the default) shows its
+    ``category``: information from level 2, warnings from level 1.
+
+    ``warnings.warn`` attributed to the first caller outside recordkit, so Python's default
+    display shows the user's own line (``train.py:12: RecordkitWarning: data.ctf:3:5: ...``),
+    not a line of recordkit's source under every warning. A warning raised on a worker thread
+    (no user code on its stack) is attributed to ``<recordkit>`` and shows no source line."""
+    needed = TRACE_INFO if issubclass(category, RecordkitInfo) else TRACE_WARNINGS
+    if trace_level(level) < needed:
+        return
+    frame = sys._getframe(1)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE,) + _PLUMBING):
+        frame = frame.f_back
+        level += 1
+    if frame is None:
+        warnings.warn_explicit(message, category, "<recordkit>", 0, module="recordkit")
+    else:
+        warnings.warn(message, category, stacklevel=level)
+
+
 class ErrorBudget:
     """CNTK's ``maxErrors``: how many input errors to tolerate before failing.
 
@@ -125,3 +189,13 @@ class ErrorBudget:
         point at where the region holding them starts, when the caller knows it."""
         for _ in range(n):
             self.charge(FormatError(path, what, line=line, column=column))
+
+
+def trace_chunk_loaded(path, chunk, sequences: int | None = None, samples: int | None = None, *,
+                       level: int | None = None) -> None:
+    """The trace level 2 line of a chunk read and decoded: ``chunk`` is its ``ChunkInfo``;
+    ``sequences``/``samples`` what it delivered (fewer than described when errors dropped some)."""
+    sequences = chunk.num_sequences if sequences is None else sequences
+    samples = chunk.num_samples if samples is None else samples
+    where = f", {chunk.size} bytes at offset {chunk.offset}" if chunk.size else ""
+    warn(f"{path}: chunk {chunk.id} loaded: {sequences} sequences, {samples} samples{where}", RecordkitInfo, level)

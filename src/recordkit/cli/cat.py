@@ -15,9 +15,10 @@ def register(sub) -> None:
                                    'OFRecord file or directory: one object per record, '
                                    '{"FEATURE": {"kind": KIND, "values": [...]}} (bytes as base64). For a SINGA '
                                    'store (--store, or a sniffed KVFile/BinFile): {"key": KEY, "value": BASE64}.')
-    p.add_argument("path")
+    p.add_argument("path", help="a CTF or CBF file, an OFRecord directory or part file, or a SINGA store")
     sources.add_ctf_arguments(p)
-    from recordkit.cli import singa_cat
+    from recordkit.cli import ofrecord_cli, singa_cat
+    ofrecord_cli.add_part_arguments(p)
     singa_cat.add_arguments(p)
     p.set_defaults(run=run)
 
@@ -47,10 +48,12 @@ def run(args) -> int:
 
 
 def report_tolerated(reader) -> None:
-    """After a run under an error budget: how many errors were tolerated (stderr)."""
+    """After a run under an error budget: how many errors were tolerated (stderr), at every trace
+    level (at level 0, where they were not listed, with how to see them: CNTK's hint)."""
     if not hasattr(reader, "summary"):
         return
     s = reader.summary()
     if s["errors"]:
+        hint = "; --trace-level 1 lists them" if getattr(reader, "trace_level", 1) < 1 else ""
         print(f"recordkit: {reader.path}: {s['errors']} error(s) tolerated (max {reader.budget.max_errors}); "
-              f"the affected sequences were skipped", file=sys.stderr)
+              f"the affected sequences were skipped{hint}", file=sys.stderr)

@@ -14,10 +14,12 @@ def register(sub) -> None:
                                    "recordkit reader then verifies the bytes it reads against it. `verify` checks "
                                    "whole files now (exit 1 on any mismatch or missing sidecar). A directory "
                                    "stands for its OFRecord part files.")
-    p.add_argument("action", choices=["create", "verify"])
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--block-size", type=int, default=None, metavar="BYTES",
-                   help="create: bytes per checksummed block (default 1 MiB)")
+    from recordkit.cli import argtypes
+    p.add_argument("action", choices=["create", "verify"],
+                   help="create: write PATH.rkcrc; verify: check PATH against its PATH.rkcrc")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, or OFRecord directories (their part files)")
+    p.add_argument("--block-size", type=argtypes.size, default=None, metavar="BYTES",
+                   help="create: bytes per checksummed block, e.g. 65536 or 1M (default 1M)")
     sources.add_storage_arguments(p)
     p.set_defaults(run=run)
 

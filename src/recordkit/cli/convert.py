@@ -13,18 +13,19 @@ from recordkit.errors import FormatError, UsageError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("convert", help="convert between CTF, CBF and OFRecord",
+    from recordkit.cli import argtypes
+    p = sub.add_parser("convert", help="convert between CTF, CBF, OFRecord, SINGA stores and CSV",
                        description="Convert IN to OUT. Formats: IN by content, OUT by extension (.cbf/.bin, "
                                    ".ctf/.txt) or --to (ofrecord: OUT is a directory of part files). CTF input "
                                    "needs its streams: --stream or --header. OFRecord input: the streams the data "
                                    "set records (_recordkit_streams.json, written by this command), else --stream "
                                    "(the ALIAS is the feature name). See the README for the record <-> stream "
                                    "mapping.")
-    p.add_argument("path", metavar="IN")
-    p.add_argument("output", metavar="OUT")
+    p.add_argument("path", metavar="IN", help="the input: CTF, CBF, OFRecord, a SINGA store or (--from csv) CSV")
+    p.add_argument("output", metavar="OUT", help="the output file, or directory for OFRecord and --engine ray")
     p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
                    help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
-    p.add_argument("--parts", type=int, default=None, metavar="N",
+    p.add_argument("--parts", type=argtypes.positive_int, default=None, metavar="N",
                    help="OFRecord output: number of part files (default 1), split as --part-order says; with "
                         "--engine ray: at most N part files, each a run of consecutive input chunks (default: one "
                         "per input chunk)")
@@ -34,22 +35,34 @@ def register(sub) -> None:
                         "round-robin: sequence k goes to part k mod N (reading back gives 0, N, 2N, ...)")
     p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
                    help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
-    p.add_argument("--csv-dim", type=int, default=None, metavar="N", help="CSV input: values per line after the label")
-    p.add_argument("--csv-separator", default=",", metavar="SEP", help="CSV input: field separator (default ',')")
+    p.add_argument("--csv-dim", type=argtypes.positive_int, default=None, metavar="N",
+                   help="CSV input: values per line after the label")
+    p.add_argument("--csv-separator", type=argtypes.non_empty, default=",", metavar="SEP",
+                   help="CSV input: field separator (default ',')")
     p.add_argument("--csv-no-label", action="store_true", help="CSV input: lines have no label column")
     p.add_argument("--header", metavar="FILE",
                    help="CNTK converter header file: one stream a line, 'name alias dense|sparse dim'")
     p.add_argument("--checksum", action="store_true",
                    help="also write a NAME.rkcrc checksum sidecar beside every output file (verified on read)")
-    p.add_argument("--output-chunk-size", dest="output_chunk_size", type=int, default=None, metavar="BYTES",
-                   help="CBF output chunk size (default: --chunk-size, 32 MiB)")
+    p.add_argument("--output-chunk-size", dest="output_chunk_size", type=argtypes.size, default=None,
+                   metavar="BYTES", help="CBF output chunk size, e.g. 65536, 64K, 32M (default: --chunk-size, 32M)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: a Ray cluster, one read task per input chunk, "
                         "OUT a directory of part files (cbf or ofrecord)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="with --engine ray: the cluster to join (default: start a local one)")
     sources.add_ctf_arguments(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, check=check_arguments)
+
+
+def check_arguments(parser, args) -> None:
+    """Cross-argument checks, while parsing (one line, exit 2): options that need another."""
+    from recordkit.cli import argtypes
+    argtypes.check_streams(parser, args)
+    if args.source_format == "csv" and not args.csv_dim:
+        parser.error("argument --from: csv needs --csv-dim N (the values per line)")
+    if args.ray_address is not None and args.engine != "ray":
+        parser.error("argument --ray-address: only with --engine ray")
 
 
 def read_header_file(path: str) -> list[StreamSpec]:

@@ -5,9 +5,14 @@ import tempfile
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="write a small sample CTF corpus, read it back, print a summary")
+    from recordkit.cli import argtypes
+    p = sub.add_parser("demo", help="write a small sample CTF corpus, read it back, print a summary",
+                       description="Write a small part-of-speech-tagging-like CTF corpus (sparse words, dense "
+                                   "features, sparse tags), read it back and compare, then read it as randomized "
+                                   "minibatches; exit 1 if anything read back differs. What `make demo` runs.")
     p.add_argument("--dir", help="where to write the corpus (default: a temporary directory)")
-    p.add_argument("--sequences", type=int, default=2000)
+    p.add_argument("--sequences", type=argtypes.positive_int, default=2000, metavar="N",
+                   help="number of sequences to write (default 2000)")
     p.set_defaults(run=run)
 
 

@@ -13,11 +13,19 @@ import orjson
 
 
 def register(sub) -> None:
-    p = sub.add_parser("inspect", help="show a file's structure: streams, chunks, sequence lengths")
-    p.add_argument("path")
+    from recordkit.cli import argtypes, ofrecord_cli
+    p = sub.add_parser("inspect", help="show a file's structure: streams, chunks, sequence lengths",
+                       description="Show the structure of PATH without decoding its values. CBF: version, "
+                                   "streams, the chunk table and the sequence length distribution; CTF: the index "
+                                   "(mode, sequences, chunks, rows per sequence; no --stream needed); OFRecord: "
+                                   "parts, record counts, feature names, kinds and lengths; SINGA store: kind, "
+                                   "tuples, keys and value sizes.")
+    p.add_argument("path", help="a CTF or CBF file, an OFRecord directory or part file, or a SINGA store")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES", help="CTF: index chunk size")
+    p.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES",
+                   help="CTF: index chunk size, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
+    ofrecord_cli.add_part_arguments(p)
     from recordkit.cli.sources import add_storage_arguments
     add_storage_arguments(p)
     p.set_defaults(run=run)

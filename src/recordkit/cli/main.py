@@ -12,13 +12,14 @@ import sys
 import warnings
 
 from recordkit import __version__
+from recordkit.cli.argtypes import ArgumentParser
 from recordkit.errors import RecordkitError, UsageError
 
 # command -> (module that registers it, summary shown by `recordkit --help`), in listing order.
 COMMANDS = {
     "cat": ("recordkit.cli.cat", "print every sequence as a JSON line"),
     "stats": ("recordkit.cli.stats", "per-stream sequence/sample/non-zero counts and sum/min/max"),
-    "convert": ("recordkit.cli.convert", "convert between CTF, CBF and OFRecord"),
+    "convert": ("recordkit.cli.convert", "convert between CTF, CBF, OFRecord, SINGA stores and CSV"),
     "inspect": ("recordkit.cli.inspect_cmd", "show a file's structure: streams, chunks, sequence lengths"),
     "read": ("recordkit.cli.read", "read minibatches like a training loop and print samples/s"),
     "validate": ("recordkit.cli.ofrecord_cli", "check every record of an OFRecord data set and report every problem"),
@@ -30,7 +31,11 @@ COMMANDS = {
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"recordkit: warning: {message}", file=sys.stderr)
+    """Warnings as ``recordkit: warning: ...`` (information, trace level 2: ``recordkit: info: ...``),
+    one line each: never Python's file, line and source line."""
+    from recordkit.errors import RecordkitInfo
+    kind = "info" if issubclass(category, RecordkitInfo) else "warning"
+    print(f"recordkit: {kind}: {message}", file=sys.stderr)
 
 
 def _os_failure(e: OSError) -> str:
@@ -44,6 +49,16 @@ def _os_failure(e: OSError) -> str:
         return (f"{names}: {what}; nothing was written under that name (any previous content is intact, "
                 f"the temporary file was removed)")
     return f"{e.filename}: {what}" if e.filename else what
+
+
+def _missing(e: OSError) -> str:
+    """``NAME: no such file`` (the form recordkit's own errors have) for an OSError raised by
+    ``open()`` itself, which would print as ``[Errno 2] No such file or directory: 'NAME'``."""
+    if e.filename is None:
+        return str(e)
+    what = {FileNotFoundError: "no such file", IsADirectoryError: "is a directory",
+            PermissionError: "permission denied"}.get(type(e), e.strerror)
+    return f"{e.filename}: {what}"
 
 
 def _command_in(argv) -> str | None:
@@ -60,7 +75,7 @@ def build_parser(argv=None, *, all_commands: bool = False) -> argparse.ArgumentP
     """The parser for ``argv``: the named command fully registered, the others as summaries only
     (``all_commands=True`` registers every command, for tests and documentation)."""
     import importlib
-    parser = argparse.ArgumentParser(prog="recordkit", description=(
+    parser = ArgumentParser(prog="recordkit", description=(
         "Read, write, convert and inspect deep-learning record formats (CNTK CTF and CBF, OneFlow OFRecord, SINGA stores)."))
     parser.add_argument("--version", action="version", version=f"recordkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -78,11 +93,21 @@ def build_parser(argv=None, *, all_commands: bool = False) -> argparse.ArgumentP
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The sub-parser of command ``name`` (for its cross-argument checks and tests)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
 def main(argv=None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if getattr(args, "check", None) is not None:  # cross-argument checks: parser.error, exit 2, one line
+        args.check(command_parser(parser, args.command), args)
     warnings.showwarning = _show_warning
     warnings.simplefilter("always")
+    from recordkit.errors import set_trace_level
+    previous_trace_level = set_trace_level(getattr(args, "trace_level", 1))  # for readers made without one
     try:
         return int(args.run(args) or 0)
     except UsageError as e:
@@ -92,7 +117,7 @@ def main(argv=None) -> int:
         print(f"recordkit: error: {e}", file=sys.stderr)
         return 1
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"recordkit: error: {e}", file=sys.stderr)
+        print(f"recordkit: error: {_missing(e)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         sys.stderr.close()  # `recordkit cat ... | head`: not an error
@@ -102,6 +127,8 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        set_trace_level(previous_trace_level)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ def _records(path, storage_options=None):
         yield i, off - 8, codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
     if err is not None:
         raise err
+    _trace_part(path, len(index), index.size)
+
+
+def _trace_part(path, records: int, size: int) -> None:
+    """Trace level 2 (``--trace-level 2``): one line per part file read."""
+    from recordkit.errors import RecordkitInfo, warn
+    warn(f"{path}: part loaded: {records} records, {size} bytes", RecordkitInfo)
 
 
 def _json_value(f: codec.Feature):

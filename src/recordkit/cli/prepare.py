@@ -11,9 +11,9 @@ def register(sub) -> None:
                                    "image_mean.bin as SINGA's examples/cifar10/create_data did. mnist: SRC holds the "
                                    "IDX files (train-images-idx3-ubyte, ... optionally .gz); writes train_data.bin "
                                    "and test_data.bin. Both are KVFile stores of RecordProto records.")
-    p.add_argument("dataset", choices=["cifar10", "mnist"])
-    p.add_argument("src", metavar="SRC_DIR")
-    p.add_argument("out", metavar="OUT_DIR")
+    p.add_argument("dataset", choices=["cifar10", "mnist"], help="which data set SRC_DIR holds")
+    p.add_argument("src", metavar="SRC_DIR", help="the directory holding the original binary files")
+    p.add_argument("out", metavar="OUT_DIR", help="where to write the SINGA stores (created if missing)")
     p.set_defaults(run=run)
 
 

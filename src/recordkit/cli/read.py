@@ -9,30 +9,54 @@ from recordkit.cli.cat import report_tolerated
 
 
 def register(sub) -> None:
+    from recordkit.cli import argtypes
     p = sub.add_parser("read", help="read minibatches like a training loop and print samples/s",
                        description="Read PATH (several paths: one composite source, joined by sequence id or "
                                    "position) in minibatches and print throughput.")
-    p.add_argument("path", nargs="+", metavar="PATH")
+    p.add_argument("path", nargs="+", metavar="PATH",
+                   help="a CTF, CBF or OFRecord input; several: their streams joined into one source")
     sources.add_ctf_arguments(p)
-    p.add_argument("--mb-size", type=int, required=True, metavar="N", help="minibatch size in samples")
+    p.add_argument("--mb-size", type=argtypes.positive_int, required=True, metavar="N",
+                   help="minibatch size in samples")
     p.add_argument("--randomize", action="store_true", help="CNTK block randomization (default: file order)")
-    p.add_argument("--window", type=int, default=None, metavar="CHUNKS",
+    p.add_argument("--window", type=argtypes.positive_int, default=None, metavar="CHUNKS",
                    help="randomization window in chunks (default: the whole data set)")
-    p.add_argument("--window-samples", type=int, default=None, metavar="SAMPLES",
+    p.add_argument("--window-samples", type=argtypes.positive_int, default=None, metavar="SAMPLES",
                    help="randomization window in samples instead")
-    p.add_argument("--seed", type=int, default=0, help="randomization seed (sweep k uses seed + k)")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="randomization seed (sweep k uses seed + k)")
     ends = p.add_mutually_exclusive_group()
-    ends.add_argument("--sweeps", type=int, default=None, metavar="K", help="read K sweeps (default 1)")
-    ends.add_argument("--max-samples", type=int, default=None, metavar="N", help="stop after N samples")
-    p.add_argument("--partitions", type=int, default=1, metavar="N", help="split the data among N workers")
-    p.add_argument("--partition-index", type=int, default=0, metavar="I", help="read worker I's share")
+    ends.add_argument("--sweeps", type=argtypes.positive_int, default=None, metavar="K",
+                      help="read K sweeps (default 1)")
+    ends.add_argument("--max-samples", type=argtypes.positive_int, default=None, metavar="N",
+                      help="stop after N samples")
+    p.add_argument("--partitions", type=argtypes.positive_int, default=1, metavar="N",
+                   help="split the data among N workers")
+    p.add_argument("--partition-index", type=argtypes.non_negative_int, default=0, metavar="I",
+                   help="read worker I's share (0 <= I < N)")
     p.add_argument("--partition-by", choices=["samples", "chunks"], default="samples",
                    help="samples: equal samples of every sweep (default); chunks: whole chunks per worker, so "
                         "each parses only its own (engine.ChunkPartition; scales better when randomized)")
     p.add_argument("--frame-mode", action="store_true", help="single-sample sequences packed as frames")
-    p.add_argument("--truncation-length", type=int, default=0, metavar="L", help="truncated BPTT length")
+    p.add_argument("--truncation-length", type=argtypes.non_negative_int, default=0, metavar="L",
+                   help="truncated BPTT length (0: off)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, check=check)
+
+
+def check(parser, args) -> None:
+    """What no single option can say: the worker index against the workers, exclusive modes."""
+    from recordkit.cli import argtypes
+    argtypes.check_streams(parser, args)
+    if args.partition_index >= args.partitions:
+        parser.error(f"argument --partition-index: {args.partition_index} is not below --partitions "
+                     f"{args.partitions} (workers are numbered 0..{args.partitions - 1})")
+    if args.frame_mode and args.truncation_length:
+        parser.error("argument --frame-mode: not allowed with --truncation-length (frame mode packs "
+                     "single-sample sequences, truncated BPTT cuts long ones)")
+    if args.window is not None and args.window_samples is not None:
+        parser.error("argument --window-samples: not allowed with --window (one window: in chunks or in samples)")
+    if (args.window is not None or args.window_samples is not None) and not args.randomize:
+        parser.error("argument --window: only with --randomize (file order has no randomization window)")
 
 
 def build_source(args):
@@ -49,7 +73,7 @@ def build_source(args):
     return readers, MinibatchSource(deserializer, randomize=args.randomize, window=window,
                                     sample_based_window=sample_based, seed=args.seed, max_samples=args.max_samples,
                                     max_sweeps=sweeps, frame_mode=args.frame_mode,
-                                    truncation_length=args.truncation_length)
+                                    truncation_length=args.truncation_length, trace_level=args.trace_level)
 
 
 def run(args) -> int:

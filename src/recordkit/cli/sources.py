@@ -7,51 +7,44 @@ from __future__ import annotations
 
 import argparse
 
-from recordkit.engine.streams import StreamSpec
+from recordkit.engine.streams import StreamSpec, check_streams
 from recordkit.errors import RecordkitError, UsageError
 
 
 def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stream", action="append", default=[], metavar="NAME=FORMAT:DIM[:ALIAS]",
+    from recordkit.cli import argtypes
+    p.add_argument("--stream", action="append", default=[], type=argtypes.stream, metavar="NAME=FORMAT:DIM[:ALIAS]",
                    help="declare a stream, e.g. features=dense:784:F or labels=sparse:10 (repeatable)")
-    p.add_argument("--max-errors", type=int, default=0, metavar="N",
+    p.add_argument("--max-errors", type=argtypes.non_negative_int, default=0, metavar="N",
                    help="tolerate N malformed inputs (each is reported and its sequence skipped)")
     p.add_argument("--skip-sequence-ids", action="store_true",
                    help="ignore sequence ids: every line is a sequence of its own")
     p.add_argument("--precision", choices=["float", "double"], default=None,
                    help="element type: float (float32; the CTF default) or double (float64); "
                         "CBF keeps the file's types unless this is given")
-    p.add_argument("--defines-mb-size", metavar="NAME",
+    p.add_argument("--defines-mb-size", metavar="NAME", type=argtypes.non_empty,
                    help="the stream whose sample count is the sequence length")
-    p.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES",
-                   help="index chunk size in bytes (default 32 MiB)")
+    p.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES",
+                   help="index chunk size in bytes, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--cache-index", action="store_true",
                    help="write the index beside the input and reuse it while it is newer than the input")
     p.add_argument("--allow-empty-stream", action="append", default=[], metavar="NAME", dest="allow_empty_stream",
                    help="a declared stream NAME (or alias) may have no sample in the whole input (repeatable); "
                         "otherwise that is an error at the end (exit 1): usually a mistyped alias")
     p.add_argument("--trace-level", type=int, default=1, choices=[0, 1, 2],
-                   help="0: errors only, 1: warnings too (default), 2: information too")
+                   help="0: errors only (tolerated errors counted, not listed); 1: warnings too (default); "
+                        "2: information too (each chunk loaded: sequences, samples, bytes)")
     add_storage_arguments(p)
+    p.set_defaults(check=argtypes.check_streams)
 
 
 def add_storage_arguments(p: argparse.ArgumentParser) -> None:
     """Remote inputs and outputs: any fsspec URL (s3://, gs://, memory://, ...)."""
-    p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+    from recordkit.cli import argtypes
+    p.add_argument("--storage-options", type=argtypes.json_object, default=None, metavar="JSON",
                    help='fsspec options for URLs, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'')
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="keep the chunks (and index) of remote inputs in DIR and reuse them")
-
-
-def _json_object(text: str) -> dict:
-    import json
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 def storage(args) -> dict:
@@ -66,21 +59,24 @@ def allowed_empty(args) -> list[str]:
 
 def parse_streams(args) -> list[StreamSpec]:
     if not args.stream:
-        raise SystemExit("recordkit: error: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+        raise UsageError(f"{args.path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
     streams = []
     for text in args.stream:
         try:
             spec = StreamSpec.parse(text)
         except ValueError as e:
-            raise SystemExit(f"recordkit: error: {e}")
+            raise UsageError(str(e)) from None
         if spec.name == "key":
-            raise SystemExit("recordkit: error: 'key' is reserved for the sequence key; choose another stream name")
+            raise UsageError("'key' is reserved for the sequence key; choose another stream name")
         if args.defines_mb_size == spec.name:
             spec = StreamSpec(spec.name, spec.format, spec.dim, spec.alias, defines_mb_size=True)
         streams.append(spec)
     if args.defines_mb_size and not any(s.defines_mb_size for s in streams):
-        raise SystemExit(f"recordkit: error: --defines-mb-size {args.defines_mb_size}: no such stream")
-    return streams
+        raise UsageError(f"--defines-mb-size {args.defines_mb_size}: no such stream")
+    try:
+        return check_streams(streams)
+    except ValueError as e:  # names or aliases given twice
+        raise UsageError(str(e)) from None
 
 
 def open_ctf(args, path=None, streams=None):
@@ -100,14 +96,20 @@ def open_cbf(args, path=None):
             try:
                 selection.append(StreamSpec.parse(text))
             except ValueError as e:
-                raise SystemExit(f"recordkit: error: {e}")
+                raise UsageError(str(e)) from None
     try:
-        return CBFReader(path or args.path, selection, precision=args.precision,
-                         allow_empty_streams=allowed_empty(args), **storage(args))
+        reader = CBFReader(path or args.path, selection, precision=args.precision, trace_level=args.trace_level,
+                           allow_empty_streams=allowed_empty(args), **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise
         raise UsageError(str(e)) from None
+    wanted = getattr(args, "defines_mb_size", None)
+    if wanted is not None and wanted not in {s.name for s in reader.streams}:
+        reader.close()
+        raise UsageError(f"--defines-mb-size {wanted}: no such stream in {reader.path} "
+                         f"(it has: {', '.join(s.name for s in reader.streams)})")
+    return reader
 
 
 def open_source(args, path=None):

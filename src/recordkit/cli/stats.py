@@ -15,8 +15,10 @@ def register(sub) -> None:
     p = sub.add_parser("stats", help="per-stream sequence/sample/non-zero counts and sum/min/max",
                        description="Parse the whole file and print, per stream, the samples, non-zeros, and "
                                    "the sum, min and max of all values (sparse: of the stored values).")
-    p.add_argument("path")
+    p.add_argument("path", help="a CTF or CBF file, or an OFRecord directory or part file")
     sources.add_ctf_arguments(p)
+    from recordkit.cli import ofrecord_cli
+    ofrecord_cli.add_part_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run)
 
@@ -57,6 +59,19 @@ def compute(reader, progress=None) -> dict:
     return {"sequences": sequences, "streams": {k: v.as_dict() for k, v in totals.items()}}
 
 
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.6g}"
+
+
+def table(header: list[str], rows: list[list], *, left: int = 1) -> str:
+    """Columns as wide as their widest cell (a long stream name no longer pushes its row out of
+    line): the first ``left`` columns left-aligned, the numbers right-aligned, two spaces apart."""
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                     .rstrip() for row in cells)
+
+
 def run(args) -> int:
     from recordkit.formats.detect import sniff
     kind = sniff(args.path, args.storage_options)
@@ -71,11 +86,9 @@ def run(args) -> int:
             sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
         else:
             print(f"{args.path}: {result['records']} records")
-            print(f"{'feature':<20}{'kind':<13}{'records':>9}{'values':>12}{'sum':>16}{'min':>14}{'max':>14}")
-            fmt = lambda v: "-" if v is None else f"{v:.6g}"
-            for name, t in sorted(result["features"].items()):
-                print(f"{name:<20}{t['kind']:<13}{t['records']:>9}{t['values']:>12}{fmt(t['sum']):>16}"
-                      f"{fmt(t['min']):>14}{fmt(t['max']):>14}")
+            rows = [[name, t["kind"], t["records"], t["values"], _num(t["sum"]), _num(t["min"]), _num(t["max"])]
+                    for name, t in sorted(result["features"].items())]
+            print(table(["feature", "kind", "records", "values", "sum", "min", "max"], rows, left=2))
         return 0
     reader = sources.open_source(args)
     with reader, byte_progress(sum(c.size for c in reader.chunks), "stats") as bar:
@@ -84,9 +97,8 @@ def run(args) -> int:
         sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     else:
         print(f"{reader.path}: {result['sequences']} sequences")
-        print(f"{'stream':<16}{'samples':>12}{'nnz':>14}{'sum':>16}{'min':>14}{'max':>14}")
-        for name, t in result["streams"].items():
-            fmt = lambda v: "-" if v is None else f"{v:.6g}"
-            print(f"{name:<16}{t['samples']:>12}{t['nnz']:>14}{fmt(t['sum']):>16}{fmt(t['min']):>14}{fmt(t['max']):>14}")
+        rows = [[name, t["samples"], t["nnz"], _num(t["sum"]), _num(t["min"]), _num(t["max"])]
+                for name, t in result["streams"].items()]
+        print(table(["stream", "samples", "nnz", "sum", "min", "max"], rows, left=1))
     report_tolerated(reader)
     return 0

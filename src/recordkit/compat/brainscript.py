@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import difflib
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
-from recordkit.errors import FormatError, RecordkitWarning
+from recordkit.errors import FormatError, warn
 
 __all__ = [
     "ConfigArray",
@@ -768,8 +767,7 @@ class _Normalizer:
             where = rec.key_location(key)
             if obsolete and low in obsolete:
                 at = f"{where.source}:{where.line}:{where.column}" if where else self.source
-                warnings.warn(RecordkitWarning(f"{at}: {what} parameter '{key}' is obsolete and ignored by "
-                                               f"CNTK 2.x ({obsolete[low]})"), stacklevel=4)
+                warn(f"{at}: {what} parameter '{key}' is obsolete and ignored by CNTK 2.x ({obsolete[low]})")
                 continue
             if unsupported and low in unsupported:
                 raise self.error(where, f"{what} parameter '{key}' is not supported by {unsupported_by}")

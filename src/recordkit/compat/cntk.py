@@ -107,7 +107,8 @@ class CBFDeserializer(dict):
         from recordkit.formats.cbf import CBFReader
         selection = {name: cfg["alias"] for name, cfg in self["input"].items()} or None
         return CBFReader(self["file"], selection, precision=self.get("precision", precision),
-                         keep_data_in_memory=bool(self.get("keepDataInMemory", False)))
+                         keep_data_in_memory=bool(self.get("keepDataInMemory", False)),
+                         trace_level=int(self.get("traceLevel", trace_level)))
 
 
 class StreamInformation:
@@ -194,7 +195,7 @@ class MinibatchSource:
             seed=int(randomization_seed),
             max_samples=None if max_samples == INFINITELY_REPEAT else int(max_samples),
             max_sweeps=None if max_sweeps == INFINITELY_REPEAT else int(max_sweeps),
-            frame_mode=frame_mode, truncation_length=int(truncation_length))
+            frame_mode=frame_mode, truncation_length=int(truncation_length), trace_level=int(trace_level))
         self.streams = Record({s.name: StreamInformation(s, i) for i, s in enumerate(deserializer.streams)})
 
     @property

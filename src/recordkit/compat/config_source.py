@@ -31,7 +31,8 @@ def build_deserializer(d, base_dir: str | None = None):
     if d.type == CBF_TYPE:
         from recordkit.formats.cbf import CBFReader
         selection = {s.name: s.alias for s in d.streams} or None
-        return CBFReader(path, selection, precision=d.precision, keep_data_in_memory=d.keep_data_in_memory)
+        return CBFReader(path, selection, precision=d.precision, keep_data_in_memory=d.keep_data_in_memory,
+                         trace_level=d.trace_level)
     raise ValueError(f"deserializer type {d.type!r} is not supported")
 
 
@@ -51,6 +52,7 @@ def source_from_config(cfg: ReaderConfig, *, base_dir: str | None = None, **engi
     readers = [build_deserializer(d, base_dir) for d in cfg.deserializers]
     deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
     window, sample_based = default_window(cfg)
+    engine.setdefault("trace_level", cfg.trace_level)
     return MinibatchSource(deserializer, randomize=cfg.randomize, window=window, sample_based_window=sample_based,
                            seed=cfg.randomization_seed, frame_mode=cfg.frame_mode,
                            truncation_length=cfg.truncation_length if cfg.truncated else 0, **engine)

@@ -167,6 +167,8 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
 
 
 def _check_frames(spec, lengths: np.ndarray, frame_mode: bool) -> None:
+    # a UsageError (a ValueError): the caller's frame_mode does not fit the data (CLI: exit 2, one line)
     if frame_mode and len(lengths) and lengths.max() > 1:
-        raise ValueError(f"frame mode needs single-sample sequences, but stream '{spec.name}' has a "
+        from recordkit.errors import UsageError
+        raise UsageError(f"frame mode needs single-sample sequences, but stream '{spec.name}' has a "
                          f"sequence of {int(lengths.max())} samples (CNTK: 'Detected a non-frame sequence')")

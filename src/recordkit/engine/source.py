@@ -67,6 +67,10 @@ class MinibatchSource:
     starts at the first sequence at or after the boundary). frame_mode: every sequence must be one sample.
     truncation_length: truncated BPTT (see ``next_minibatch``). num_data_partitions /
     partition_index: the default worker split (else torch.distributed's, else 1/0).
+    trace_level: CNTK's traceLevel for what the engine itself reports: 2 prints a line
+    (``RecordkitInfo``) as each sweep starts (its order, sequences, samples and this worker's
+    share), as CNTK's randomizer does with ``verbosity``; None: ``recordkit.errors``' default.
+    The deserializers report their own chunks and warnings at their own ``trace_level``.
     """
 
     def __init__(self, deserializer, *, randomize: bool = True, window: int | None = None,
@@ -74,7 +78,9 @@ class MinibatchSource:
                  max_sweeps: int | None = None, epoch_size: int | None = None, frame_mode: bool = False,
                  truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
-                 prefetch_chunks: int = 2, threads: int = 2):
+                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None):
+        from recordkit.errors import trace_level as _trace_level
+        self.trace_level = _trace_level(trace_level)
         if max_samples is not None and max_sweeps is not None:
             raise ValueError("max_samples and max_sweeps are mutually exclusive")
         if frame_mode and truncation_length:
@@ -250,6 +256,23 @@ class MinibatchSource:
         self._futures.clear()
         self._sweep = self._make_sweep(index)
         self._cursor = self._sweep.lo if at is None else min(max(at, self._sweep.lo), self._sweep.hi)
+        if self.trace_level >= 2:
+            self._trace_sweep(self._sweep)
+
+    def _trace_sweep(self, sw: _Sweep) -> None:
+        from recordkit.errors import RecordkitInfo, warn
+        r = self.randomizer
+        if isinstance(r, BlockRandomizer):
+            window = "the whole data set" if r.window is None else \
+                f"{r.window} {'samples' if r.sample_based else 'chunks'}"
+            order = f"randomized (seed {r.seed + sw.index}, window {window})"
+        else:
+            order = "file order"
+        n, i = self._partition
+        share = int(sw.cum[sw.hi] - sw.cum[sw.lo])
+        warn(f"sweep {sw.index}: {len(sw.chunk)} sequences, {int(sw.cum[-1])} samples in {len(self._chunks)} "
+             f"chunks, {order}; worker {i} of {n}: positions {sw.lo}..{sw.hi} ({share} samples)",
+             RecordkitInfo, self.trace_level)
 
     def _ended(self, pos: int) -> bool:
         if self.max_sweeps is not None and self._sweep.index >= self.max_sweeps:

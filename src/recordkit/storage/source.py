@@ -70,7 +70,10 @@ class RemoteSource:
         self.fs, self._path = filesystem(url, storage_options)
         self.retry = retry or RetryPolicy.default()
         self.stats = {"fetches": 0, "bytes": 0, "retries": 0, "cache_hits": 0}
-        info = self.retry.call(lambda: self.fs.info(self._path), what=url, stats=self.stats)
+        try:
+            info = self.retry.call(lambda: self.fs.info(self._path), what=url, stats=self.stats)
+        except FileNotFoundError:  # fsspec's message is the bare path: say it as local files do
+            raise FileNotFoundError(f"{url}: no such file") from None
         if info.get("type") == "directory":
             raise IsADirectoryError(f"{url}: is a directory")
         self.size = int(info["size"])

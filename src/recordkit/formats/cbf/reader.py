@@ -20,7 +20,7 @@ from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColum
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.presence import StreamPresence
 from recordkit.engine.streams import StreamSpec, resolve_precision
-from recordkit.errors import FormatError, UsageError
+from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.cbf import _kernel, layout
 from recordkit.storage import open_source
 
@@ -43,7 +43,8 @@ class CBFReader(ClosingReader):
     ``StreamSpec`` / a ``{name: name_in_file}`` dict to select streams and rename them
     (CNTK's ``alias``: the stream of the file named by the alias is delivered as
     ``name``). ``precision``: None keeps each stream's element type; 'float' or
-    'double' converts. ``keep_data_in_memory`` caches loaded chunks.
+    'double' converts. ``keep_data_in_memory`` caches loaded chunks. ``trace_level`` 2 (CNTK's
+    traceLevel Info) reports each chunk loaded (``RecordkitInfo``); CBF has no warnings.
 
     A selected stream without a single sample in the whole file is an ``EmptyStreamError``
     once every chunk has been read (end of ``iter_chunks``, the last unread ``load_chunk``, or
@@ -56,8 +57,9 @@ class CBFReader(ClosingReader):
     """
 
     def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False,
-                 allow_empty_streams=None, storage_options=None, cache_dir=None):
+                 allow_empty_streams=None, trace_level: int | None = None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
+        self.trace_level = _trace_level(trace_level)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
         try:
             size = self._source.size
@@ -148,6 +150,8 @@ class CBFReader(ClosingReader):
         data = self._decode(chunk_id)
         self._presence.count(chunk_id, {name: col.num_samples for name, col in data.columns.items()},
                              sequences=len(data))
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         if self.keep_data_in_memory:
             self._memory[chunk_id] = data
         return data

@@ -138,9 +138,8 @@ def load_cached(path: str, skip_sequence_ids: bool, *, fingerprint=None, cache_d
         return None
     why = _untrusted_cache_problem(path, arrays, id_mode, size, local=cache_dir is None)
     if why is not None:
-        import warnings
-        from recordkit.errors import RecordkitWarning
-        warnings.warn(f"{cpath}: index cache of {path} ignored and rebuilt: {why}", RecordkitWarning, stacklevel=3)
+        from recordkit.errors import warn
+        warn(f"{cpath}: index cache of {path} ignored and rebuilt: {why}")
         return None
     return CTFIndex(*arrays, id_mode=id_mode, errors=[], error_count=0, file_size=size)
 

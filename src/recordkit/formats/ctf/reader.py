@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections import Counter
 from contextlib import closing
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +25,8 @@ from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColum
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.presence import StreamPresence, resolve_allowed
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
-from recordkit.errors import ErrorBudget, FormatError, RecordkitWarning
+from recordkit.errors import (TRACE_INFO, TRACE_WARNINGS, ErrorBudget, FormatError, trace_chunk_loaded,
+                              trace_level as _trace_level, warn)
 from recordkit.formats.ctf import _kernel, index as ctf_index, messages as msg
 from recordkit.storage import open_source
 
@@ -39,7 +39,9 @@ class CTFReader(ClosingReader):
 
     Parameters mirror CNTK's CNTKTextFormatReader: ``precision`` ('float' or
     'double'), ``max_errors`` (maxErrors), ``skip_sequence_ids`` (skipSequenceIds),
-    ``trace_level`` (0 errors only, 1 warnings, 2 info), ``chunk_size``
+    ``trace_level`` (traceLevel: 0 errors only, the tolerated ones counted in ``summary()`` but not
+    listed; 1 each tolerated error and warning too; 2 each chunk loaded too; None: the default of
+    ``recordkit.errors.set_trace_level``, 1 unless changed), ``chunk_size``
     (chunkSizeInBytes), ``cache_index`` (cacheIndex) and ``keep_data_in_memory``
     (keepDataInMemory: parse each chunk once and keep it).
 
@@ -56,7 +58,7 @@ class CTFReader(ClosingReader):
     """
 
     def __init__(self, path, streams, *, precision="float", max_errors: int = 0,
-                 skip_sequence_ids: bool = False, trace_level: int = 1,
+                 skip_sequence_ids: bool = False, trace_level: int | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, cache_index: bool = False,
                  keep_data_in_memory: bool = False, allow_empty_streams=None, storage_options=None,
                  cache_dir=None):
@@ -65,7 +67,7 @@ class CTFReader(ClosingReader):
         resolve_allowed(self._streams, allow_empty_streams)  # an unknown name fails before the file is opened
         self.dtype = resolve_precision(precision)
         self.skip_sequence_ids = bool(skip_sequence_ids)
-        self.trace_level = int(trace_level)
+        self.trace_level = _trace_level(trace_level)
         if int(chunk_size) <= 0:
             raise ValueError(f"chunk_size must be positive, not {chunk_size}")
         self.chunk_size = int(chunk_size)
@@ -193,8 +195,13 @@ class CTFReader(ClosingReader):
                     yield self._finish_chunk(i, pieces)
                 else:
                     self._charge_pieces(i, pieces)
+                    sequences = samples = 0
                     for piece in pieces:
-                        yield self._finish_chunk(i, [piece], remember=False)
+                        part = self._finish_chunk(i, [piece], remember=False)
+                        sequences += len(part)
+                        samples += int(part.lengths.sum())
+                        yield part
+                    self._trace_chunk(i, sequences, samples)
         self._presence.check()  # the end of the sweep: a declared stream without any sample is an error
 
     def _parse_ahead(self, pieces_of, threads: int, prefetch: int, *, cbf: bool = False, skip=None):
@@ -364,8 +371,10 @@ class CTFReader(ClosingReader):
             lengths = np.max(np.vstack(counts_all), axis=0) if len(kept) else np.zeros(0, dtype=np.int64)
         first = int(self._bounds[chunk_id])
         data = ChunkData(chunk_id, keys, lengths, cols, positions=kept - first)
-        if self.keep_data_in_memory and remember:
-            self._memory[chunk_id] = data
+        if remember:  # a whole chunk (pieces are traced by iter_chunks, once per chunk)
+            self._trace_chunk(chunk_id, len(data), int(lengths.sum()))
+            if self.keep_data_in_memory:
+                self._memory[chunk_id] = data
         return data
 
     def _charge_index_errors(self, idx) -> None:
@@ -400,7 +409,7 @@ class CTFReader(ClosingReader):
             for code, seq, line, col, stream, a, b in warns:
                 if code == msg.W_UNKNOWN:
                     self._presence.note_undeclared(bytes(buf[a:a + b]).decode("utf-8", "replace"), line, col)
-        if self.trace_level < 1:
+        if self.trace_level < TRACE_WARNINGS:
             return
         shown = Counter()
         for code, seq, line, col, stream, a, b in warns:
@@ -418,15 +427,19 @@ class CTFReader(ClosingReader):
     def _warn_kind(self, code: int, text: str) -> None:
         printed = self.warning_counts.get(("printed", code), 0)
         if printed < WARNINGS_PER_KIND:
-            warnings.warn(text, RecordkitWarning, stacklevel=4)
+            warn(text, level=self.trace_level)
         elif printed == WARNINGS_PER_KIND:
-            warnings.warn(f"{self.path}: further warnings of this kind are counted but not shown",
-                          RecordkitWarning, stacklevel=4)
+            warn(f"{self.path}: further warnings of this kind are counted but not shown", level=self.trace_level)
         self.warning_counts[("printed", code)] = printed + 1
 
     def _warn_error(self, text: str) -> None:
-        # tolerated errors are reported at every trace level (CNTK: level 0 still shows errors)
-        warnings.warn(text, RecordkitWarning, stacklevel=5)
+        # a tolerated error is one of CNTK's warnings: listed from trace level 1, counted at every level
+        warn(text, level=self.trace_level)
+
+    def _trace_chunk(self, chunk_id: int, sequences: int, samples: int) -> None:
+        """Trace level 2: one line per chunk parsed (CNTK prints one per sequence at its Info level)."""
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(self.path, self._chunks[chunk_id], sequences, samples, level=self.trace_level)
 
     def summary(self) -> dict:
         """Counts of what was tolerated so far: errors and each kind of warning."""

@@ -60,7 +60,7 @@ def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "
     found = sorted((int(m.group(1)), name) for name in location.listdir(path, storage_options)
                    if (m := pattern.match(name)))
     if not found:
-        raise FileNotFoundError(f"{path}: no '{part_name_prefix}N' part files")
+        raise FileNotFoundError(_no_parts(path, part_name_prefix, storage_options))
     return [location.join(path, name) for _, name in found]
 
 
@@ -101,6 +101,15 @@ def read_streams(directory, *, storage_options=None):
         return streams_from_json(doc.get("streams"))
     except ValueError as e:  # json.JSONDecodeError is one
         raise FormatError(path, f"unreadable stream declarations: {e}", offset=0) from None
+
+
+def _no_parts(path: str, prefix: str, storage_options) -> str:
+    """Why a directory is not a data set: what it lacks and what it holds instead."""
+    names = sorted(n for n in location.listdir(path, storage_options) if not n.startswith("."))
+    held = "it is empty" if not names else "it holds " + ", ".join(names[:5]) + (
+        f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"{path}: is a directory, read as an OFRecord data set, but holds no part files named "
+            f"'{prefix}<digits>' ({held}); for other names see --part-name-prefix (part_name_prefix)")
 
 
 @dataclass
@@ -210,10 +219,8 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
                 why = _untrusted_index_problem(src, offsets, lengths, size)
                 if why is None:
                     return PartIndex(src.name, offsets.astype(np.int64), lengths.astype(np.int64), size)
-                import warnings
-                from recordkit.errors import RecordkitWarning
-                warnings.warn(f"{side}: index sidecar of {src.name} ignored and rebuilt: {why}", RecordkitWarning,
-                              stacklevel=2)
+                from recordkit.errors import warn
+                warn(f"{side}: index sidecar of {src.name} ignored and rebuilt: {why}")
                 write = True  # replace the lying sidecar
     except FileNotFoundError:
         pass

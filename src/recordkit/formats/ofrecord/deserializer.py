@@ -33,7 +33,7 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
-from recordkit.errors import FormatError, UsageError
+from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, load_index, part_paths, read_streams
@@ -46,10 +46,12 @@ class OFRecordDeserializer(ClosingReader):
     def __init__(self, path, streams=None, *, precision=None, records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
                  part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,
-                 storage_options=None, cache_dir=None):
+                 trace_level: int | None = None, storage_options=None, cache_dir=None):
         """``streams``: None for the data set's recorded declarations; ``precision``: None for
-        the recorded precision (else float)."""
+        the recorded precision (else float). ``trace_level`` 2 (CNTK's traceLevel Info) reports
+        each chunk loaded (``RecordkitInfo``)."""
         self.path = str(path)
+        self.trace_level = _trace_level(trace_level)
         recorded = read_streams(self.path, storage_options=storage_options)
         self.recorded_streams = recorded
         if streams is None:
@@ -140,6 +142,9 @@ class OFRecordDeserializer(ClosingReader):
             counts.append(np.diff(col.seq_offsets))
         defining = [i for i, s in enumerate(self._streams) if s.defines_mb_size]
         lengths = counts[defining[0]] if defining else np.max(np.vstack(counts), axis=0)
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(part, self._chunks[chunk_id], len(records), int(lengths.sum()),
+                               level=self.trace_level)
         return ChunkData(chunk_id, keys, lengths.astype(np.int64), columns)
 
     def _feature(self, rec, name, part, index, numeric=True):

@@ -17,12 +17,11 @@ each is counted and reported, the bad record (or the rest of a broken part) skip
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Iterator
 
 import numpy as np
 
-from recordkit.errors import ErrorBudget, FormatError, RecordkitWarning
+from recordkit.errors import ErrorBudget, FormatError, warn
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
 from recordkit.storage import open_source
@@ -67,7 +66,7 @@ class OFRecordReader(ClosingReader):
         self.seed = random_seed
         self.epochs = epochs
         self.drop_last = bool(drop_last)
-        self.budget = ErrorBudget(max_errors, warn=lambda text: warnings.warn(text, RecordkitWarning, stacklevel=4))
+        self.budget = ErrorBudget(max_errors, warn=warn)
         self._indexes = {p: load_index(p, write=index_sidecar, **self._storage) for p in self.paths}
 
 

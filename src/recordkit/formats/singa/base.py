@@ -21,9 +21,8 @@ session; SINGA instead writes in place, which its own recovery scan then has to 
 from __future__ import annotations
 
 import enum
-import warnings
 
-from recordkit.errors import FormatError, RecordkitWarning, UsageError
+from recordkit.errors import FormatError, UsageError, warn
 from recordkit.storage.location import Location, file_size
 
 MODES = ("read", "create", "append")
@@ -57,7 +56,9 @@ def as_bytes(data, what: str) -> bytes:
 
 
 def report(message: str, stacklevel: int = 3) -> None:
-    warnings.warn(message, RecordkitWarning, stacklevel=stacklevel)
+    """A ``RecordkitWarning`` shown at the caller's line outside recordkit (``stacklevel`` is kept
+    for callers; ``recordkit.errors.warn`` finds that line itself)."""
+    warn(message)
 
 
 class Store:

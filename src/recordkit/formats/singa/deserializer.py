@@ -19,7 +19,7 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData, DenseColumn
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
-from recordkit.errors import FormatError
+from recordkit.errors import TRACE_INFO, FormatError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.singa import records
 from recordkit.formats.singa.store import open as open_store
@@ -27,11 +27,12 @@ from recordkit.formats.singa.store import open as open_store
 
 class SingaRecordDeserializer(ClosingReader):
     def __init__(self, path, store: str | None = None, *, precision="float", tuples_per_chunk: int = 4096,
-                 storage_options=None, mean=None, std=None):
+                 storage_options=None, mean=None, std=None, trace_level: int | None = None):
         """``mean``: an array, or the path of a mean store (image_mean.bin), subtracted from the
         features; ``std``: a number or array they are divided by after that (RecordInputLayer's
-        mean-file subtraction and std scaling)."""
+        mean-file subtraction and std scaling). ``trace_level`` 2 reports each chunk loaded."""
         self.path = str(path)
+        self.trace_level = _trace_level(trace_level)
         self._mean = _load_mean(mean)
         self._std = None if std is None else np.asarray(std, dtype=np.float64).reshape(-1)
         self.dtype = resolve_precision(precision)
@@ -52,6 +53,7 @@ class SingaRecordDeserializer(ClosingReader):
                     if self._counts and self._counts[-1] == 0:
                         self._starts.pop()
                         self._counts.pop()
+                    end = s._pos
                     break
                 self._counts[-1] += 1
                 if dim is None:
@@ -64,7 +66,10 @@ class SingaRecordDeserializer(ClosingReader):
             raise FormatError(self.path, "the store holds no tuples", offset=0)
         self._streams = [StreamSpec("features", "dense", dim, dtype=self.dtype), StreamSpec("label", "dense", 1,
                                                                                           dtype=self.dtype)]
-        self._chunks = [ChunkInfo(i, n, n, off, 0) for i, ((off, _), n) in enumerate(zip(self._starts, self._counts))]
+        # byte ranges: from a chunk's first tuple to the next chunk's (the last: to the end of the tuples)
+        ends = [off for off, _ in self._starts[1:]] + [end]
+        self._chunks = [ChunkInfo(i, n, n, off, stop - off)
+                        for i, ((off, _), n, stop) in enumerate(zip(self._starts, self._counts, ends))]
 
     @property
     def streams(self) -> list[StreamSpec]:
@@ -111,6 +116,8 @@ class SingaRecordDeserializer(ClosingReader):
                 if key.isdigit():
                     keys[i] = int(key)
         offsets = np.arange(n + 1, dtype=np.int64)
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         return ChunkData(chunk_id, keys, np.ones(n, dtype=np.int64),
                          {"features": DenseColumn(feats, offsets), "label": DenseColumn(labels, offsets.copy())})
 
@@ -180,26 +187,33 @@ class SingaCSVDeserializer(ClosingReader):
     column first unless ``has_label=False``). Keys are 0-based line numbers."""
 
     def __init__(self, path, count: int, *, separator: str = ",", has_label: bool = True, precision="float",
-                 lines_per_chunk: int = 65536, storage_options=None):
+                 lines_per_chunk: int = 65536, storage_options=None, trace_level: int | None = None):
         from recordkit.formats.singa.csvfile import parse_csv_record
         self.path = str(path)
+        self.trace_level = _trace_level(trace_level)
         self.dtype = resolve_precision(precision)
         self._streams = [StreamSpec("features", "dense", int(count), dtype=self.dtype)]
         if has_label:
             self._streams.append(StreamSpec("label", "dense", 1, dtype=self.dtype))
-        feats, labels = [], []
+        feats, spans = [], []
         with open_store(self.path, "read", "textfile", storage_options=storage_options) as s:
+            start = 0
             for i, (_, line) in enumerate(s):
+                line_start, start = start, s._pos  # the line's byte range [line_start, s._pos)
                 if not line.strip():
                     continue  # blank lines carry no record
                 label, values = parse_csv_record(line, int(count), separator=separator, has_label=has_label,
                                                   path=self.path, line=i + 1)
                 feats.append((i, values, label))
+                spans.append((line_start, start))
         self._rows = feats
         self._per = int(lines_per_chunk)
         n = len(feats)
-        self._chunks = [ChunkInfo(c, min(self._per, n - c * self._per), min(self._per, n - c * self._per))
-                        for c in range(-(-n // self._per))]
+        self._chunks = []
+        for c in range(-(-n // self._per)):
+            lo, hi = c * self._per, min((c + 1) * self._per, n)
+            offset = spans[lo][0]
+            self._chunks.append(ChunkInfo(c, hi - lo, hi - lo, offset, spans[hi - 1][1] - offset))
 
     @property
     def streams(self) -> list[StreamSpec]:
@@ -217,6 +231,8 @@ class SingaCSVDeserializer(ClosingReader):
         if len(self._streams) > 1:
             cols["label"] = DenseColumn(np.array([[r[2]] for r in rows], dtype=self.dtype).reshape(n, 1),
                                         offsets.copy())
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         return ChunkData(chunk_id, np.array([r[0] for r in rows], dtype=np.uint64), np.ones(n, np.int64), cols)
 
     def iter_chunks(self, threads: int = 1, **_):
