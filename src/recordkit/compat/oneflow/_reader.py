@@ -19,8 +19,19 @@ from recordkit.formats.ofrecord.reader import OFRecordReader, balanced_split
 
 
 class OneFlowOrderReader(OFRecordReader):
+    _order: tuple = (0, None)  # (epoch, global part order of that epoch): the shuffles are cumulative
+
     def parts_for_epoch(self, epoch: int) -> list[str]:
-        order = _random.shuffled_parts(self.paths, epoch) if self.shuffle_after_epoch else list(self.paths)
+        if self.shuffle_after_epoch:
+            done, order = self._order
+            if order is None or epoch < done:
+                done, order = 0, list(self.paths)
+            order = list(order)
+            for e in range(done + 1, epoch + 1):
+                _random.std_shuffle(order, _random.MT19937(_random.ONEFLOW_DATASET_SEED + e))
+            self._order = (epoch, order)
+        else:
+            order = self.paths
         return [order[i] for i in balanced_split(len(order), self.world_size, self.rank)]
 
     def frames(self) -> Iterator[tuple]:
