@@ -57,12 +57,11 @@ Where we deliberately differ from OneFlow:
   (``random_seed=[np.random.default_rng(...), ...]`` or one
   ``np.random.Generator`` for ``coin_flip``) to get OneFlow's stateful
   behaviour of a stream that advances from batch to batch.
-* ``resize`` uses Pillow filters instead of ``cv::resize``: "area" is Pillow's
-  ``BOX``; Pillow's bilinear/bicubic filters antialias when shrinking (OpenCV's
-  do not) and its nearest neighbour samples pixel centres, so pixel values can
-  differ from OneFlow's, while output sizes, scales and the "auto" rule
-  (bilinear when the image does not shrink, area when it does) match. A
-  keep-aspect side that would round to 0 is made 1.
+* ``resize`` reproduces ``cv::resize`` (bilinear, area, bicubic, nearest) in NumPy
+  (:mod:`recordkit.formats.ofrecord.cv_resize`): the same pixels as OneFlow 0.9 on
+  every image it was compared on, sizes, scales and the "auto" rule (bilinear when the
+  image does not shrink, area when it does) included. A keep-aspect side that would
+  round to 0 is made 1.
 * ``crop_mirror_normalize`` also accepts ``output_layout="NHWC"`` directly
   (OneFlow chooses it with ``ONEFLOW_ENABLE_NHWC=1``) and checks that the crop
   fits and ``crop_pos`` is in [0, 1] instead of reading out of bounds.

@@ -1,8 +1,9 @@
 """Image helpers behind the OFRecord image decoders and preprocessing ops.
 
-Pillow stands in for OneFlow's libjpeg-turbo + OpenCV: it decodes, NumPy crops
-and flips, Pillow resizes. Everything works on HWC ``uint8`` (or ``float32`` for
-resizing) NumPy arrays. The public, OneFlow-shaped API lives in
+Pillow stands in for OneFlow's libjpeg-turbo + OpenCV decoding (both use libjpeg-turbo for
+JPEG: the same pixels), NumPy crops and flips, and resizing reproduces ``cv::resize``'s
+arithmetic in NumPy (:mod:`recordkit.formats.ofrecord.cv_resize`). Everything works on HWC
+``uint8`` (or ``float32`` for resizing) NumPy arrays. The public, OneFlow-shaped API lives in
 :mod:`recordkit.formats.ofrecord.decoders`; this module holds the pieces:
 
 * :func:`decode_image` -- encoded bytes to an HWC array in RGB, BGR or GRAY;
@@ -11,7 +12,7 @@ resizing) NumPy arrays. The public, OneFlow-shaped API lives in
   ``Generator`` instead of ``std::mt19937``;
 * :func:`resize_image` / :func:`keep_aspect_ratio_size` /
   :func:`resample_filter` -- the arithmetic of ``image_resize_kernels.cpp``
-  with Pillow filters in place of ``cv::resize``.
+  and ``cv::resize``.
 
 Pillow is imported lazily so that importing recordkit does not require it.
 """
@@ -33,7 +34,7 @@ IMAGE_FORMATS: tuple[str, ...] = (
 #: color space -> number of channels (OneFlow ``ImageUtil::IsColor``).
 COLOR_SPACES = {"RGB": 3, "BGR": 3, "GRAY": 1}
 
-#: OneFlow interpolation names -> Pillow resampling filter names ("auto" is resolved per image).
+#: OneFlow interpolation names -> filter names ("auto" is resolved per image).
 INTERPOLATIONS = {
     "bilinear": "BILINEAR",
     "nearest_neighbor": "NEAREST",
@@ -42,6 +43,8 @@ INTERPOLATIONS = {
     "area": "BOX",
     "auto": None,
 }
+#: filter name -> ``cv::resize`` method as reproduced by :mod:`recordkit.formats.ofrecord.cv_resize`.
+_CV_METHODS = {"BILINEAR": "bilinear", "NEAREST": "nearest", "BICUBIC": "bicubic", "BOX": "area"}
 
 
 def _pil():
@@ -248,7 +251,7 @@ def resample_filter(interpolation_type: str, old_wh, new_wh) -> str:
     """Pillow filter name for a OneFlow interpolation name.
 
     "auto" is bilinear when the new image has at least as many pixels as the
-    old one, area (Pillow ``BOX``) otherwise -- ``GetCvInterpolationFlag``.
+    old one, area (``BOX``) otherwise -- ``GetCvInterpolationFlag``.
     """
     try:
         name = INTERPOLATIONS[interpolation_type]
@@ -265,24 +268,13 @@ def resample_filter(interpolation_type: str, old_wh, new_wh) -> str:
 
 
 def resize_image(image: np.ndarray, width: int, height: int, filter_name: str) -> np.ndarray:
-    """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype."""
-    Image = _pil()
-    resample = getattr(Image.Resampling, filter_name)
-    size = (int(width), int(height))
-    if image.dtype == np.uint8:
-        if image.shape[2] == 3:
-            return np.asarray(Image.fromarray(np.ascontiguousarray(image), "RGB").resize(size, resample))
-        planes = [
-            np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c]), "L").resize(size, resample))
-            for c in range(image.shape[2])
-        ]
-    else:
-        src = image.astype(np.float32, copy=False)
-        planes = [
-            np.asarray(Image.fromarray(np.ascontiguousarray(src[:, :, c]), "F").resize(size, resample))
-            for c in range(src.shape[2])
-        ]
-    return np.stack(planes, axis=2)
+    """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype.
+
+    ``filter_name`` is one of :data:`INTERPOLATIONS`' values; the arithmetic is OpenCV's
+    ``cv::resize`` (:mod:`recordkit.formats.ofrecord.cv_resize`), so the pixels are OneFlow's.
+    """
+    from recordkit.formats.ofrecord import cv_resize
+    return cv_resize.resize(image, width, height, _CV_METHODS[filter_name])
 
 
 def keep_aspect_ratio_size(
