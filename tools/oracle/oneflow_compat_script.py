@@ -18,9 +18,9 @@ made with Pillow) and ``many_parts`` (29 small records in 7 parts ``part-0``..``
 strings) go to one ``.npz``. Key prefixes say how the test compares a value:
 
 * none: exactly (bit for bit, dtype and shape included);
-* ``approx/``: images whose pixels come from a different decoder or resampler (OneFlow: libjpeg-turbo
-  and OpenCV; recordkit: Pillow): same shape and dtype, values within a tolerance (the test's table);
-* ``random/``: draws of OneFlow's ``std::mt19937`` streams (coin flips, random crops), which
+* ``jpeg/``: JPEG decoding: exactly too, but in its own group because both sides delegate it to a
+  libjpeg build (OneFlow's libjpeg-turbo, Pillow's), so a different Pillow build could move it;
+* ``random/``: draws of OneFlow's random streams (coin flips, random crops), which
   recordkit does not reproduce: compared by their properties (see the test).
 
 The imports are the only difference between the two runs (``--impl``).
@@ -170,7 +170,7 @@ def read(flow, data_dir: str) -> dict:
             describe("bytes", buf)
         put_buffer(f"bytes/b{b}", buf)
         if b < 2:
-            put_buffer(f"approx/jpeg_rgb/b{b}", jpeg_dec(records))
+            put_buffer(f"jpeg/image_decoder_rgb/b{b}", jpeg_dec(records))
     for k, parts in acc.items():
         put("raw/" + k, np.concatenate(parts))
 
@@ -190,8 +190,11 @@ def read(flow, data_dir: str) -> dict:
         put_buffer(f"img/decode_rgb/b{b}", rgb)
         put_buffer(f"img/decode_bgr/b{b}", bgr)
         put_buffer(f"img/decode_f32/b{b}", rgbf)
-        put_buffer(f"approx/decode_gray/b{b}", flow.nn.image.decode(dtype=flow.uint8, color_space="GRAY")(encoded))
-        put_buffer(f"approx/jpeg_decode_rgb/b{b}", flow.nn.image.decode(color_space="RGB")(jpeg(records)))
+        gray = flow.nn.image.decode(dtype=flow.uint8, color_space="GRAY")(encoded)
+        put_buffer(f"img/decode_gray/b{b}", gray)
+        put_buffer(f"jpeg/decode_rgb/b{b}", flow.nn.image.decode(color_space="RGB")(jpeg(records)))
+        put_buffer(f"jpeg/decode_bgr_f32/b{b}", flow.nn.image.decode(dtype=flow.float32)(jpeg(records)))
+        put_buffer(f"jpeg/decode_gray/b{b}", flow.nn.image.decode(dtype=flow.uint8, color_space="GRAY")(jpeg(records)))
         codes = flow.tensor([0, 1, 2, 3, 1, 2], dtype=flow.int8)
         put_buffer(f"img/flip/b{b}", flow.nn.image.flip()(rgb, codes))
         put_buffer(f"img/normalize/b{b}",
@@ -219,17 +222,45 @@ def read(flow, data_dir: str) -> dict:
         put(f"img/cmn_dense_mirror/b{b}", cmn_dense(aligned, mirror).numpy())
         cmn_crop = flow.nn.CropMirrorNormalize(color_space="RGB", crop_h=8, crop_w=8, mean=[0.5], std=[255.0])
         put(f"img/cmn_dense_crop/b{b}", cmn_crop(aligned).numpy())
-        # resize: sizes and scales exact, pixels approximate (OpenCV vs Pillow)
+        # resize: OpenCV's arithmetic (bilinear, area, bicubic, nearest; uint8 and float32 images)
         fixed, scale, new_size = flow.nn.image.Resize(target_size=(20, 14))(rgb)
         if b == 0:
             describe("resize_fixed", fixed)
             describe("resize_scale", scale)
             put("meta/resize_fixed_new_size_is_none", new_size is None)
-        put(f"approx/resize_fixed/b{b}", fixed.numpy())
+        put(f"img/resize_fixed/b{b}", fixed.numpy())
         put(f"img/resize_fixed_scale/b{b}", scale.numpy())
         fixed_f, scale_f, _ = flow.nn.image.Resize(target_size=(9, 7), dtype=flow.float32,
                                                    interpolation_type="bilinear")(rgb)
-        put(f"approx/resize_fixed_f32/b{b}", fixed_f.numpy())
+        put(f"img/resize_fixed_f32/b{b}", fixed_f.numpy())
+        for interp in ("nearest_neighbor", "bicubic", "area", "bilinear"):
+            for size in ((20, 14), (7, 9), (31, 5)):
+                r, sc, _ = flow.nn.image.Resize(target_size=size, interpolation_type=interp)(rgb)
+                put(f"img/resize_{interp}_{size[0]}x{size[1]}/b{b}", r.numpy())
+        # float32 images (decoded as float): OpenCV's float kernels, then float32 or uint8 output
+        for interp in ("bilinear", "area", "bicubic", "nearest_neighbor"):
+            r, _, _ = flow.nn.image.Resize(target_size=(15, 11), dtype=flow.float32, interpolation_type=interp)(rgbf)
+            put(f"img/resize_f32in_{interp}/b{b}", r.numpy())
+        r, _, _ = flow.nn.image.Resize(target_size=(15, 11), dtype=flow.uint8)(rgbf)
+        put(f"img/resize_f32in_to_u8/b{b}", r.numpy())
+        kept, scale_k, size_k = flow.nn.image.Resize(target_size=7, keep_aspect_ratio=True,
+                                                     interpolation_type="bicubic")(rgbf)
+        put_buffer(f"img/resize_keep_f32/b{b}", kept)
+        for kw in (dict(max_size=20), dict(resize_side="longer", min_size=12)):
+            kept, scale_k, size_k = flow.nn.image.Resize(target_size=16, keep_aspect_ratio=True, **kw)(rgb)
+            name = "_".join(f"{k}{v}" for k, v in kw.items())
+            put(f"img/resize_keep_{name}_size/b{b}", size_k.numpy())
+            put(f"img/resize_keep_{name}_scale/b{b}", scale_k.numpy())
+            put_buffer(f"img/resize_keep_{name}/b{b}", kept)
+        gray_dense, _, _ = flow.nn.image.Resize(target_size=(12, 10), channels=1)(gray)
+        put(f"img/resize_gray/b{b}", gray_dense.numpy())
+        put(f"img/cmn_gray/b{b}", flow.nn.CropMirrorNormalize(color_space="GRAY", crop_h=8, crop_w=8, mean=[100.0],
+                                                               std=[50.0])(gray_dense, mirror).numpy())
+        os.environ["ONEFLOW_ENABLE_NHWC"] = "1"
+        cmn_nhwc = flow.nn.CropMirrorNormalize(color_space="RGB", crop_h=9, crop_w=7, crop_pos_y=1.0, crop_pos_x=0.0,
+                                               mean=[1.0, 2.0, 3.0], std=[3.0, 2.0, 1.0])
+        del os.environ["ONEFLOW_ENABLE_NHWC"]
+        put(f"img/cmn_nhwc/b{b}", cmn_nhwc(rgb, mirror).numpy())
         put(f"img/resize_fixed_f32_scale/b{b}", scale_f.numpy())
         for side, target in (("shorter", 9), ("longer", 40)):
             kept, scale_k, size_k = flow.nn.image.Resize(target_size=target, keep_aspect_ratio=True,
@@ -239,10 +270,10 @@ def read(flow, data_dir: str) -> dict:
                 describe(f"resize_keep_{side}_size", size_k)
             put(f"img/resize_keep_{side}_size/b{b}", size_k.numpy())
             put(f"img/resize_keep_{side}_scale/b{b}", scale_k.numpy())
-            put_buffer(f"approx/resize_keep_{side}/b{b}", kept)
+            put_buffer(f"img/resize_keep_{side}/b{b}", kept)
         # the usual training pipeline: decode, resize to fixed, crop-mirror-normalize
         dense, _, _ = flow.nn.image.Resize(target_size=(16, 16))(rgb)
-        put(f"approx/pipeline_cmn/b{b}", flow.nn.CropMirrorNormalize(
+        put(f"img/pipeline_cmn/b{b}", flow.nn.CropMirrorNormalize(
             color_space="RGB", crop_h=12, crop_w=12, mean=[123.68, 116.78, 103.94],
             std=[58.393, 57.12, 57.375])(dense, mirror).numpy())
 

@@ -14,7 +14,10 @@ pixels by up to 160 levels at sharp edges):
   (``computeResizeAreaTab``) accumulated in float32 in OpenCV's order, then rounded half to even;
   when an axis grows, OpenCV's "area-mode" bilinear weights.
 * ``bicubic`` (``INTER_CUBIC``, A = -0.75): float32 coefficients, int16 fixed point and replicated
-  borders horizontally; vertically OpenCV's SIMD pass in float32 (``round(sum(row_k * beta_k / 2048^2))``).
+  borders horizontally; vertically OpenCV's SIMD pass in float32 (``round(sum(row_k * beta_k / 2048^2))``,
+  ties to even) over 8-value blocks of a row and its fixed-point scalar tail (ties up) for the rest: the
+  block width is that of OpenCV's AVX2 kernels, which OneFlow's OpenCV runs on CPUs with AVX2 (on an
+  older CPU OneFlow's own output would differ in the tails' ties).
 * ``nearest`` (``INTER_NEAREST``): source index ``floor(d * src / dst)``, clamped.
 
 Checked against OneFlow 0.9.0's ``Resize`` on random uint8 images (96 size/method combinations,
@@ -95,7 +98,7 @@ def _cubic_coefficients(f: np.ndarray):
 
 
 def _cubic(image: np.ndarray, width: int, height: int) -> np.ndarray:
-    H, W, _ = image.shape
+    H, W, C = image.shape
     sx, fx = _positions(W, width)
     sy, fy = _positions(H, height)
     cx, cy = _cubic_coefficients(fx), _cubic_coefficients(fy)
@@ -103,12 +106,21 @@ def _cubic(image: np.ndarray, width: int, height: int) -> np.ndarray:
     ys = [np.clip(sy - 1 + k, 0, H - 1) for k in range(4)]
     if image.dtype == np.uint8:
         S = image.astype(np.int64)
-        rows = sum(S[:, xs[k]] * _fixed(cx[k])[None, :, None] for k in range(4)).astype(_F32)
-        scale = _F32(1.0 / (_COEF * _COEF))  # OpenCV's SIMD vertical pass: in float32, beta * scale folded
-        acc = rows[ys[0]] * (_fixed(cy[0]).astype(_F32) * scale)[:, None, None]
+        rows = sum(S[:, xs[k]] * _fixed(cx[k])[None, :, None] for k in range(4))
+        by = [_fixed(cy[k])[:, None, None] for k in range(4)]
+        # the vertical pass: OpenCV's SIMD loop (8 float32 lanes) in float32 with beta / 2048^2 folded in,
+        # rounding half to even; the row's last (width * C) % 8 values in the scalar fixed-point tail,
+        # rounding half up
+        scale = _F32(1.0 / (_COEF * _COEF))
+        rows32 = rows.astype(_F32)
+        vec = rows32[ys[0]] * (by[0].astype(_F32) * scale)
         for k in range(1, 4):
-            acc = acc + rows[ys[k]] * (_fixed(cy[k]).astype(_F32) * scale)[:, None, None]
-        return np.clip(np.rint(acc), 0, 255).astype(np.uint8)
+            vec = vec + rows32[ys[k]] * (by[k].astype(_F32) * scale)
+        vec = np.rint(vec)
+        tail = (sum(rows[ys[k]] * by[k] for k in range(4)) + (1 << 21)) >> 22
+        flat = np.arange(width * C).reshape(width, C)
+        out = np.where((flat >= (width * C) // 8 * 8)[None], tail, vec)
+        return np.clip(out, 0, 255).astype(np.uint8)
     S = image.astype(_F32)
     rows = sum(S[:, xs[k]] * cx[k][None, :, None] for k in range(4))
     return sum(rows[ys[k]] * cy[k][:, None, None] for k in range(4)).astype(_F32)

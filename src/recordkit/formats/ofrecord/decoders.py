@@ -45,9 +45,10 @@ Where we deliberately differ from OneFlow:
   documented intent: any JPEG/PNG/BMP/TIFF/WebP/... in RGB, BGR or GRAY. OneFlow
   HEAD fails on JPEGs with its default ``color_space="BGR"`` and with "GRAY"
   (its colour conversion only knows BGR->RGB) and exits the process on
-  non-JPEG data in its libjpeg path. JPEG pixel values may differ from
-  libjpeg-turbo's by a few levels (IDCT/upsampling implementation), and EXIF
-  orientation is ignored, as OneFlow's libjpeg path does.
+  non-JPEG data in its libjpeg path. Pillow's JPEG decoder is libjpeg-turbo
+  too: the pixels equal OneFlow's (RGB, and GRAY from libjpeg's luma as
+  OpenCV's ``IMREAD_GRAYSCALE``; PNG GRAY uses libpng's weights, as OpenCV), and
+  EXIF orientation is ignored, as OneFlow's libjpeg path does.
 * Random streams are NumPy's ``Generator`` (PCG64), not ``std::mt19937``:
   the random-crop algorithm and the coin-flip distribution match OneFlow, the
   exact draws for a given seed do not. Each batch slot of the random crop has

@@ -90,12 +90,31 @@ def _to_array(im, color_space: str) -> np.ndarray:
             return np.ascontiguousarray(gray[:, :, None])
         return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
     if color_space == "GRAY":
-        arr = np.asarray(im if mode == "L" else im.convert("L"))
+        if mode == "L":  # a gray image, or a JPEG whose luma libjpeg delivered (see decode_image)
+            arr = np.asarray(im)
+        else:
+            arr = _rgb_to_gray(np.asarray(im if mode == "RGB" else im.convert("RGB")), png=im.format == "PNG")
         return np.ascontiguousarray(arr[:, :, None])
     arr = np.asarray(im if mode == "RGB" else im.convert("RGB"))
     if color_space == "BGR":
         arr = arr[:, :, ::-1]
     return np.ascontiguousarray(arr)
+
+
+def _rgb_to_gray(rgb: np.ndarray, *, png: bool) -> np.ndarray:
+    """Gray from RGB as OpenCV's ``imdecode(IMREAD_GRAYSCALE)`` computes it.
+
+    PNG: libpng's ``png_set_rgb_to_gray(0.299, 0.587)`` (15-bit weights 9797/19234/3737, truncated;
+    gray pixels kept); other formats: ``cvtColor``'s ``(4899 R + 9617 G + 1868 B + 2^13) >> 14``.
+    (JPEG never gets here: libjpeg decodes its luma directly.)
+    """
+    r, g, b = (rgb[..., k].astype(np.int32) for k in range(3))
+    if png:
+        gray = (9797 * r + 19234 * g + 3737 * b) >> 15
+        gray = np.where((r == g) & (r == b), r, gray)
+    else:
+        gray = (4899 * r + 9617 * g + 1868 * b + (1 << 13)) >> 14
+    return gray.astype(np.uint8)
 
 
 _available_formats: tuple[str, ...] | None = None
@@ -137,6 +156,8 @@ def decode_image(data, color_space: str = "BGR", *, window=None) -> np.ndarray:
         with im:
             if callable(window):
                 window = window(im.height, im.width)
+            if color_space == "GRAY" and im.format in ("JPEG", "MPO") and im.mode in ("RGB", "YCbCr"):
+                im.draft("L", im.size)  # libjpeg's own luma, as OpenCV's IMREAD_GRAYSCALE gets it
             try:
                 im.load()
             except Exception as exc:  # truncated or corrupt pixel data

@@ -25,9 +25,8 @@ class Resize(Module):
     float32 tensor of (w, h) factors, ``new_size`` None. ``keep_aspect_ratio=True``: ``target_size``
     is the shorter (or longer, ``resize_side``) side; images stay a tensor buffer, ``new_size`` an
     ``(N, 2)`` int32 tensor of (w, h). OneFlow's deprecated ``color_space``/``interp_type``/
-    ``resize_shorter``/``resize_x``/``resize_y`` are mapped the way OneFlow maps them. Pillow
-    filters stand in for OpenCV's (see ``decoders.resize``): sizes and scales are OneFlow's, pixel
-    values may differ by a few levels.
+    ``resize_shorter``/``resize_x``/``resize_y`` are mapped the way OneFlow maps them. The pixels are
+    OpenCV's (``recordkit.formats.ofrecord.cv_resize`` reproduces ``cv::resize``).
     """
 
     def __init__(self, target_size=None, min_size=None, max_size=None, keep_aspect_ratio: bool = False,
