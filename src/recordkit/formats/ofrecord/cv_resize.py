@@ -71,9 +71,10 @@ def _linear(image: np.ndarray, width: int, height: int, area_mode: bool = False)
     x0, x1 = sx, np.minimum(sx + 1, W - 1)
     y0, y1 = np.clip(sy, 0, H - 1), np.clip(sy + 1, 0, H - 1)
     if image.dtype == np.uint8:
-        a0, a1 = _fixed(_F32(1) - fx), _fixed(fx)
-        b0, b1 = _fixed(_F32(1) - fy)[:, None, None], _fixed(fy)[:, None, None]
-        S = image.astype(np.int64)
+        a0, a1 = _fixed(_F32(1) - fx).astype(np.int32), _fixed(fx).astype(np.int32)
+        b0 = _fixed(_F32(1) - fy).astype(np.int32)[:, None, None]
+        b1 = _fixed(fy).astype(np.int32)[:, None, None]
+        S = image.astype(np.int32)
         rows = S[:, x0] * a0[None, :, None] + S[:, x1] * a1[None, :, None]
         r0 = np.clip(rows[y0] >> 4, -32768, 32767)
         r1 = np.clip(rows[y1] >> 4, -32768, 32767)
@@ -134,7 +135,7 @@ def _nearest(image: np.ndarray, width: int, height: int) -> np.ndarray:
 
 
 def _area_table(src: int, dst: int) -> list:
-    """computeResizeAreaTab: (destination, source, weight) with exact coverage weights."""
+    """computeResizeAreaTab: (destination, source, weight) with exact coverage weights, in OpenCV's order."""
     scale = src / dst
     table = []
     for d in range(dst):
@@ -151,6 +152,22 @@ def _area_table(src: int, dst: int) -> list:
         if f2 - s2 > 1e-3:
             table.append((d, s2, _F32(min(min(f2 - s2, 1.0), cell) / cell)))
     return table
+
+
+def _area_columns(src: int, dst: int):
+    """The area table as k-th (source, weight) of every destination, ``(K, dst)`` arrays padded with
+    weight 0: summing column k = 0, 1, ... adds each destination's terms in OpenCV's order, for all
+    destinations at once (adding ``x * 0`` leaves a float32 sum unchanged)."""
+    per = [[] for _ in range(dst)]
+    for d, s, w in _area_table(src, dst):
+        per[d].append((s, w))
+    K = max(len(p) for p in per)
+    index = np.zeros((K, dst), dtype=np.int64)
+    weight = np.zeros((K, dst), dtype=_F32)
+    for d, terms in enumerate(per):
+        for k, (s, w) in enumerate(terms):
+            index[k, d], weight[k, d] = s, w
+    return index, weight
 
 
 def _area(image: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -171,17 +188,14 @@ def _area(image: np.ndarray, width: int, height: int) -> np.ndarray:
         S = image.astype(_F32)[:height * iy, :width * ix]
         return (S.reshape(height, iy, width, ix, C).sum(axis=(1, 3), dtype=_F32) * _F32(1.0 / (ix * iy))).astype(_F32)
     S = image.astype(_F32)
-    rows = np.zeros((H, width, C), _F32)
-    for d, s, w in _area_table(W, width):
-        rows[:, d] += S[:, s] * w
-    out = np.zeros((height, width, C), _F32)
-    first = np.ones(height, dtype=bool)
-    for d, s, w in _area_table(H, height):
-        if first[d]:
-            out[d] = w * rows[s]
-            first[d] = False
-        else:
-            out[d] += w * rows[s]
+    xi, xw = _area_columns(W, width)
+    rows = S[:, xi[0]] * xw[0][None, :, None]
+    for k in range(1, len(xi)):
+        rows += S[:, xi[k]] * xw[k][None, :, None]
+    yi, yw = _area_columns(H, height)
+    out = yw[0][:, None, None] * rows[yi[0]]
+    for k in range(1, len(yi)):
+        out += yw[k][:, None, None] * rows[yi[k]]
     return np.clip(np.rint(out), 0, 255).astype(np.uint8) if u8 else out
 
 
