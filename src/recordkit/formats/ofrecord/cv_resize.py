@@ -55,6 +55,13 @@ def _fixed(w: np.ndarray) -> np.ndarray:
     return np.rint(w.astype(_F32) * _F32(_COEF)).astype(np.int64)
 
 
+def _cols(S: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``S[:, index]`` for an (H, W, C) array, gathered as whole (W * C) rows (about 2x faster for C = 3)."""
+    H, W, C = S.shape
+    flat = (index[:, None] * C + np.arange(C)).ravel()
+    return S.reshape(H, W * C)[:, flat].reshape(H, len(index), C)
+
+
 def _linear_tables(src: int, dst: int, area_mode: bool, clamp_fraction: bool):
     s, f = _positions(src, dst, area_mode)
     if clamp_fraction:  # the x axis: positions outside the image use the edge pixel alone
@@ -75,14 +82,14 @@ def _linear(image: np.ndarray, width: int, height: int, area_mode: bool = False)
         b0 = _fixed(_F32(1) - fy).astype(np.int32)[:, None, None]
         b1 = _fixed(fy).astype(np.int32)[:, None, None]
         S = image.astype(np.int32)
-        rows = S[:, x0] * a0[None, :, None] + S[:, x1] * a1[None, :, None]
+        rows = _cols(S, x0) * a0[None, :, None] + _cols(S, x1) * a1[None, :, None]
         r0 = np.clip(rows[y0] >> 4, -32768, 32767)
         r1 = np.clip(rows[y1] >> 4, -32768, 32767)
         out = (((r0 * b0) >> 16) + ((r1 * b1) >> 16) + 2) >> 2
         return np.clip(out, 0, 255).astype(np.uint8)
     S = image.astype(_F32)
     a0, a1 = (_F32(1) - fx)[None, :, None], fx[None, :, None]
-    rows = S[:, x0] * a0 + S[:, x1] * a1
+    rows = _cols(S, x0) * a0 + _cols(S, x1) * a1
     b0, b1 = (_F32(1) - fy)[:, None, None], fy[:, None, None]
     return (rows[y0] * b0 + rows[y1] * b1).astype(_F32)
 
@@ -107,7 +114,7 @@ def _cubic(image: np.ndarray, width: int, height: int) -> np.ndarray:
     ys = [np.clip(sy - 1 + k, 0, H - 1) for k in range(4)]
     if image.dtype == np.uint8:
         S = image.astype(np.int64)
-        rows = sum(S[:, xs[k]] * _fixed(cx[k])[None, :, None] for k in range(4))
+        rows = sum(_cols(S, xs[k]) * _fixed(cx[k])[None, :, None] for k in range(4))
         by = [_fixed(cy[k])[:, None, None] for k in range(4)]
         # the vertical pass: OpenCV's SIMD loop (8 float32 lanes) in float32 with beta / 2048^2 folded in,
         # rounding half to even; the row's last (width * C) % 8 values in the scalar fixed-point tail,
@@ -123,7 +130,7 @@ def _cubic(image: np.ndarray, width: int, height: int) -> np.ndarray:
         out = np.where((flat >= (width * C) // 8 * 8)[None], tail, vec)
         return np.clip(out, 0, 255).astype(np.uint8)
     S = image.astype(_F32)
-    rows = sum(S[:, xs[k]] * cx[k][None, :, None] for k in range(4))
+    rows = sum(_cols(S, xs[k]) * cx[k][None, :, None] for k in range(4))
     return sum(rows[ys[k]] * cy[k][:, None, None] for k in range(4)).astype(_F32)
 
 
@@ -189,9 +196,9 @@ def _area(image: np.ndarray, width: int, height: int) -> np.ndarray:
         return (S.reshape(height, iy, width, ix, C).sum(axis=(1, 3), dtype=_F32) * _F32(1.0 / (ix * iy))).astype(_F32)
     S = image.astype(_F32)
     xi, xw = _area_columns(W, width)
-    rows = S[:, xi[0]] * xw[0][None, :, None]
+    rows = _cols(S, xi[0]) * xw[0][None, :, None]
     for k in range(1, len(xi)):
-        rows += S[:, xi[k]] * xw[k][None, :, None]
+        rows += _cols(S, xi[k]) * xw[k][None, :, None]
     yi, yw = _area_columns(H, height)
     out = yw[0][:, None, None] * rows[yi[0]]
     for k in range(1, len(yi)):
