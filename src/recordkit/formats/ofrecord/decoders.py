@@ -45,9 +45,10 @@ Where we deliberately differ from OneFlow:
   documented intent: any JPEG/PNG/BMP/TIFF/WebP/... in RGB, BGR or GRAY. OneFlow
   HEAD fails on JPEGs with its default ``color_space="BGR"`` and with "GRAY"
   (its colour conversion only knows BGR->RGB) and exits the process on
-  non-JPEG data in its libjpeg path. JPEG pixel values may differ from
-  libjpeg-turbo's by a few levels (IDCT/upsampling implementation), and EXIF
-  orientation is ignored, as OneFlow's libjpeg path does.
+  non-JPEG data in its libjpeg path. Pillow's JPEG decoder is libjpeg-turbo
+  too: the pixels equal OneFlow's (RGB, and GRAY from libjpeg's luma as
+  OpenCV's ``IMREAD_GRAYSCALE``; PNG GRAY uses libpng's weights, as OpenCV), and
+  EXIF orientation is ignored, as OneFlow's libjpeg path does.
 * Random streams are NumPy's ``Generator`` (PCG64), not ``std::mt19937``:
   the random-crop algorithm and the coin-flip distribution match OneFlow, the
   exact draws for a given seed do not. Each batch slot of the random crop has
@@ -57,12 +58,11 @@ Where we deliberately differ from OneFlow:
   (``random_seed=[np.random.default_rng(...), ...]`` or one
   ``np.random.Generator`` for ``coin_flip``) to get OneFlow's stateful
   behaviour of a stream that advances from batch to batch.
-* ``resize`` uses Pillow filters instead of ``cv::resize``: "area" is Pillow's
-  ``BOX``; Pillow's bilinear/bicubic filters antialias when shrinking (OpenCV's
-  do not) and its nearest neighbour samples pixel centres, so pixel values can
-  differ from OneFlow's, while output sizes, scales and the "auto" rule
-  (bilinear when the image does not shrink, area when it does) match. A
-  keep-aspect side that would round to 0 is made 1.
+* ``resize`` reproduces ``cv::resize`` (bilinear, area, bicubic, nearest) in NumPy
+  (:mod:`recordkit.formats.ofrecord.cv_resize`): the same pixels as OneFlow 0.9 on
+  every image it was compared on, sizes, scales and the "auto" rule (bilinear when the
+  image does not shrink, area when it does) included. A keep-aspect side that would
+  round to 0 is made 1.
 * ``crop_mirror_normalize`` also accepts ``output_layout="NHWC"`` directly
   (OneFlow chooses it with ``ONEFLOW_ENABLE_NHWC=1``) and checks that the crop
   fits and ``crop_pos`` is in [0, 1] instead of reading out of bounds.

@@ -1,8 +1,9 @@
 """Image helpers behind the OFRecord image decoders and preprocessing ops.
 
-Pillow stands in for OneFlow's libjpeg-turbo + OpenCV: it decodes, NumPy crops
-and flips, Pillow resizes. Everything works on HWC ``uint8`` (or ``float32`` for
-resizing) NumPy arrays. The public, OneFlow-shaped API lives in
+Pillow stands in for OneFlow's libjpeg-turbo + OpenCV decoding (both use libjpeg-turbo for
+JPEG: the same pixels), NumPy crops and flips, and resizing reproduces ``cv::resize``'s
+arithmetic in NumPy (:mod:`recordkit.formats.ofrecord.cv_resize`). Everything works on HWC
+``uint8`` (or ``float32`` for resizing) NumPy arrays. The public, OneFlow-shaped API lives in
 :mod:`recordkit.formats.ofrecord.decoders`; this module holds the pieces:
 
 * :func:`decode_image` -- encoded bytes to an HWC array in RGB, BGR or GRAY;
@@ -11,7 +12,7 @@ resizing) NumPy arrays. The public, OneFlow-shaped API lives in
   ``Generator`` instead of ``std::mt19937``;
 * :func:`resize_image` / :func:`keep_aspect_ratio_size` /
   :func:`resample_filter` -- the arithmetic of ``image_resize_kernels.cpp``
-  with Pillow filters in place of ``cv::resize``.
+  and ``cv::resize``.
 
 Pillow is imported lazily so that importing recordkit does not require it.
 """
@@ -33,7 +34,7 @@ IMAGE_FORMATS: tuple[str, ...] = (
 #: color space -> number of channels (OneFlow ``ImageUtil::IsColor``).
 COLOR_SPACES = {"RGB": 3, "BGR": 3, "GRAY": 1}
 
-#: OneFlow interpolation names -> Pillow resampling filter names ("auto" is resolved per image).
+#: OneFlow interpolation names -> filter names ("auto" is resolved per image).
 INTERPOLATIONS = {
     "bilinear": "BILINEAR",
     "nearest_neighbor": "NEAREST",
@@ -42,6 +43,8 @@ INTERPOLATIONS = {
     "area": "BOX",
     "auto": None,
 }
+#: filter name -> ``cv::resize`` method as reproduced by :mod:`recordkit.formats.ofrecord.cv_resize`.
+_CV_METHODS = {"BILINEAR": "bilinear", "NEAREST": "nearest", "BICUBIC": "bicubic", "BOX": "area"}
 
 
 def _pil():
@@ -87,12 +90,31 @@ def _to_array(im, color_space: str) -> np.ndarray:
             return np.ascontiguousarray(gray[:, :, None])
         return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
     if color_space == "GRAY":
-        arr = np.asarray(im if mode == "L" else im.convert("L"))
+        if mode == "L":  # a gray image, or a JPEG whose luma libjpeg delivered (see decode_image)
+            arr = np.asarray(im)
+        else:
+            arr = _rgb_to_gray(np.asarray(im if mode == "RGB" else im.convert("RGB")), png=im.format == "PNG")
         return np.ascontiguousarray(arr[:, :, None])
     arr = np.asarray(im if mode == "RGB" else im.convert("RGB"))
     if color_space == "BGR":
         arr = arr[:, :, ::-1]
     return np.ascontiguousarray(arr)
+
+
+def _rgb_to_gray(rgb: np.ndarray, *, png: bool) -> np.ndarray:
+    """Gray from RGB as OpenCV's ``imdecode(IMREAD_GRAYSCALE)`` computes it.
+
+    PNG: libpng's ``png_set_rgb_to_gray(0.299, 0.587)`` (15-bit weights 9797/19234/3737, truncated;
+    gray pixels kept); other formats: ``cvtColor``'s ``(4899 R + 9617 G + 1868 B + 2^13) >> 14``.
+    (JPEG never gets here: libjpeg decodes its luma directly.)
+    """
+    r, g, b = (rgb[..., k].astype(np.int32) for k in range(3))
+    if png:
+        gray = (9797 * r + 19234 * g + 3737 * b) >> 15
+        gray = np.where((r == g) & (r == b), r, gray)
+    else:
+        gray = (4899 * r + 9617 * g + 1868 * b + (1 << 13)) >> 14
+    return gray.astype(np.uint8)
 
 
 _available_formats: tuple[str, ...] | None = None
@@ -134,6 +156,8 @@ def decode_image(data, color_space: str = "BGR", *, window=None) -> np.ndarray:
         with im:
             if callable(window):
                 window = window(im.height, im.width)
+            if color_space == "GRAY" and im.format in ("JPEG", "MPO") and im.mode in ("RGB", "YCbCr"):
+                im.draft("L", im.size)  # libjpeg's own luma, as OpenCV's IMREAD_GRAYSCALE gets it
             try:
                 im.load()
             except Exception as exc:  # truncated or corrupt pixel data
@@ -248,7 +272,7 @@ def resample_filter(interpolation_type: str, old_wh, new_wh) -> str:
     """Pillow filter name for a OneFlow interpolation name.
 
     "auto" is bilinear when the new image has at least as many pixels as the
-    old one, area (Pillow ``BOX``) otherwise -- ``GetCvInterpolationFlag``.
+    old one, area (``BOX``) otherwise -- ``GetCvInterpolationFlag``.
     """
     try:
         name = INTERPOLATIONS[interpolation_type]
@@ -265,24 +289,13 @@ def resample_filter(interpolation_type: str, old_wh, new_wh) -> str:
 
 
 def resize_image(image: np.ndarray, width: int, height: int, filter_name: str) -> np.ndarray:
-    """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype."""
-    Image = _pil()
-    resample = getattr(Image.Resampling, filter_name)
-    size = (int(width), int(height))
-    if image.dtype == np.uint8:
-        if image.shape[2] == 3:
-            return np.asarray(Image.fromarray(np.ascontiguousarray(image), "RGB").resize(size, resample))
-        planes = [
-            np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c]), "L").resize(size, resample))
-            for c in range(image.shape[2])
-        ]
-    else:
-        src = image.astype(np.float32, copy=False)
-        planes = [
-            np.asarray(Image.fromarray(np.ascontiguousarray(src[:, :, c]), "F").resize(size, resample))
-            for c in range(src.shape[2])
-        ]
-    return np.stack(planes, axis=2)
+    """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype.
+
+    ``filter_name`` is one of :data:`INTERPOLATIONS`' values; the arithmetic is OpenCV's
+    ``cv::resize`` (:mod:`recordkit.formats.ofrecord.cv_resize`), so the pixels are OneFlow's.
+    """
+    from recordkit.formats.ofrecord import cv_resize
+    return cv_resize.resize(image, width, height, _CV_METHODS[filter_name])
 
 
 def keep_aspect_ratio_size(

@@ -1,0 +1,1 @@
+"""``oneflow.core`` as far as data scripts import it: ``core.record.record_pb2``."""

@@ -1,0 +1,1 @@
+"""``oneflow.core.record``: ``import recordkit.compat.oneflow.core.record.record_pb2 as ofrecord`` (OneFlow's path)."""
