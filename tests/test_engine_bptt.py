@@ -242,3 +242,22 @@ I64 = lambda *v: np.array(v, dtype=np.int64)
 def test_bptt_kernels_refuse_indices_they_did_not_compute(call):
     with pytest.raises((IndexError, ValueError)):
         call()
+
+
+def test_streams_of_different_lengths_fail_like_the_reference(tmp_path, monkeypatch):
+    # the 7th sequence has 3 samples of x but 2 of y; the slots reach it in the second minibatch
+    text = "".join(f"{k} |x 1 2 3 |y 1:1\n" * 2 for k in range(6)) + "6 |x 1 2 3 |y 0:1\n6 |x 1 2 3\n6 |x 1 2 3 |y 0:1\n"
+    p = write(tmp_path, text + "7 |x 1 2 3 |y 2:1\n")
+    make = lambda: MinibatchSource(CTFReader(p, specs()), randomize=False, truncation_length=2)
+    errors = []
+    for reference in (False, True):
+        with monkeypatch.context() as m:
+            if reference:
+                bptt_reference.use_reference(m)
+            src = make()
+            delivered = 0
+            with pytest.raises(ValueError, match="same length") as e:
+                while src.next_minibatch(4) is not None:
+                    delivered += 1
+            errors.append((delivered, str(e.value)))
+    assert errors[0] == errors[1] and errors[0][0] >= 1 and "[2, 3]" in errors[0][1]

@@ -28,20 +28,22 @@ from recordkit.engine import _gather
 from recordkit.engine.minibatch import Minibatch, StreamBatch, _prepared
 
 _FIELDS = ("slot", "cid", "j", "off", "len", "key", "sweep", "pos")
+SLOT, CID, J, OFF, LEN, KEY, SWEEP, POS = range(len(_FIELDS))
 _NO_SIZE_LIMIT = 1 << 62  # _pick's sample budget when only the number of sequences counts
 
 
 class BpttSlots:
     """The sequences (or their remainders) waiting in each of ``slots`` slots.
 
-    ``_e``: one int64 array per field of ``_FIELDS``, entries sorted by slot and, within a
-    slot, in queue order (keys are uint64 stored as int64). ``_chunks``: the chunks those
-    entries live in, held here so the source may drop them from its own cache."""
+    ``_e``: an int64 array (fields of ``_FIELDS``, entries): entries sorted by slot and, within
+    a slot, in queue order (keys are uint64 stored as int64); one array, so that keeping,
+    merging and sorting entries is one NumPy call each. ``_chunks``: the chunks those entries
+    live in, held here so the source may drop them from its own cache."""
 
     def __init__(self, source, slots: int):
         self.source = source
         self.num_slots = int(slots)
-        self._e = {f: np.zeros(0, dtype=np.int64) for f in _FIELDS}
+        self._e = np.zeros((len(_FIELDS), 0), dtype=np.int64)
         self._chunks: dict = {}
 
     @property
@@ -49,12 +51,12 @@ class BpttSlots:
         """Per slot, its pending entries as (sweep, position, offset) tuples."""
         e = self._e
         out = [[] for _ in range(self.num_slots)]
-        for s, sw, p, o in zip(e["slot"].tolist(), e["sweep"].tolist(), e["pos"].tolist(), e["off"].tolist()):
+        for s, sw, p, o in zip(e[SLOT].tolist(), e[SWEEP].tolist(), e[POS].tolist(), e[OFF].tolist()):
             out[s].append((sw, p, o))
         return out
 
     def busy(self) -> bool:
-        return len(self._e["slot"]) > 0
+        return self._e.shape[1] > 0
 
     def state(self) -> dict:
         return {"slots": [[list(t) for t in q] for q in self.slots]}
@@ -76,24 +78,21 @@ class BpttSlots:
                 if j < 0:
                     raise ValueError(f"{where}: the sequence at position {position} of sweep {sweep} was dropped "
                                      f"by the reader")
-                steps, equal = _step_counts(chunk, source.streams)
-                _check_equal(chunk, source.streams, np.array([j]), equal)
+                steps, _ = _step_counts(chunk, source.streams)
+                _check_equal(chunk, source.streams, np.array([j]))
                 if not (0 <= offset < steps[j] or offset == 0):  # a 0-sample sequence waits at offset 0
                     raise ValueError(f"{where}: offset {offset} is not within the sequence's {int(steps[j])} samples")
                 self._chunks[cid] = chunk
                 rows.append((s, cid, j, int(offset), int(steps[j]), int(chunk.keys.view(np.int64)[j]), int(sweep),
                              int(position)))
         if rows:
-            cols = np.array(rows, dtype=np.int64).T
-            self._e = {f: np.ascontiguousarray(cols[i]) for i, f in enumerate(_FIELDS)}
+            self._e = np.ascontiguousarray(np.array(rows, dtype=np.int64).T)
         return self
 
     # -- refill ------------------------------------------------------------------------------------
     def _pending(self, length: int) -> np.ndarray:
         e = self._e
-        rem = np.zeros(self.num_slots, dtype=np.int64)
-        np.add.at(rem, e["slot"], e["len"] - e["off"])
-        return rem
+        return np.bincount(e[SLOT], weights=e[LEN] - e[OFF], minlength=self.num_slots).astype(np.int64)
 
     def _refill(self, length: int) -> None:
         """Top every slot up, in slot order, until it holds more than ``length`` samples (or the
@@ -111,22 +110,26 @@ class BpttSlots:
             cids, js, _, sweeps, positions = picked
             if len(cids) == 0:
                 break
-            steps = np.empty(len(cids), dtype=np.int64)
-            keys = np.empty(len(cids), dtype=np.int64)
-            for cid in np.unique(cids).tolist():
-                at = np.flatnonzero(cids == cid)
+            n = len(cids)
+            rows = np.empty((len(_FIELDS), n), dtype=np.int64)
+            rows[CID], rows[J], rows[OFF], rows[SWEEP], rows[POS] = cids, js, 0, sweeps, positions
+            equal = np.empty(n, dtype=bool)
+            for cid in dict.fromkeys(cids.tolist()):  # usually one chunk
+                at = slice(None) if cids[0] == cids[-1] and (cids == cid).all() else np.flatnonzero(cids == cid)
                 chunk = src._chunk(cid)
-                counts, equal = _step_counts(chunk, src.streams)
-                _check_equal(chunk, src.streams, js[at], equal)
-                steps[at] = counts[js[at]]
-                keys[at] = chunk.keys.view(np.int64)[js[at]]
+                counts, eq = _step_counts(chunk, src.streams)
+                rows[LEN, at] = counts[js[at]]
+                rows[KEY, at] = chunk.keys.view(np.int64)[js[at]]
+                equal[at] = eq[js[at]]
                 self._chunks[cid] = chunk
-            slot = _gather.bptt_assign(rem, length, steps)
-            new.append((slot, cids, js, np.zeros(len(cids), dtype=np.int64), steps, keys, sweeps, positions))
+            if not equal.all():
+                i = int(np.argmin(equal))  # the first pulled sequence whose streams differ in length
+                _check_equal(self._chunks[int(cids[i])], src.streams, js[i:i + 1])
+            rows[SLOT] = _gather.bptt_assign(rem, length, rows[LEN])
+            new.append(rows)
         if new:
-            cols = [np.concatenate([self._e[f]] + [n[i] for n in new]) for i, f in enumerate(_FIELDS)]
-            order = np.argsort(cols[0], kind="stable")  # by slot; queue order kept within a slot
-            self._e = {f: np.ascontiguousarray(c[order]) for f, c in zip(_FIELDS, cols)}
+            e = np.concatenate([self._e] + new, axis=1)
+            self._e = np.ascontiguousarray(e[:, np.argsort(e[SLOT], kind="stable")])  # by slot, queue order kept
         src._evict()
 
     # -- assembly ----------------------------------------------------------------------------------
@@ -138,14 +141,15 @@ class BpttSlots:
         S = self.num_slots
         e = self._e
         e_t, e_n, new_off, keep, mask, starts, keys, continues, touched = _gather.bptt_plan(
-            e["slot"], e["len"], e["off"], e["key"], S, length)
-        uniq, k = np.unique(e["cid"], return_inverse=True)
-        chunks = [self._chunks[c] for c in uniq.tolist()]
-        k = np.ascontiguousarray(k, dtype=np.int64)
+            e[SLOT], e[LEN], e[OFF], e[KEY], S, length)
+        held = sorted(self._chunks)  # exactly the chunks of the entries
+        chunks = [self._chunks[c] for c in held]
+        k = np.zeros(e.shape[1], dtype=np.int64) if len(held) == 1 else np.searchsorted(np.array(held), e[CID])
         data = {spec.name: _fill(spec, src.streams, chunks, k, e, e_t, e_n, S, length, _dtype(src, spec))
                 for spec in src.streams}
-        self._e = {f: np.ascontiguousarray((new_off if f == "off" else e[f])[keep]) for f in _FIELDS}
-        held = set(self._e["cid"].tolist())
+        e[OFF] = new_off
+        self._e = np.ascontiguousarray(e[:, keep])
+        held = set(self._e[CID].tolist())
         self._chunks = {c: v for c, v in self._chunks.items() if c in held}
         lengths = mask.sum(axis=1)
         streams = {s.name: StreamBatch(s.name, False, s.dim, lengths, data=data[s.name], mask=mask)
@@ -171,13 +175,13 @@ def _fill(spec, specs, chunks, k, e, e_t, e_n, S, T, dtype) -> np.ndarray:
     if spec.is_sparse:
         out = np.zeros((S * T, spec.dim), dtype=own)
         _gather.bptt_scatter_sparse([p[0].view(own) for p in preps], [p[1] for p in preps], [p[2] for p in preps],
-                                    [p[3] for p in preps], k, e["j"], e["off"], e_t, e_n, e["slot"], out, T)
+                                    [p[3] for p in preps], k, e[J], e[OFF], e_t, e_n, e[SLOT], out, T)
         out = out.reshape(S, T, spec.dim)
     else:
         row_bytes = spec.dim * own.itemsize
         out = np.zeros((S * T, row_bytes), dtype=np.uint8)
-        _gather.bptt_copy_dense([p[0] for p in preps], [p[1] for p in preps], k, e["j"], e["off"], e_t, e_n,
-                                e["slot"], out, T)
+        _gather.bptt_copy_dense([p[0] for p in preps], [p[1] for p in preps], k, e[J], e[OFF], e_t, e_n,
+                                e[SLOT], out, T)
         out = out.view(own).reshape(S, T, spec.dim)
     return out if own == dtype else out.astype(dtype)
 
@@ -187,10 +191,10 @@ def _fill_mixed(spec, chunks, k, e, e_t, e_n, S, T, dtype) -> np.ndarray:
     could): entry by entry in NumPy, as the per-sequence path did."""
     out = np.zeros((S, T, spec.dim), dtype=dtype)
     for i in np.flatnonzero(e_n > 0).tolist():
-        v = chunks[int(k[i])].columns[spec.name].sequence(int(e["j"][i]))
+        v = chunks[int(k[i])].columns[spec.name].sequence(int(e[J, i]))
         arr = v.toarray() if hasattr(v, "toarray") else np.asarray(v)
-        o, n, t = int(e["off"][i]), int(e_n[i]), int(e_t[i])
-        out[int(e["slot"][i]), t:t + n] = arr[o:o + n]
+        o, n, t = int(e[OFF, i]), int(e_n[i]), int(e_t[i])
+        out[int(e[SLOT, i]), t:t + n] = arr[o:o + n]
     return out
 
 
@@ -208,8 +212,9 @@ def _step_counts(chunk, specs) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-def _check_equal(chunk, specs, js: np.ndarray, equal: np.ndarray) -> None:
-    bad = js[~equal[js]]
+def _check_equal(chunk, specs, js: np.ndarray) -> None:
+    """The error the per-sequence path raised for the first of sequences ``js`` whose streams differ."""
+    bad = js[~_step_counts(chunk, specs)[1][js]]
     if len(bad):
         j = int(bad[0])
         lengths = {int(np.diff(chunk.columns[s.name].seq_offsets[j:j + 2])[0]) for s in specs}
