@@ -261,3 +261,14 @@ def test_streams_of_different_lengths_fail_like_the_reference(tmp_path, monkeypa
                     delivered += 1
             errors.append((delivered, str(e.value)))
     assert errors[0] == errors[1] and errors[0][0] >= 1 and "[2, 3]" in errors[0][1]
+
+
+@pytest.mark.parametrize("length", [0, 3])
+def test_a_chunk_whose_every_sequence_was_dropped_is_skipped(tmp_path, length):
+    # small chunks: some hold only malformed sequences (this raised IndexError in _resolve before,
+    # in plain mode as in BPTT)
+    path = corpus(tmp_path, 40, seed=16, bad_every=2)
+    r = reader(path, chunk_size=200, max_errors=1000)
+    src = MinibatchSource(r, randomize=False, max_sweeps=1, truncation_length=length)
+    samples = sum(mb.num_samples for mb in src.minibatches(12))
+    assert samples == sum(c.num_samples for c in (r.load_chunk(i) for i in range(len(r.chunks))))
