@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ctf_throughput.py
 	$(BIN)/python benchmarks/cbf_throughput.py
 	$(BIN)/python benchmarks/minibatch_throughput.py
+	$(BIN)/python benchmarks/bptt_throughput.py --skip-reference
 	$(BIN)/python benchmarks/shuffle_quality.py
 
 # Longer coverage-guided fuzzing (atheris); the short hypothesis fuzz tests run in `make test`.

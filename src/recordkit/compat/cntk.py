@@ -13,6 +13,8 @@ too. ``next_minibatch`` returns ``{StreamInformation: MinibatchData}`` (or keyed
 """
 from __future__ import annotations
 
+from enum import IntEnum
+
 import numpy as np
 
 from recordkit.engine.composite import CompositeDeserializer
@@ -25,13 +27,75 @@ DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = 128
 
 __all__ = ["MinibatchSource", "CTFDeserializer", "CBFDeserializer", "StreamDef", "StreamDefs",
            "StreamInformation", "MinibatchData", "INFINITELY_REPEAT", "FULL_DATA_SWEEP",
-           "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS", "TraceLevel"]
+           "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS", "TraceLevel", "StorageFormat", "DataType", "NDShape"]
 
 
 class TraceLevel:
     Error = 0
     Warning = 1
     Info = 2
+
+
+class StorageFormat(IntEnum):
+    """CNTK's StorageFormat (cntk_py.StorageFormat_*): CNTK 2.7 gives ``m_storage_format`` as these ints."""
+    Dense = 0
+    SparseCSC = 1
+    SparseBlockCol = 2
+
+
+class DataType(IntEnum):
+    """CNTK's DataType (cntk_py.DataType_*): CNTK 2.7 gives ``m_element_type`` as these ints."""
+    Unknown = 0
+    Float = 1
+    Double = 2
+    UChar = 3
+    Float16 = 4
+    Int8 = 5
+    Int16 = 6
+
+
+class NDShape:
+    """The part of CNTK's NDShape a ``m_sample_layout`` is used for: ``dimensions()`` (a tuple),
+    ``rank()``, ``total_size()`` and the predicates; equal to another NDShape or a tuple of the
+    same dimensions."""
+
+    def __init__(self, dims):
+        self._dims = tuple(int(d) for d in dims)
+
+    def dimensions(self) -> tuple:
+        return self._dims
+
+    def rank(self) -> int:
+        return len(self._dims)
+
+    def total_size(self) -> int:
+        return int(np.prod(self._dims, dtype=np.int64)) if self._dims else 1
+
+    def is_scalar(self) -> bool:
+        return self.rank() == 0 or self._dims == (1,) * self.rank()
+
+    def is_unknown(self) -> bool:
+        return False
+
+    def has_free_dimension(self) -> bool:
+        return False
+
+    def has_inferred_dimension(self) -> bool:
+        return False
+
+    def has_unbound_dimension(self) -> bool:
+        return False
+
+    def __eq__(self, other):
+        if isinstance(other, NDShape):
+            return self._dims == other._dims
+        return isinstance(other, (tuple, list)) and self._dims == tuple(other)
+
+    def __hash__(self):
+        return hash(self._dims)
+
+    def __repr__(self):
+        return f"NDShape({list(self._dims)})"
 
 
 class Record(dict):
@@ -94,7 +158,10 @@ class CTFDeserializer(dict):
 
 
 class CBFDeserializer(dict):
-    """``CBFDeserializer(filename, streams={})``: a CBF file; streams rename (``field`` = name in the file)."""
+    """``CBFDeserializer(filename, streams={})``: a CBF file; streams rename (``field`` = name in the file).
+
+    As in CNTK, the source delivers every stream of the file: declared ones under their new
+    names, the others under their names in the file, all in the file's order."""
 
     def __init__(self, filename, streams=None):
         inputs = {}
@@ -105,24 +172,65 @@ class CBFDeserializer(dict):
 
     def build(self, precision=None, trace_level: int = 1, max_errors: int = 0):
         from recordkit.formats.cbf import CBFReader
-        selection = {name: cfg["alias"] for name, cfg in self["input"].items()} or None
-        return CBFReader(self["file"], selection, precision=self.get("precision", precision),
-                         keep_data_in_memory=bool(self.get("keepDataInMemory", False)),
-                         trace_level=int(self.get("traceLevel", trace_level)))
+        precision = self.get("precision", precision)
+        keep = bool(self.get("keepDataInMemory", False))
+        trace = int(self.get("traceLevel", trace_level))
+        reader = CBFReader(self["file"], None, precision=precision, keep_data_in_memory=keep, trace_level=trace)
+        if not self["input"]:
+            return reader
+        renamed: dict = {}
+        for name, cfg in self["input"].items():
+            renamed.setdefault(cfg["alias"], []).append(name)
+        pairs = []
+        for spec in reader.streams:  # the file's streams, in order
+            pairs.extend((name, spec.name) for name in renamed.pop(spec.name, [spec.name]))
+        pairs.extend((name, alias) for alias, names in renamed.items() for name in names)  # not in the file: error
+        reader.close()
+        return CBFReader(self["file"], dict(pairs), precision=precision, keep_data_in_memory=keep, trace_level=trace)
+
+
+def _cntk_ids(readers) -> dict:
+    """Stream name -> CNTK's stream id: deserializer after deserializer; within a CTF deserializer
+    by name (CNTK keeps its inputs in a sorted map), elsewhere in the reader's (the file's) order.
+    What CNTK 2.7 gives (tests/data/cntk_stream_infos/expected.json)."""
+    from recordkit.formats.ctf import CTFReader
+    ids = {}
+    for reader in readers:
+        names = [s.name for s in reader.streams]
+        for name in (sorted(names) if isinstance(reader, CTFReader) else names):
+            ids.setdefault(name, len(ids))
+    return ids
 
 
 class StreamInformation:
-    """What ``source.streams.<name>`` is: hashable, usable as a minibatch key."""
+    """What ``source.streams.<name>`` is: hashable, usable as a minibatch key.
 
-    def __init__(self, spec: StreamSpec, stream_id: int):
+    CNTK's fields: ``m_name``, ``m_id``, ``m_storage_format`` (a ``StorageFormat``: Dense for
+    every stream under truncated BPTT, which delivers sparse streams dense, as CNTK does),
+    ``m_element_type`` (a ``DataType``: Float, or Double where recordkit delivers float64, which
+    CNTK's Python API never does), ``m_sample_layout`` (an ``NDShape`` of the dimension),
+    ``m_defines_mb_size``, ``m_is_binary`` and ``as_string()``; plus recordkit's plainer
+    ``name``, ``stream_id``, ``is_sparse`` (as declared), ``storage_format``, ``shape``, ``dtype``.
+    """
+
+    def __init__(self, spec: StreamSpec, stream_id: int, dtype=None, dense_delivery: bool = False):
         self.name = spec.name
         self.m_name = spec.name
         self.stream_id = stream_id
+        self.m_id = stream_id
         self.is_sparse = spec.is_sparse
         self.storage_format = "sparse" if spec.is_sparse else "dense"
+        self.m_storage_format = StorageFormat.SparseCSC if spec.is_sparse and not dense_delivery else StorageFormat.Dense
         self.shape = (spec.dim,)
-        self.dtype = spec.dtype or np.float32
+        self.m_sample_layout = NDShape(self.shape)
+        self.dtype = np.dtype(dtype or spec.dtype or np.float32)
+        self.m_element_type = DataType.Double if self.dtype == np.float64 else DataType.Float
         self.defines_mb_size = spec.defines_mb_size
+        self.m_defines_mb_size = bool(spec.defines_mb_size)
+        self.m_is_binary = False
+
+    def as_string(self) -> str:
+        return f"{self.m_name}({list(self.shape)})"
 
     def __hash__(self):
         return hash((self.name, self.stream_id))
@@ -196,7 +304,11 @@ class MinibatchSource:
             max_samples=None if max_samples == INFINITELY_REPEAT else int(max_samples),
             max_sweeps=None if max_sweeps == INFINITELY_REPEAT else int(max_sweeps),
             frame_mode=frame_mode, truncation_length=int(truncation_length), trace_level=int(trace_level))
-        self.streams = Record({s.name: StreamInformation(s, i) for i, s in enumerate(deserializer.streams)})
+        ids = _cntk_ids(readers)
+        fallback = getattr(deserializer, "dtype", None)
+        self.streams = Record({s.name: StreamInformation(s, ids.get(s.name, i), s.dtype or fallback,
+                                                         dense_delivery=bool(truncation_length))
+                               for i, s in enumerate(deserializer.streams)})
 
     @property
     def engine(self) -> _EngineSource:

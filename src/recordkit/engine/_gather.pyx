@@ -230,3 +230,285 @@ def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a,
                 status = 2
                 break
     return p, out[:n], total, status
+
+
+# -- truncated BPTT (engine/bptt.py) ----------------------------------------------------------------
+# A minibatch of S slots x T steps; each slot carries a queue of pending sequences (entries), the
+# queues stored as flat arrays sorted by slot. Refill: bptt_need says how many sequences the next
+# pick must pull (from the lengths of the upcoming positions), bptt_assign deals pulled sequences to
+# the slots in CNTK's order. Assembly: bptt_plan lays the entries out on the (S, T) grid (flags,
+# keys, offsets), bptt_copy_dense / bptt_scatter_sparse copy the values. Every index handed in
+# (slots, chunk slots, sequences, offsets, spans) is checked here before it is used.
+
+cdef int _check_rem(const int64_t[::1] rem, int64_t T) except -1:
+    cdef Py_ssize_t s
+    if T <= 0:
+        raise ValueError(f"truncation length {T} <= 0")
+    for s in range(rem.shape[0]):
+        if rem[s] < 0:
+            raise ValueError(f"slot {s}: {rem[s]} samples pending (< 0)")
+    return 0
+
+
+def bptt_need(const int64_t[::1] rem, int64_t T, const int64_t[::1] pos_j, const int64_t[::1] pos_len,
+              Py_ssize_t a, Py_ssize_t b):
+    """How many sequences to pull next so that no pulled sequence is left over.
+
+    rem[s]: samples pending in slot s. A slot takes sequences (in position order) while it
+    holds <= T samples; slots fill in order. Walks positions [a, b) (pos_j -1: dropped,
+    skipped; -2: not loaded, stop) as the refill would; where it has to stop early, each
+    slot still short needs at least one more sequence. Returns that count (0: all full).
+    """
+    cdef Py_ssize_t S = rem.shape[0], s = 0, p = a
+    cdef int64_t m = 0, r = 0, j
+    _check_rem(rem, T)
+    if pos_len.shape[0] != pos_j.shape[0]:
+        raise ValueError(f"pos_j and pos_len differ in length ({pos_j.shape[0]} vs {pos_len.shape[0]})")
+    if a < 0 or a > b or b > pos_j.shape[0]:
+        raise IndexError(f"positions [{a}, {b}) are not within [0, {pos_j.shape[0]}]")
+    cdef vector[int64_t] pend
+    pend.assign(&rem[0] if S > 0 else NULL, (&rem[0] if S > 0 else NULL) + S)
+    while s < S and pend[s] > T:
+        s += 1
+    while s < S and p < b:
+        j = pos_j[p]
+        if j == -2:
+            break
+        if j >= 0:
+            if pos_len[p] < 0:
+                raise ValueError(f"position {p}: length {pos_len[p]} < 0")
+            pend[s] += pos_len[p]
+            m += 1
+            while s < S and pend[s] > T:
+                s += 1
+        p += 1
+    while s < S:
+        if pend[s] <= T:
+            r += 1
+        s += 1
+    return m + r
+
+
+def bptt_assign(int64_t[::1] rem, int64_t T, const int64_t[::1] lengths):
+    """The slot of each pulled sequence (in pull order); adds their lengths to rem in place.
+
+    A sequence goes to the first slot holding <= T samples. A sequence no slot takes means the
+    caller pulled too many (it must never happen): ValueError, nothing changed.
+    """
+    cdef Py_ssize_t S = rem.shape[0], n = lengths.shape[0], i, s = 0
+    _check_rem(rem, T)
+    cdef vector[int64_t] pend
+    pend.assign(&rem[0] if S > 0 else NULL, (&rem[0] if S > 0 else NULL) + S)
+    out = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] ov = out
+    for i in range(n):
+        if lengths[i] < 0:
+            raise ValueError(f"sequence {i}: length {lengths[i]} < 0")
+        while s < S and pend[s] > T:
+            s += 1
+        if s == S:
+            raise ValueError(f"sequence {i} of {n} pulled fits no slot: the refill pulled too many")
+        ov[i] = s
+        pend[s] += lengths[i]
+    for s in range(S):
+        rem[s] = pend[s]
+    return out
+
+
+def bptt_plan(const int64_t[::1] e_slot, const int64_t[::1] e_len, const int64_t[::1] e_off,
+              const int64_t[::1] e_key, Py_ssize_t S, int64_t T):
+    """Lay the pending entries (sorted by slot, queue order within a slot) out on S x T steps.
+
+    Per slot, entries fill steps from 0: an entry takes min(steps left, samples left); one
+    starting at its offset 0 marks ``starts[s, t]``; slot s ``continues`` when its first entry
+    starts past offset 0; an entry with nothing left is done (dropped from the queue), one
+    not reached waits. ``touched`` lists the keys in grid order, consecutive repeats once.
+    Returns (e_t: step of each entry or -1 when not reached, e_n: samples it gives, new
+    offsets, keep, mask, starts, keys, continues, touched).
+    """
+    cdef Py_ssize_t E = e_slot.shape[0], i = 0, s, nt = 0
+    if e_len.shape[0] != E or e_off.shape[0] != E or e_key.shape[0] != E:
+        raise ValueError("entry arrays differ in length")
+    if S < 0 or T <= 0:
+        raise ValueError(f"{S} slots of {T} steps")
+    for i in range(E):
+        if e_slot[i] < 0 or e_slot[i] >= S:
+            raise IndexError(f"entry {i}: slot {e_slot[i]} is out of range [0, {S})")
+        if i and e_slot[i] < e_slot[i - 1]:
+            raise ValueError(f"entry {i}: entries are not sorted by slot")
+        if e_off[i] < 0 or e_off[i] > e_len[i]:
+            raise IndexError(f"entry {i}: offset {e_off[i]} is not within its {e_len[i]} samples")
+    e_t = np.full(E, -1, dtype=np.int64)
+    e_n = np.zeros(E, dtype=np.int64)
+    new_off = np.array(e_off, dtype=np.int64)
+    keep = np.ones(E, dtype=bool)
+    mask = np.zeros((S, T), dtype=bool)
+    starts = np.zeros((S, T), dtype=bool)
+    keys = np.zeros((S, T), dtype=np.int64)
+    continues = np.zeros(S, dtype=bool)
+    touched = np.empty(E, dtype=np.int64)
+    cdef int64_t[::1] tv = e_t, nv = e_n, ov = new_off, kv = keys.reshape(-1), tov = touched
+    cdef cnp.npy_bool[::1] keepv = keep, mv = mask.reshape(-1), sv = starts.reshape(-1), cv = continues
+    cdef int64_t t, n, off, u
+    i = 0
+    with nogil:
+        for s in range(S):
+            t = 0
+            while i < E and e_slot[i] == s:
+                if t >= T:
+                    i += 1
+                    continue
+                off = e_off[i]
+                n = e_len[i] - off
+                if n > T - t:
+                    n = T - t
+                if t == 0 and off > 0:
+                    cv[s] = True
+                if off == 0:
+                    sv[s * T + t] = True
+                for u in range(t, t + n):
+                    mv[s * T + u] = True
+                    kv[s * T + u] = e_key[i]
+                if nt == 0 or tov[nt - 1] != e_key[i]:
+                    tov[nt] = e_key[i]
+                    nt += 1
+                tv[i] = t
+                nv[i] = n
+                ov[i] = off + n
+                keepv[i] = off + n < e_len[i]
+                t += n
+                i += 1
+    return e_t, e_n, new_off, keep, mask, starts, keys, continues, touched[:nt]
+
+
+cdef int _check_entry(Py_ssize_t i, Py_ssize_t K, int64_t k, int64_t j, int64_t nseq, int64_t a, int64_t b,
+                      int64_t nrows, int64_t off, int64_t t, int64_t n, int64_t slot, Py_ssize_t S,
+                      int64_t T) except -1:
+    _check_pick(i, k, K, j, nseq)
+    _check_span(i, a, b, nrows, "samples")
+    if off < 0 or n < 0 or off + n > b - a:
+        raise IndexError(f"entry {i}: samples [{off}, {off + n}) are not within its {b - a}")
+    if slot < 0 or slot >= S or t < 0 or t + n > T:
+        raise IndexError(f"entry {i}: steps [{t}, {t + n}) of slot {slot} are not within {S} x {T}")
+    return 0
+
+
+def bptt_copy_dense(list rows, list offsets, const int64_t[::1] e_k, const int64_t[::1] e_j,
+                    const int64_t[::1] e_off, const int64_t[::1] e_t, const int64_t[::1] e_n,
+                    const int64_t[::1] e_slot, uint8_t[:, ::1] out, int64_t T):
+    """Dense values: samples [off, off + n) of sequence e_j of chunk e_k into rows
+    slot * T + t ... of ``out`` (S * T rows of row_bytes). Entries with e_n 0 copy nothing."""
+    cdef Py_ssize_t E = e_k.shape[0], K = len(rows), i, k
+    cdef Py_ssize_t row_bytes = out.shape[1]
+    if not (e_j.shape[0] == e_off.shape[0] == e_t.shape[0] == e_n.shape[0] == e_slot.shape[0] == E):
+        raise ValueError("entry arrays differ in length")
+    if len(offsets) != K:
+        raise ValueError(f"{K} row arrays but {len(offsets)} offset arrays")
+    if T <= 0 or out.shape[0] % T:
+        raise ValueError(f"output of {out.shape[0]} rows is not slots x {T} steps")
+    cdef Py_ssize_t S = out.shape[0] // T
+    cdef vector[const uint8_t*] base
+    cdef vector[const int64_t*] offs
+    cdef vector[int64_t] nseq, nrows
+    cdef const uint8_t[:, ::1] r
+    cdef const int64_t[::1] o
+    for k in range(K):
+        r = rows[k]
+        o = offsets[k]
+        if o.shape[0] < 1:
+            raise ValueError(f"chunk slot {k}: empty offset array")
+        if r.shape[1] != row_bytes and r.shape[0] > 0:
+            raise ValueError(f"chunk slot {k}: rows of {r.shape[1]} bytes, expected {row_bytes}")
+        base.push_back(&r[0, 0] if r.shape[0] > 0 else NULL)
+        offs.push_back(&o[0])
+        nseq.push_back(o.shape[0] - 1)
+        nrows.push_back(r.shape[0])
+    cdef int64_t a, b
+    for i in range(E):
+        if e_n[i] == 0:
+            continue
+        k = e_k[i]
+        _check_pick(i, k, K, e_j[i], nseq[k] if 0 <= k < K else 0)
+        a = offs[k][e_j[i]]
+        b = offs[k][e_j[i] + 1]
+        _check_entry(i, K, k, e_j[i], nseq[k], a, b, nrows[k], e_off[i], e_t[i], e_n[i], e_slot[i], S, T)
+    if row_bytes == 0:
+        return
+    with nogil:
+        for i in range(E):
+            if e_n[i] > 0:
+                k = e_k[i]
+                a = offs[k][e_j[i]] + e_off[i]
+                memcpy(&out[e_slot[i] * T + e_t[i], 0], base[k] + a * row_bytes, e_n[i] * row_bytes)
+
+
+ctypedef fused real_t:
+    float
+    double
+
+
+def bptt_scatter_sparse(list values, list indices, list indptrs, list offsets, const int64_t[::1] e_k,
+                        const int64_t[::1] e_j, const int64_t[::1] e_off, const int64_t[::1] e_t,
+                        const int64_t[::1] e_n, const int64_t[::1] e_slot, real_t[:, ::1] out, int64_t T):
+    """Sparse values densified: each non-zero of samples [off, off + n) of sequence e_j of chunk
+    e_k is added (``+=``, so repeated indices sum, as scipy's toarray does) into row
+    slot * T + t ... of the zeroed ``out`` (S * T, dim). values[k] must have out's dtype."""
+    cdef Py_ssize_t E = e_k.shape[0], K = len(values), i, k
+    cdef int64_t dim = out.shape[1]
+    if not (e_j.shape[0] == e_off.shape[0] == e_t.shape[0] == e_n.shape[0] == e_slot.shape[0] == E):
+        raise ValueError("entry arrays differ in length")
+    if not (len(indices) == len(indptrs) == len(offsets) == K):
+        raise ValueError("values, indices, indptrs and offsets must list the same chunks")
+    if T <= 0 or out.shape[0] % T:
+        raise ValueError(f"output of {out.shape[0]} rows is not slots x {T} steps")
+    cdef Py_ssize_t S = out.shape[0] // T
+    cdef vector[const real_t*] vb
+    cdef vector[const int32_t*] ib
+    cdef vector[const int64_t*] pb
+    cdef vector[const int64_t*] ob
+    cdef vector[int64_t] nseq, nrows, nnz
+    cdef const real_t[::1] v
+    cdef const int32_t[::1] ix
+    cdef const int64_t[::1] p
+    cdef const int64_t[::1] o
+    for k in range(K):
+        v = values[k]
+        ix = indices[k]
+        p = indptrs[k]
+        o = offsets[k]
+        if o.shape[0] < 1 or p.shape[0] < 1:
+            raise ValueError(f"chunk slot {k}: empty offset or indptr array")
+        vb.push_back(&v[0] if v.shape[0] > 0 else NULL)
+        ib.push_back(&ix[0] if ix.shape[0] > 0 else NULL)
+        pb.push_back(&p[0])
+        ob.push_back(&o[0])
+        nseq.push_back(o.shape[0] - 1)
+        nrows.push_back(p.shape[0] - 1)
+        nnz.push_back(min(<int64_t>v.shape[0], <int64_t>ix.shape[0]))
+    cdef int64_t a, b, lo, hi, z, row, c
+    for i in range(E):
+        if e_n[i] == 0:
+            continue
+        k = e_k[i]
+        _check_pick(i, k, K, e_j[i], nseq[k] if 0 <= k < K else 0)
+        a = ob[k][e_j[i]]
+        b = ob[k][e_j[i] + 1]
+        _check_entry(i, K, k, e_j[i], nseq[k], a, b, nrows[k], e_off[i], e_t[i], e_n[i], e_slot[i], S, T)
+        lo = a + e_off[i]
+        hi = lo + e_n[i]
+        _check_span(i, pb[k][lo], pb[k][hi], nnz[k], "non-zeros")
+        for row in range(lo, hi):
+            if pb[k][row] > pb[k][row + 1] or pb[k][row] < pb[k][lo]:
+                raise IndexError(f"entry {i}: indptr decreases at sample {row} of its chunk")
+        for z in range(pb[k][lo], pb[k][hi]):
+            if ib[k][z] < 0 or ib[k][z] >= dim:
+                raise IndexError(f"entry {i}: sparse index {ib[k][z]} is out of range [0, {dim})")
+    with nogil:
+        for i in range(E):
+            if e_n[i] > 0:
+                k = e_k[i]
+                lo = ob[k][e_j[i]] + e_off[i]
+                row = e_slot[i] * T + e_t[i]
+                for c in range(e_n[i]):
+                    for z in range(pb[k][lo + c], pb[k][lo + c + 1]):
+                        out[row + c, ib[k][z]] += vb[k][z]

@@ -196,7 +196,14 @@ class MinibatchSource:
             return
         js = self._lookups[cid][sweep.seq[sweep.lo + rel]]
         sweep.pos_j[rel] = js
-        sweep.pos_len[rel] = np.where(js >= 0, self._loaded[cid].lengths[np.maximum(js, 0)], 0)
+        chunk = self._loaded[cid]
+        if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
+            from recordkit.engine.bptt import _step_counts
+            lengths = _step_counts(chunk, self.streams)[0]
+        else:
+            lengths = chunk.lengths
+        # a chunk whose every sequence was dropped has no lengths at all (js all -1)
+        sweep.pos_len[rel] = np.where(js >= 0, lengths[np.maximum(js, 0)], 0) if len(lengths) else 0
 
     # -- chunks ----------------------------------------------------------------------------------
     def _chunk(self, cid: int) -> ChunkData:
@@ -335,9 +342,10 @@ class MinibatchSource:
                     break
                 if sw.hi == sw.lo:
                     # this worker's share is empty (fewer sequences than workers): after a few
-                    # empty sweeps in a row, report the end instead of spinning forever
+                    # empty sweeps in a row, report the end instead of spinning forever (with
+                    # max_sequences, counted since the last pick, as that many one-sequence picks would)
                     empty_sweeps += 1
-                    if empty_sweeps > 2 and count == 0:
+                    if empty_sweeps > 2 and (count == 0 or max_sequences is not None):
                         self._exhausted = True
                         break
                 self._start_sweep(sw.index + 1)
@@ -358,7 +366,7 @@ class MinibatchSource:
                 if not epoch_stop:
                     self._exhausted = True
                     break
-                if count:  # this minibatch ends the epoch; the next call starts the next one
+                if count and max_sequences is None:  # this minibatch ends the epoch; the next call starts the next one
                     end_of_epoch = True
                     break
                 self._epoch += 1
@@ -369,6 +377,7 @@ class MinibatchSource:
                                                        -1 if limit_seqs is None else limit_seqs - count)
             self._cursor = sw.lo + nxt
             if len(sel):
+                empty_sweeps = 0
                 cids.append(sw.chunk[sw.lo + sel])
                 js.append(sw.pos_j[sel])
                 lens.append(sw.pos_len[sel])
@@ -376,7 +385,8 @@ class MinibatchSource:
                 positions.append(sw.lo + sel)
                 count += len(sel)
             if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
-                end = min(stop, self._cursor + max(size, 1) + 1)
+                ahead = size if max_sequences is None else min(size, max_sequences)
+                end = min(stop, self._cursor + max(ahead, 1) + 1)
                 a, b = self._cursor - sw.lo, end - sw.lo
                 missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
                 self._ensure([int(c) for c in missing])
