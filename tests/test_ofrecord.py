@@ -241,7 +241,7 @@ def test_validate_reports_every_problem_and_fails(tmp_path, capsys):
     code, out, err = run(capsys, "validate", str(d))
     assert code == 1
     assert f"{d / 'part-0'}: byte offset {len(good)}, record 1:" in out
-    assert f"{d / 'part-1'}: record length 0 is not positive (byte offset {len(good)}, record 1)" in out
+    assert f"{d / 'part-1'}: byte offset {len(good)}, record 1: record length 0 is not positive" in out
     assert "2 problem(s)" in err
     write_set(tmp_path / "ok")
     assert run(capsys, "validate", str(tmp_path / "ok"))[0] == 0

@@ -1,4 +1,4 @@
-"""``recordkit validate`` and ``recordkit reshard`` (OFRecord data sets)."""
+"""``recordkit reshard`` (OFRecord data sets; ``validate`` is ``cli/validate_cmd.py`` for every format)."""
 from __future__ import annotations
 
 
@@ -13,11 +13,6 @@ def _dataset_args(p) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="check every record of an OFRecord data set and report every problem")
-    p.add_argument("path", metavar="DIR_OR_FILE")
-    _dataset_args(p)
-    p.set_defaults(run=lambda a: _call("validate", a))
-
     p = sub.add_parser("reshard", help="re-split an OFRecord data set into another number of parts")
     p.add_argument("path", metavar="DIR")
     p.add_argument("output", metavar="OUT")
