@@ -59,9 +59,12 @@ def _like(streams):
     return [StreamSpec(s.name, s.format, s.dim, alias=s.name, defines_mb_size=s.defines_mb_size) for s in streams]
 
 
-def _precision_of_streams(streams) -> str:
+def _precision_of(d) -> str:
+    """'double' when a side delivers any float64 values (per stream, or the reader's one precision)."""
     import numpy as np
-    return "double" if any(s.dtype is not None and np.dtype(s.dtype) == np.float64 for s in streams) else "float"
+    wide = any(s.dtype is not None and np.dtype(s.dtype) == np.float64 for s in d.streams)
+    own = getattr(d, "dtype", None)
+    return "double" if wide or (own is not None and np.dtype(own) == np.float64) else "float"
 
 
 def _ofrecord_precision(path, streams, storage_options) -> str:
@@ -115,7 +118,9 @@ def open_pair(args, src_path, dst_path):
     kinds = [sniff(src_path, opts), sniff(dst_path, opts)]
     paths = [src_path, dst_path]
     declared = declared_streams(args)
-    order = sorted(range(2), key=lambda i: kinds[i] not in SELF_DESCRIBED)
+    # the side that knows most about itself first: streams and dtypes (CBF, SINGA), then dtypes (OFRecord), then CTF
+    rank = {"cbf": 0, "singa": 0, "ofrecord": 1}
+    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 2))
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
@@ -123,7 +128,7 @@ def open_pair(args, src_path, dst_path):
         if streams is None and kinds[i] not in SELF_DESCRIBED:
             raise UsageError(f"neither {src_path} ({kinds[0]}) nor {dst_path} ({kinds[1]}) carries its streams: "
                              f"declare them with --stream NAME=FORMAT:DIM[:ALIAS] (or --header FILE)")
-        precision = args.precision or (_precision_of_streams(other.streams) if other is not None else None)
+        precision = args.precision or (_precision_of(other) if other is not None else None)
         opened[i] = open_side(paths[i], kinds[i], args, streams, precision)
     return opened[0], opened[1]
 

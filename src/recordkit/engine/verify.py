@@ -372,11 +372,16 @@ class _KeyIndex:
 
 
 class _ChunkCache:
-    """The last few chunks of a deserializer loaded (sequences moved by a re-sharding are usually near)."""
+    """The last few chunks of a deserializer loaded (sequences moved by a re-sharding are usually near):
+    at most ``size`` chunks and ``budget`` bytes of values (but always the last two)."""
 
-    def __init__(self, d, size: int = 16):
+    def __init__(self, d, size: int = 16, budget: int = 256 << 20):
         from collections import OrderedDict
-        self.d, self.size, self._chunks = d, size, OrderedDict()
+        self.d, self.size, self.budget, self._chunks = d, size, budget, OrderedDict()
+
+    @staticmethod
+    def _bytes(chunk: ChunkData) -> int:
+        return sum(c.values.nbytes + getattr(c, "indices", c.values).nbytes for c in chunk.columns.values())
 
     def get(self, chunk_id: int) -> ChunkData:
         chunk = self._chunks.pop(chunk_id, None)
@@ -385,7 +390,8 @@ class _ChunkCache:
             if chunk.positions is not None:  # index by described position
                 chunk = chunk.take(np.maximum(chunk.position_lookup(self.d.chunks[chunk_id].num_sequences), 0))
         self._chunks[chunk_id] = chunk
-        while len(self._chunks) > self.size:
+        while len(self._chunks) > 2 and (len(self._chunks) > self.size or
+                                         sum(map(self._bytes, self._chunks.values())) > self.budget):
             self._chunks.popitem(last=False)
         return chunk
 
