@@ -171,6 +171,26 @@ def test_ofrecord_problems_in_every_part_with_byte_offset_and_record(tmp_path, c
                    ("frame-truncated", "part-1", 2 * len(good), "record 2")]
 
 
+def test_ofrecord_index_sidecar_that_disagrees_is_a_warning(tmp_path, capsys):
+    from recordkit.formats.ofrecord.dataset import load_index, sidecar_path
+    d = tmp_path / "d"
+    d.mkdir()
+    good = frame(codec.encode({"a": 1}))
+    part = d / "part-0"
+    part.write_bytes(good * 3)
+    load_index(str(part), write=True)
+    assert run(capsys, "validate", d)[0] == 0
+    st = part.stat()
+    one = next(f for f in (frame(codec.encode({"b": b"x" * k})) for k in range(60)) if len(f) == 3 * len(good))
+    part.write_bytes(one)                                         # same size, one frame instead of three
+    import os
+    os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns))        # and the same mtime: the sidecar looks current
+    assert part.stat().st_size == st.st_size
+    code, out, err = run(capsys, "validate", d)
+    assert code == 0 and f"{sidecar_path(str(part))} does not describe this part's frames" in out
+    assert run(capsys, "validate", d, "--strict")[0] == 1
+
+
 # -- SINGA ---------------------------------------------------------------------------------------------
 
 def test_singa_kvfile_records_and_a_broken_tail(tmp_path, capsys):

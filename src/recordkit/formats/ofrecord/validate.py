@@ -74,5 +74,25 @@ def _part(part: str, checked: Counter, storage_options, verify: bool) -> Iterato
             err = index.error()
             yield Problem(part, FRAME_KINDS.get(index.problem[0], "framing"), err.message, offset=err.offset,
                           record=err.record)
+        elif not src.remote:
+            yield from _sidecar(part, src, index)
     finally:
         src.close()
+
+
+def _sidecar(part: str, src, index) -> Iterator[Problem]:
+    """A current ``.rkidx`` sidecar that disagrees with the frames just scanned (readers would warn,
+    ignore and rebuild it): a warning naming it."""
+    from recordkit.formats.ofrecord.dataset import INDEX_MAGIC, sidecar_path
+    side = sidecar_path(part)
+    try:
+        with np.load(side, allow_pickle=False) as z:
+            if str(z["magic"]) != INDEX_MAGIC or tuple(int(x) for x in z["meta"][:2]) != tuple(src.fingerprint):
+                return  # absent, foreign or stale: readers rebuild it without trusting it
+            offsets, lengths = z["offsets"], z["lengths"]
+    except Exception:
+        return
+    if not (np.array_equal(offsets, index.offsets) and np.array_equal(lengths, index.lengths)):
+        yield Problem(part, "index-sidecar", f"the index sidecar {side} does not describe this part's frames (it "
+                                             f"lists {len(offsets)} records, the part has {len(index)}): readers "
+                                             f"ignore and rebuild it", severity="warning")
