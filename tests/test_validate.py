@@ -57,6 +57,19 @@ def test_ctf_every_problem_with_line_and_column_and_a_summary_by_kind(tmp_path, 
         assert f"  {kind}" in err
 
 
+def test_ctf_problems_behind_the_first_error_of_a_sequence_are_found_too(tmp_path):
+    f = tmp_path / "m.ctf"
+    f.write_text("0 |x 1 a 3 |y 9:1 |x 1 2\n"   # three problems on one line
+                 "0 |x 1 2 3 |y 1:1\n"
+                 "0 |x 1 2 3 4 |q 1\n"          # and two on a later line of the same sequence
+                 "1 |x 1 2 3\n")
+    found, _ = problems(f, streams=[StreamSpec("x", "dense", 3), StreamSpec("y", "sparse", 5)])
+    assert [(p.line, p.column, p.kind, p.record) for p in found] == [
+        (1, 8, "malformed-number", "sequence 0"), (1, 15, "sparse-index-range", "sequence 0"),
+        (1, 19, "padded-sample", "sequence 0"), (3, 12, "too-many-values", "sequence 0"),
+        (3, 14, "undeclared-input", "sequence 0")]
+
+
 def test_ctf_clean_file_passes_and_warnings_fail_only_with_strict(tmp_path, capsys):
     f = tmp_path / "a.ctf"
     f.write_text("0 |x 1 2 3 |y 0:1\n1 |x 1 2 3\n")

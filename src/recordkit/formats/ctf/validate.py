@@ -7,6 +7,11 @@ sequences are parsed again in halves until every error has its location (a singl
 with more than 256 errors reports the rest as one counted problem at its first line). Warnings
 (padded dense samples, undeclared inputs, empty sequences) are located as far as recorded and
 counted in full.
+
+After an error the reader drops the rest of its sequence (CNTK's rule: a half-read sequence
+would pair features with the wrong labels), so the parser does not look at it; validation then
+parses what was skipped (the rest of the error's line from its next ``|``, and the sequence's
+later lines, each as a sequence of its own) so that problems behind the first are found too.
 """
 from __future__ import annotations
 
@@ -107,12 +112,31 @@ def _piece(reader, chunk_id: int, lo: int, hi: int, checked: Counter) -> Iterato
         yield from _piece(reader, chunk_id, mid, hi, checked)
         return
     checked["sequences"] += hi - lo
-    streams = reader.streams
     keys, id_mode = reader.index.keys, reader.index.id_mode
-    events = [(line, col, 0, code, seq, stream, a, b) for code, seq, line, col, stream, a, b in errors]
-    events += [(line, col, 1, code, seq, stream, a, b) for code, seq, line, col, stream, a, b in warns]
+    records = [f"sequence {int(keys[lo + j])}" if id_mode else None for j in range(hi - lo)]
+    found = list(_events(reader, buf, errors, warns, records, [0] * (hi - lo)))
+    idx, buf_start = reader.index, int(reader.index.offsets[lo])
+    rest = []
+    for code, seq, line, col, *_ in errors:
+        if code in msg.DROPS_SEQUENCE and 0 <= seq < hi - lo:
+            s = lo + seq
+            start = int(idx.offsets[s])
+            rest += _pieces_after(buf, buf_start, start, start + int(idx.sizes[s]), int(idx.first_lines[s]) + 1,
+                                  line, col, 0, records[seq], later_lines=True)
+    found += _continue(reader, buf, buf_start, rest)
+    yield from sorted(found, key=lambda p: (p.line, p.column or 0))
+    yield from _unlocated(reader, chunk_id, lo, errors, nerr, warns, wcounts)
+
+
+def _events(reader, buf, errors, warns, records, shifts, skip_empty: bool = False) -> Iterator[Problem]:
+    """Kernel events as problems, in line order (``records``/``shifts``: per parsed sequence, its
+    record text and what to add to the kernel's columns)."""
+    streams = reader.streams
+    events = [(line, col + shifts[seq], 0, code, seq, stream, a, b) for code, seq, line, col, stream, a, b in errors]
+    events += [(line, col + shifts[seq], 1, code, seq, stream, a, b) for code, seq, line, col, stream, a, b in warns
+               if not (skip_empty and code == msg.W_EMPTY_SEQUENCE)]
     for line, col, is_warning, code, seq, stream, a, b in sorted(events):
-        record = f"sequence {int(keys[lo + seq])}" if id_mode and 0 <= seq < hi - lo else None
+        record = records[seq] if 0 <= seq < len(records) else None
         if not is_warning:
             name = streams[stream].name if stream >= 0 else None
             yield Problem(reader.path, KINDS.get(code, "syntax"), msg.error_message(code, name, a, b), line, col,
@@ -128,6 +152,59 @@ def _piece(reader, chunk_id: int, lo: int, hi: int, checked: Counter) -> Iterato
             yield Problem(reader.path, KINDS.get(code, "warning"), "sequence has no samples of any declared input: "
                                                                     "skipped", line, col, record=record,
                           severity="warning")
+
+
+def _pieces_after(buf, buf_start: int, start: int, end: int, first_line: int, line: int, col: int, shift: int,
+                  record, *, later_lines: bool) -> list:
+    """What the parser skipped after an error that dropped the sequence (or piece) at bytes
+    [start, end) starting on ``first_line``: the rest of the error's line from its next ``|``, and
+    (``later_lines``) each later line. Pieces are ``(start, end, line, column shift, record)``,
+    absolute byte offsets; the kernel counts a piece's columns from its start, ``shift`` corrects that."""
+    data = bytes(memoryview(buf)[start - buf_start:end - buf_start])
+    at = 0
+    for _ in range(line - first_line):  # the start of the error's line
+        nl = data.find(b"\n", at)
+        if nl < 0:
+            return []
+        at = nl + 1
+    nl = data.find(b"\n", at)
+    line_end = len(data) if nl < 0 else nl + 1
+    pieces = []
+    bar = data.find(b"|", at + col, line_end)  # col is 1-based: from the byte after the error
+    if bar >= 0:
+        pieces.append((start + bar, start + line_end, line, shift + bar - at, record))
+    if later_lines:
+        at, n = line_end, line + 1
+        while at < len(data):
+            nl = data.find(b"\n", at)
+            stop = len(data) if nl < 0 else nl + 1
+            pieces.append((start + at, start + stop, n, 0, record))
+            at, n = stop, n + 1
+    return pieces
+
+
+def _continue(reader, buf, buf_start: int, pieces: list) -> Iterator[Problem]:
+    """Parse the pieces the reader skips after an error, each as a sequence of its own, and report
+    what they hold: the problems behind the first one of a sequence. An error in a piece continues
+    with the rest of its line in turn."""
+    import numpy as np
+    while pieces:
+        offsets = np.array([p[0] for p in pieces], np.uint64)
+        sizes = np.array([p[1] - p[0] for p in pieces], np.uint64)
+        lines = np.array([p[2] - 1 for p in pieces], np.uint64)
+        _kept, _cols, errors, _nerr, warns, _wcounts, _stopped = reader._parser.parse(
+            buf, buf_start, offsets, sizes, lines, 0, len(pieces))
+        yield from _events(reader, buf, errors, warns, [p[4] for p in pieces], [p[3] for p in pieces],
+                           skip_empty=True)
+        nxt = []
+        for code, seq, line, col, *_ in errors:
+            if code in msg.DROPS_SEQUENCE and 0 <= seq < len(pieces):
+                start, end, first, shift, record = pieces[seq]
+                nxt += _pieces_after(buf, buf_start, start, end, first, line, col, shift, record, later_lines=False)
+        pieces = nxt
+
+
+def _unlocated(reader, chunk_id, lo, errors, nerr, warns, wcounts) -> Iterator[Problem]:
     first_line = int(reader.index.first_lines[lo]) + 1
     if nerr > len(errors):
         yield Problem(reader.path, "errors-not-located", f"{nerr - len(errors)} more error(s) in the sequence "
