@@ -224,6 +224,15 @@ def test_singa_kvfile_records_and_a_broken_tail(tmp_path, capsys):
     assert "7 tuples checked" in err
 
 
+def test_singa_shard_folder_is_its_shard_dat(tmp_path, capsys):
+    d = tmp_path / "shard"
+    d.mkdir()
+    with open_store(str(d / "shard.dat"), "create", "kvfile") as s:
+        s.write(b"00000", records.encode_record(shape=(2,), label=1, data=np.ones(2, np.float32)))
+    code, out, err = run(capsys, "validate", d)
+    assert code == 0 and "1 tuples checked, 0 problem(s)" in err
+
+
 def test_singa_csv_lines_are_located(tmp_path, capsys):
     f = tmp_path / "d.csv"
     f.write_text("1,0.5,0.25\n2,x,1\n3,1\n")

@@ -33,6 +33,9 @@ def validate(path, *, checked: Counter, store: str | None = None, records: str =
     if kind is None:
         raise UsageError(f"{path}: cannot tell which SINGA store this is (empty, unknown or ambiguous content); "
                          f"pass --store kvfile|binfile|textfile|csv")
+    from recordkit.storage import location
+    if location.isdir(path, storage_options):  # a SINGA 0.1 shard folder: its shard.dat
+        path = location.join(path, "shard.dat")
     yield from checksum_problems(path, storage_options=storage_options)
     decode = _record_decoder(kind) if records != "no" else None
     first_dim, seen = None, set()
