@@ -22,12 +22,13 @@ def register(sub) -> None:
                                    "first differences with their locations on both sides; exit status 1 when "
                                    "the data sets differ. With --manifest FILE (written by `convert --manifest`) "
                                    "only DST is read and compared with the manifest's keys, lengths and digests.")
-    p.add_argument("paths", nargs="+", metavar="SRC DST", help="SRC and DST (or only DST with --manifest)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="SRC DST, or only DST with --manifest")
     p.add_argument("--manifest", metavar="FILE", help="compare DST with this manifest instead of a SRC")
     p.add_argument("--max-differences", type=int, default=10, metavar="N",
                    help="differences to print (all are counted; default 10)")
     p.add_argument("--keys", choices=["auto", "yes", "no"], default="auto",
-                   help="compare sequence keys: auto (when both sides store keys), yes, no (position only)")
+                   help="match sequences by key: auto (when both sides store keys, else by position), yes, "
+                        "no (by position only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--stream", action="append", default=[], metavar="NAME=FORMAT:DIM[:ALIAS]",
                    help="streams of the CTF / OFRecord side(s) (default: those of the other side)")
