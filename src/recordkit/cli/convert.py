@@ -53,6 +53,8 @@ def register(sub) -> None:
                    help="with --engine ray: the cluster to join (default: start a local one)")
     sources.add_ctf_arguments(p)
     p.set_defaults(run=run, check=check_arguments)
+    from recordkit.cli.verify_cmd import add_manifest_option
+    add_manifest_option(p)  # --manifest FILE: the manifest of IN, written after a successful conversion
 
 
 def check_arguments(parser, args) -> None:

@@ -1,5 +1,5 @@
-"""``recordkit validate`` and ``recordkit reshard`` (OFRecord data sets), and the part-selection
-options that ``cat``, ``stats`` and ``inspect`` share with them."""
+"""``recordkit reshard`` (OFRecord data sets; ``validate`` is ``cli/validate_cmd.py`` for every format), and the
+part-selection options that ``cat``, ``stats`` and ``inspect`` share with them."""
 from __future__ import annotations
 
 
@@ -24,14 +24,6 @@ def _dataset_args(p) -> None:
 
 def register(sub) -> None:
     from recordkit.cli import argtypes
-    p = sub.add_parser("validate", help="check every record of an OFRecord data set and report every problem",
-                       description="Read every part file of an OFRecord data set (a directory of part files, or "
-                                   "one file) and decode every record; print each problem (part file, byte offset, "
-                                   "record index, what is wrong) and exit 1 if there was any.")
-    p.add_argument("path", metavar="DIR_OR_FILE", help="an OFRecord directory of part files, or one part file")
-    _dataset_args(p)
-    p.set_defaults(run=lambda a: _call("validate", a))
-
     p = sub.add_parser("reshard", help="re-split an OFRecord data set into another number of parts",
                        description="Copy the records of the OFRecord data set DIR into N part files in OUT "
                                    "(records are copied as they are, not re-encoded), e.g. for another number "

@@ -1,4 +1,4 @@
-"""OFRecord sides of ``cat``, ``stats``, ``inspect``, plus ``validate`` and ``reshard``."""
+"""OFRecord sides of ``cat``, ``stats``, ``inspect``, plus ``reshard`` (``validate``: formats/ofrecord/validate.py)."""
 from __future__ import annotations
 
 import base64
@@ -141,30 +141,6 @@ def stats(args) -> dict:
             raise err
     totals = {name: {**t, "kind": codec.KINDS[t["kind"] - 1]} for name, t in acc.result().items()}
     return {"records": records, "features": totals}
-
-
-def validate(args) -> int:
-    """Every problem of every part (framing and parsing), then exit 1 if there was any."""
-    problems = 0
-    records = 0
-    for path in _parts(args):
-        index, data = _part(path, getattr(args, "storage_options", None))
-        for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
-            records += 1
-            try:
-                rec = codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
-                if not rec:
-                    raise ValueError
-            except Exception as e:
-                problems += 1
-                print(f"{path}: byte offset {off - 8}, record {i}: "
-                      f"{'record has no features' if isinstance(e, ValueError) else str(e).split(': ', 1)[-1]}")
-        err = index.error()
-        if err is not None:
-            problems += 1
-            print(str(err))
-    print(f"{records} records checked, {problems} problem(s)", file=sys.stderr)
-    return 1 if problems else 0
 
 
 def reshard(args) -> int:

@@ -1,7 +1,11 @@
 """OFRecordReader: OneFlow's reader parameters over a directory of part files.
 
 Semantics follow OneFlow 0.9 (``flow.nn.OFRecordReader``): parts are split among ranks
-in contiguous balanced ranges (an error when there are fewer parts than ranks);
+in contiguous balanced ranges. With more ranks than parts (where OneFlow refuses), the
+parts' record indexes (sidecar or one scan of the length prefixes) let the ranks split
+the data set at record boundaries instead: rank r reads the r-th of ``world_size``
+contiguous runs of records (taken across part boundaries, in epoch part order), so the
+shares differ by at most one record and no data is rewritten;
 ``random_shuffle`` is a shuffle buffer of ``shuffle_buffer_size`` records;
 ``shuffle_after_epoch`` reshuffles the global part list before every epoch after the
 first (seeded by the epoch, the same on every rank, so ranks stay disjoint). OneFlow's
@@ -56,9 +60,6 @@ class OFRecordReader(ClosingReader):
         self.rank = 0 if rank is None else int(rank)
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} outside 0..{self.world_size - 1}")
-        if self.world_size > len(self.paths):
-            raise ValueError(f"{len(self.paths)} part file(s) for {self.world_size} ranks: every rank needs at least "
-                             f"one part (re-shard with `recordkit reshard DIR OUT --parts N`)")
         self.batch_size = int(batch_size)
         self.random_shuffle = bool(random_shuffle)
         self.shuffle_buffer_size = max(1, int(shuffle_buffer_size))
@@ -68,20 +69,58 @@ class OFRecordReader(ClosingReader):
         self.drop_last = bool(drop_last)
         self.budget = ErrorBudget(max_errors, warn=warn)
         self._indexes = {p: load_index(p, write=index_sidecar, **self._storage) for p in self.paths}
+        # OneFlow splits whole parts among ranks; with fewer parts than ranks the split is by records
+        self.split_records = self.world_size > len(self.paths)
+        if self.split_records:
+            total = sum(len(i) for i in self._indexes.values())
+            if total < self.world_size:
+                raise ValueError(f"{total} record(s) in {len(self.paths)} part file(s) for {self.world_size} ranks: "
+                                 f"every rank needs at least one record")
 
 
     # -- which parts, in which order ---------------------------------------------------------------
-    def parts_for_epoch(self, epoch: int) -> list[str]:
+    def _part_order(self, epoch: int) -> list[str]:
         order = list(self.paths)
         if self.shuffle_after_epoch and epoch > 0:
             perm = np.random.default_rng(ONEFLOW_DATASET_SEED + epoch).permutation(len(order))
             order = [order[i] for i in perm]
-        return [order[i] for i in balanced_split(len(order), self.world_size, self.rank)]
+        return order
+
+    def parts_for_epoch(self, epoch: int) -> list[str]:
+        """The part files this rank reads (some of them only in part when ``split_records``)."""
+        return list(dict.fromkeys(path for path, _, _ in self.shares_for_epoch(epoch)))
+
+    def shares_for_epoch(self, epoch: int) -> list[tuple[str, int, int]]:
+        """This rank's share of epoch ``epoch`` as ``(part path, first record, end record)`` runs.
+
+        Parts >= ranks: OneFlow's split, whole parts (a contiguous balanced range of the epoch's part
+        order). Parts < ranks: the records of the epoch's part order cut into ``world_size``
+        contiguous runs of ``N // world_size`` or one more records; a run may start or end inside a
+        part and span several. Every rank computes the same order, so the shares are disjoint and
+        cover the epoch exactly once.
+        """
+        order = self._part_order(epoch)
+        if not self.split_records:
+            return [(p, 0, len(self._indexes[p])) for p in
+                    (order[i] for i in balanced_split(len(order), self.world_size, self.rank))]
+        counts = [len(self._indexes[p]) for p in order]
+        total = sum(counts)
+        mine = balanced_split(total, self.world_size, self.rank)
+        last = self.rank == self.world_size - 1
+        runs, first = [], 0
+        for path, n in zip(order, counts):
+            lo, hi = max(mine.start, first), min(mine.stop, first + n)
+            if lo < hi:
+                runs.append((path, lo - first, hi - first))
+            elif n == 0 and (mine.start <= first < mine.stop or (first == total and last)):
+                runs.append((path, 0, 0))  # no intact record: kept so that its framing problem is reported once
+            first += n
+        return runs
 
     def records_per_epoch(self) -> int:
         """Records this rank reads per epoch (the part split changes with shuffle_after_epoch; the
         count is that of epoch 0)."""
-        return sum(len(self._indexes[p]) for p in self.parts_for_epoch(0))
+        return sum(hi - lo for _, lo, hi in self.shares_for_epoch(0))
 
     def __len__(self) -> int:
         n = self.records_per_epoch() * (self.epochs or 1)
@@ -90,24 +129,26 @@ class OFRecordReader(ClosingReader):
     # -- frames and records --------------------------------------------------------------------------
     READ_BLOCK = 8 << 20
 
-    def _part_frames(self, path: str) -> Iterator[tuple]:
-        """(payload view, (path, record index, frame offset)) for every intact frame of a part.
+    def _part_frames(self, path: str, first: int = 0, end: int | None = None) -> Iterator[tuple]:
+        """(payload view, (path, record index, frame offset)) for every intact frame of a part,
+        or of its records ``first:end``.
 
         Frames are read in blocks of about READ_BLOCK bytes with pread (no memory map: a part
-        truncated while being read gives a located error instead of a SIGBUS crash).
+        truncated while being read gives a located error instead of a SIGBUS crash). A framing
+        problem after the last intact frame is charged by the run that reaches the part's end.
         """
         index = self._indexes[path]
-        n = len(index)
-        if n:
+        n = len(index) if end is None else min(int(end), len(index))
+        if n > first:
             offsets, lengths = index.offsets, index.lengths
             ends = offsets + lengths
             source = open_source(path, **self._storage)
             try:
-                i = 0
+                i = int(first)
                 while i < n:
                     start = int(offsets[i]) - 8
                     j = int(np.searchsorted(ends, start + self.READ_BLOCK, side="right"))
-                    j = max(j, i + 1)
+                    j = min(max(j, i + 1), n)
                     stop = int(ends[j - 1])
                     block = source.pread(start, stop - start)
                     if len(block) != stop - start:
@@ -122,15 +163,15 @@ class OFRecordReader(ClosingReader):
             finally:
                 source.close()
         err = index.error()
-        if err is not None:
+        if err is not None and n == len(index):
             self.budget.charge(err, consequence="rest of the part skipped")
 
     def _stream(self) -> Iterator[tuple]:
         epoch = 0
         while self.epochs is None or epoch < self.epochs:
             produced = False
-            for path in self.parts_for_epoch(epoch):
-                for frame in self._part_frames(path):
+            for path, first, end in self.shares_for_epoch(epoch):
+                for frame in self._part_frames(path, first, end):
                     produced = True
                     yield frame
             if not produced:
