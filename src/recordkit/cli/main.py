@@ -21,6 +21,7 @@ COMMANDS = {
     "convert": ("recordkit.cli.convert", "convert between CTF, CBF and OFRecord"),
     "inspect": ("recordkit.cli.inspect_cmd", "show a file's structure: streams, chunks, sequence lengths"),
     "read": ("recordkit.cli.read", "read minibatches like a training loop and print samples/s"),
+    "plan": ("recordkit.cli.plan", "show what a read would hold in memory and deliver, from the index alone"),
     "validate": ("recordkit.cli.ofrecord_cli", "check every record of an OFRecord data set and report every problem"),
     "reshard": ("recordkit.cli.ofrecord_cli", "re-split an OFRecord data set into another number of parts"),
     "prepare": ("recordkit.cli.prepare", "write SINGA's CIFAR-10 / MNIST stores from the original binary files"),

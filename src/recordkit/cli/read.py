@@ -12,6 +12,12 @@ def register(sub) -> None:
     p = sub.add_parser("read", help="read minibatches like a training loop and print samples/s",
                        description="Read PATH (several paths: one composite source, joined by sequence id or "
                                    "position) in minibatches and print throughput.")
+    add_read_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_read_arguments(p) -> None:
+    """The arguments of ``read``, which ``plan`` takes too (same data, same order, same memory)."""
     p.add_argument("path", nargs="+", metavar="PATH")
     sources.add_ctf_arguments(p)
     p.add_argument("--mb-size", type=int, required=True, metavar="N", help="minibatch size in samples")
@@ -21,6 +27,10 @@ def register(sub) -> None:
     p.add_argument("--window-samples", type=int, default=None, metavar="SAMPLES",
                    help="randomization window in samples instead")
     p.add_argument("--seed", type=int, default=0, help="randomization seed (sweep k uses seed + k)")
+    p.add_argument("--max-memory", default="auto", metavar="SIZE",
+                   help="bound on the chunks held at once (window + prefetch), e.g. 512MB or 2GiB; the window is "
+                        "reduced to fit and the choice reported (default auto: 25%% of the memory available; "
+                        "none: unbounded)")
     ends = p.add_mutually_exclusive_group()
     ends.add_argument("--sweeps", type=int, default=None, metavar="K", help="read K sweeps (default 1)")
     ends.add_argument("--max-samples", type=int, default=None, metavar="N", help="stop after N samples")
@@ -31,8 +41,9 @@ def register(sub) -> None:
                         "each parses only its own (engine.ChunkPartition; scales better when randomized)")
     p.add_argument("--frame-mode", action="store_true", help="single-sample sequences packed as frames")
     p.add_argument("--truncation-length", type=int, default=0, metavar="L", help="truncated BPTT length")
+    p.add_argument("--epoch-size", type=int, default=None, metavar="SAMPLES",
+                   help="CNTK epochs of this many samples: no minibatch crosses an epoch end")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(run=run)
 
 
 def build_source(args):
@@ -49,7 +60,24 @@ def build_source(args):
     return readers, MinibatchSource(deserializer, randomize=args.randomize, window=window,
                                     sample_based_window=sample_based, seed=args.seed, max_samples=args.max_samples,
                                     max_sweeps=sweeps, frame_mode=args.frame_mode,
-                                    truncation_length=args.truncation_length)
+                                    truncation_length=args.truncation_length,
+                                    epoch_size=getattr(args, "epoch_size", None),
+                                    max_memory=memory_bound(args))
+
+
+def memory_bound(args):
+    """``--max-memory`` as MinibatchSource takes it: "auto", None (``none``) or bytes."""
+    text = str(getattr(args, "max_memory", "auto") or "auto").strip().lower()
+    if text == "auto":
+        return "auto"
+    if text in ("none", "unbounded"):
+        return None
+    from recordkit.engine.plan import parse_size
+    from recordkit.errors import UsageError
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--max-memory: {e}") from None
 
 
 def run(args) -> int:
@@ -70,6 +98,7 @@ def run(args) -> int:
             minibatches += 1
     seconds = time.perf_counter() - t1
     result = {"samples": samples, "sequences": sequences, "minibatches": minibatches,
+              "memory": source.memory.as_dict(),
               "open_seconds": round(t_open, 4), "read_seconds": round(seconds, 4),
               "samples_per_second": round(samples / seconds, 1) if seconds > 0 else None}
     if args.json:
@@ -77,6 +106,7 @@ def run(args) -> int:
     else:
         print(f"{samples} samples, {sequences} sequences in {minibatches} minibatches of <= {args.mb_size} samples")
         print(f"open {t_open:.3f} s, read {seconds:.3f} s: {result['samples_per_second']:,.0f} samples/s")
+        print(source.memory.describe())
     for r in readers:
         report_tolerated(r)
         r.close()

@@ -194,7 +194,8 @@ class MinibatchSource:
             seed=int(randomization_seed),
             max_samples=None if max_samples == INFINITELY_REPEAT else int(max_samples),
             max_sweeps=None if max_sweeps == INFINITELY_REPEAT else int(max_sweeps),
-            frame_mode=frame_mode, truncation_length=int(truncation_length))
+            frame_mode=frame_mode, truncation_length=int(truncation_length),
+            max_memory=None)  # CNTK 2.7's windows, unbounded; the engine warns when they exceed the memory available
         self.streams = Record({s.name: StreamInformation(s, i) for i, s in enumerate(deserializer.streams)})
 
     @property

@@ -110,6 +110,8 @@ class BpttSlots:
                    for s in src.streams}
         mb = Minibatch(streams, np.array(touched, dtype=np.uint64), lengths, src._cursor >= src._sweep.hi,
                        src._sweep.index, extra={"continues": continues, "sequence_start": starts, "keys": keys})
+        if src._sweep is not None:
+            src._evict(len(self.slots))  # the slots hold copies: chunks behind the cursor can go
         src.samples_delivered += mb.num_samples
         src.minibatches_delivered += 1
         return mb
