@@ -267,7 +267,7 @@ class MinibatchSource:
         (kept, it would add to the window until that use; reloaded, it costs one parse)."""
         sw = self._sweep
         soon = set(self._wanted_ahead())
-        reach = self._cursor + size + 1
+        reach = self._reach(size)
         if sw.first_at is None:
             sw.first_at = dict(zip(sw.first_use.tolist(), sw.first_pos.tolist()))
         first_at = sw.first_at
@@ -279,6 +279,13 @@ class MinibatchSource:
                     rel = sw.by_chunk[cid]
                     sw.pos_j[rel] = -2
                     sw.pos_len[rel] = 0
+
+    def _reach(self, samples: int) -> int:
+        """The end of the stretch from the cursor that ``samples`` samples cover by the index lengths
+        (at least one position): what a minibatch with that much room left can still take."""
+        cum = self._sweep.cum
+        end = int(np.searchsorted(cum, cum[self._cursor] + max(int(samples), 1), side="right")) - 1
+        return max(end, self._cursor + 1)
 
     def _wanted_ahead(self) -> list:
         """The chunks the prefetch wants now: the one in use and the next ones in order of first use."""
@@ -411,7 +418,7 @@ class MinibatchSource:
                 positions.append(sw.lo + sel)
                 count += len(sel)
             if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
-                end = min(stop, self._cursor + max(size, 1) + 1)
+                end = min(stop, self._reach(size - total if count else size))
                 a, b = self._cursor - sw.lo, end - sw.lo
                 missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
                 self._ensure([int(c) for c in missing])
