@@ -143,10 +143,16 @@ def held_peak(chunk_of_position: np.ndarray, nbytes: np.ndarray, *, prefetch: in
     share = np.asarray(chunk_of_position, dtype=np.int64)
     if len(share) == 0:
         return 0, 0
-    uniq, first = np.unique(share, return_index=True)
-    last = len(share) - 1 - np.unique(share[::-1], return_index=True)[1]
-    rank = np.argsort(first, kind="stable")
-    uniq, first, last = uniq[rank], first[rank], last[rank]
+    # first and last position of every chunk (ids are small integers: O(n), no sort of the positions)
+    pos = np.arange(len(share), dtype=np.int64)
+    first = np.full(int(share.max()) + 1, len(share), dtype=np.int64)
+    last = np.full(len(first), -1, dtype=np.int64)
+    np.minimum.at(first, share, pos)
+    np.maximum.at(last, share, pos)
+    uniq = np.flatnonzero(last >= 0)
+    rank = np.argsort(first[uniq], kind="stable")
+    uniq = uniq[rank]
+    first, last = first[uniq], last[uniq]
     if steps is None:
         step_of = lambda p: np.asarray(p, dtype=np.int64)  # noqa: E731
         n_steps = len(share)
@@ -236,15 +242,24 @@ class MemoryChoice:
         return asdict(self)
 
 
-def _order_chunks(chunks, *, randomize: bool, window, sample_based: bool, seed: int, sweep: int = 0) -> np.ndarray:
+def randomizer_for(chunks, *, randomize: bool, window, sample_based: bool, seed: int, cache: dict | None = None):
+    """The engine's randomizer for these settings; ``cache`` keeps the last one made (with its sweep
+    0) so that the source reuses it when it is the one chosen instead of shuffling again (only
+    one: a sweep order of a large data set takes 16 bytes per sequence)."""
     from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
+    key = (bool(randomize), window, bool(sample_based), int(seed))
+    if cache is not None and key in cache:
+        return cache[key]
     r = (BlockRandomizer(chunks, window=window, sample_based=sample_based, seed=seed) if randomize
          else NoRandomizer(chunks))
-    return r.sweep(sweep).chunk
+    if cache is not None:
+        cache.clear()
+        cache[key] = r
+    return r
 
 
 def estimate_held(chunks, nbytes, loading, *, randomize: bool, window, sample_based: bool, seed: int,
-                  prefetch: int, threads: int) -> int:
+                  prefetch: int, threads: int, cache: dict | None = None) -> int:
     """Bytes of chunks held at once (window + prefetch) with the loads in flight, for sweep 0.
 
     Minibatch by minibatch the engine can hold one chunk more than position by position
@@ -252,7 +267,8 @@ def estimate_held(chunks, nbytes, loading, *, randomize: bool, window, sample_ba
     largest chunk. Up to ``threads`` chunks load at once, each needing ``loading`` bytes more."""
     if len(chunks) == 0:
         return 0
-    order = _order_chunks(chunks, randomize=randomize, window=window, sample_based=sample_based, seed=seed)
+    order = randomizer_for(chunks, randomize=randomize, window=window, sample_based=sample_based, seed=seed,
+                           cache=cache).sweep(0).chunk
     held, _ = held_peak(order, nbytes, prefetch=prefetch, loading=loading, threads=threads)
     return held + int(nbytes.max())
 
@@ -264,7 +280,7 @@ def in_flight(loading: np.ndarray, threads: int) -> int:
 
 def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from: str = "argument",
                   randomize: bool, window: int | None, sample_based: bool = False, seed: int = 0,
-                  prefetch: int = 2, threads: int = 2) -> MemoryChoice:
+                  prefetch: int = 2, threads: int = 2, cache: dict | None = None) -> MemoryChoice:
     """The largest window (the requested one when it fits; the prefetch only when a one-chunk
     window does not fit) whose held chunks and loads in flight stay within ``max_memory``.
 
@@ -285,7 +301,8 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
         if randomize and (w is None or int(w) >= (total_samples if sample_based else C)):
             return whole  # a window of the whole data set: every chunk is in use from the start to the end
         return min(whole, estimate_held(chunks, nbytes, loading, randomize=randomize, window=w,
-                                        sample_based=sample_based, seed=seed, prefetch=p, threads=threads))
+                                        sample_based=sample_based, seed=seed, prefetch=p, threads=threads,
+                                        cache=cache))
 
     first = est(window, prefetch)
     if max_memory is None or first <= max_memory:
@@ -419,12 +436,12 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
     nbytes = chunk_bytes(deserializer)
     loading = load_bytes(deserializer, nbytes)
     bound, frm = _bound(r.max_memory)
+    cache: dict = {}
     choice = choose_window(chunks, nbytes, loading, max_memory=bound, bound_from=frm, randomize=r.randomize,
                            window=r.window, sample_based=r.sample_based, seed=r.seed, prefetch=r.prefetch,
-                           threads=r.threads)
-    from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-    randomizer = (BlockRandomizer(chunks, window=choice.window, sample_based=r.sample_based, seed=r.seed)
-                  if r.randomize else NoRandomizer(chunks))
+                           threads=r.threads, cache=cache)
+    randomizer = randomizer_for(chunks, randomize=r.randomize, window=choice.window, sample_based=r.sample_based,
+                                seed=r.seed, cache=cache)
     est = _estimated_lengths(deserializer)
     base = np.zeros(max((c.id for c in chunks), default=-1) + 2, dtype=np.int64)
     for c in chunks:

@@ -96,11 +96,14 @@ class MinibatchSource:
         self.streams = list(deserializer.streams)
         self._chunks = list(deserializer.chunks)
         self._described = {c.id: c.num_sequences for c in self._chunks}
+        planned: dict = {}  # randomizers the memory plan made, with their sweep 0 already shuffled
         self.memory = self._choose_memory(max_memory, bool(randomize), window, bool(sample_based_window), seed,
-                                          max(0, int(prefetch_chunks)), max(1, int(threads)))
+                                          max(0, int(prefetch_chunks)), max(1, int(threads)), planned)
         window, prefetch_chunks = self.memory.window, self.memory.prefetch
-        self.randomizer = (BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
-                           if randomize else NoRandomizer(self._chunks))
+        self.randomizer = planned.get((bool(randomize), window, bool(sample_based_window), int(seed))) or (
+            BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
+            if randomize else NoRandomizer(self._chunks))
+        planned.clear()
         self.max_samples = max_samples
         self.max_sweeps = max_sweeps
         if epoch_size is not None and int(epoch_size) <= 0:
@@ -140,7 +143,7 @@ class MinibatchSource:
         self._last_size = 1
 
     # -- setup -------------------------------------------------------------------------------------
-    def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads):
+    def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
         """Fit the window (and prefetch) to the memory bound; warn where the choice changes what
         was asked for, or where an unbounded plan needs more memory than is available."""
         from recordkit.engine import plan
@@ -154,7 +157,8 @@ class MinibatchSource:
         nbytes = plan.chunk_bytes(self.deserializer)
         choice = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes),
                                     max_memory=bound, bound_from=frm, randomize=randomize, window=window,
-                                    sample_based=sample_based, seed=seed, prefetch=prefetch, threads=threads)
+                                    sample_based=sample_based, seed=seed, prefetch=prefetch, threads=threads,
+                                    cache=cache)
         if choice.capped or not choice.fits:
             warnings.warn(choice.describe(), RecordkitWarning, stacklevel=3)
         elif bound is None and choice.estimated_bytes > plan.available_memory():
