@@ -64,7 +64,9 @@ def test_plan_epochs_add_up_and_end_where_the_epoch_size_says(tmp_path, capsys):
     assert t["epochs_total"] == -(-t["total_samples"] // 1000) == len(epochs)
     assert sum(e["samples"] for e in epochs) == t["samples_read"]
     assert sum(e["minibatches"] for e in epochs) == t["minibatches"]
-    assert [e["ends_at_sample"] for e in epochs] == [1000 * (k + 1) for k in range(len(epochs))]
+    # the last epoch ends with the data
+    assert [e["ends_at_sample"] for e in epochs] == [1000 * (k + 1) for k in range(len(epochs) - 1)] + \
+        [t["total_samples"]]
 
 
 def test_plan_partitions_cover_the_sweep_once(tmp_path, capsys):
@@ -159,3 +161,25 @@ def test_a_bounded_randomized_sweep_stays_within_the_file_order_peak_plus_the_bo
     assert got["memory"]["capped"] and got["memory"]["fits"]
     assert bounded <= file_order + bound
     assert bounded < unbounded  # the bound did something
+
+
+@pytest.mark.parametrize("partitions,index", [(1, 0), (3, 1)])
+def test_plan_epochs_are_the_sources_epochs(tmp_path, partitions, index):
+    from collections import Counter
+    from recordkit.engine.plan import PlanInput, make_plan
+    from recordkit.engine.source import MinibatchSource
+    from recordkit.formats.ctf import CTFReader
+    from helpers import dense, sparse
+    path = seq_corpus(tmp_path)
+    streams = [dense("x", 5), sparse("y", 50)]
+    plan = make_plan(CTFReader(path, streams, chunk_size=2000),
+                     PlanInput(randomize=True, seed=4, window=3, minibatch_size=40, max_sweeps=2, epoch_size=900,
+                               partitions=partitions, partition_index=index))
+    source = MinibatchSource(CTFReader(path, streams, chunk_size=2000), randomize=True, seed=4, window=3,
+                             max_sweeps=2, epoch_size=900, num_data_partitions=partitions, partition_index=index)
+    mbs, samples = Counter(), Counter()
+    for mb in source.minibatches(40):
+        mbs[mb.epoch] += 1
+        samples[mb.epoch] += mb.num_samples
+    planned = {e["epoch"]: (e["minibatches"], e["samples"]) for e in plan["timeline"]["epochs"] if e["minibatches"]}
+    assert planned == {e: (mbs[e], samples[e]) for e in mbs}

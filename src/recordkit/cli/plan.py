@@ -120,9 +120,12 @@ def render(plan: dict, *, all_chunks: bool = False) -> str:
     if t.get("epoch_size"):
         out.append(f"  epochs of {t['epoch_size']:,} samples" + (f": {t['epochs_total']:,} in all"
                                                                  if t.get("epochs_total") is not None else ""))
-        for e in t.get("epochs", [])[:12]:
+        epochs = t.get("epochs", [])
+        for e in epochs[:12]:
             out.append(f"    epoch {e['epoch']}: ends at sample {e['ends_at_sample']:,} in sweep {e['ends_in_sweep']}; "
                        f"{e['minibatches']:,} minibatches, {e['sequences']:,} sequences, {e['samples']:,} samples{who}")
+        if len(epochs) > 12:
+            out.append(f"    ... {len(epochs) - 12} more (--json lists up to 50)")
     elif t.get("sweeps") is not None:
         out.append("  no --epoch-size: an epoch is whatever the training loop makes of it (CNTK: one sweep)")
     if t.get("note"):

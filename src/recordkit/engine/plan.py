@@ -500,14 +500,12 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
     end = len(L)
     if r.max_samples is not None:
         end = int(np.searchsorted(G, int(r.max_samples), side="left"))
-    epoch_ends = []
+    epoch_ends = []  # where each epoch ends in this worker's positions
+    last_sample = total_samples if total_samples is not None else n_sweeps * sweep_samples
     if r.epoch_size:
-        horizon = int(G[-1]) + 1 if len(G) else 0
-        k = 1
-        while k * r.epoch_size <= horizon and len(epoch_ends) < 1_000_000:
-            epoch_ends.append(int(np.searchsorted(G, k * r.epoch_size, side="left")))
-            k += 1
-        epoch_ends.append(len(G))  # the last epoch, cut short by the end of the data
+        count = -(-int(last_sample) // int(r.epoch_size))
+        bounds = np.arange(1, min(count, 1_000_000) + 1, dtype=np.int64) * int(r.epoch_size)
+        epoch_ends = np.searchsorted(G, bounds, side="left").tolist()
     timeline = {"samples_per_sweep": sweep_samples, "sequences_per_sweep": sweep_sequences,
                 "sweeps": sweeps_needed, "total_samples": total_samples, "minibatch_size": r.minibatch_size,
                 "epoch_size": r.epoch_size, "partition": [i, n] if r.partition_by == "samples" else
@@ -532,17 +530,14 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
             timeline["note"] = f"the first {n_sweeps} sweeps are shown"
         epochs = []
         prev, prev_mb = 0, 0
-        for e, cut in enumerate(epoch_ends[:MAX_LISTED_EPOCHS] if r.epoch_size else []):
+        for e, cut in enumerate(epoch_ends[:MAX_LISTED_EPOCHS]):
             c = min(cut, end)
-            if c <= prev:
-                if prev >= end:
-                    break
-                continue  # an epoch without a sequence of this worker
             nmb = int(np.searchsorted(ends, c, side="right"))
-            sw = int(np.searchsorted(np.array(sweep_starts), max(c - 1, 0), side="right") - 1)
-            epochs.append({"epoch": e, "ends_at_sample": (e + 1) * r.epoch_size, "ends_in_sweep": sw,
+            at = min((e + 1) * int(r.epoch_size), int(last_sample))
+            epochs.append({"epoch": e, "ends_at_sample": at,
+                           "ends_in_sweep": (at - 1) // max(sweep_samples, 1) if at else 0,
                            "sequences": c - prev, "samples": int(L[prev:c].sum()), "minibatches": nmb - prev_mb})
-            prev, prev_mb = c, nmb
+            prev, prev_mb = max(prev, c), max(prev_mb, nmb)
         timeline["epochs"] = epochs
         if r.epoch_size:
             timeline["epochs_total"] = -(-int(total_samples) // r.epoch_size) if total_samples is not None else None
