@@ -13,6 +13,13 @@ def register(sub) -> None:
     p = sub.add_parser("read", help="read minibatches like a training loop and print samples/s",
                        description="Read PATH (several paths: one composite source, joined by sequence id or "
                                    "position) in minibatches and print throughput.")
+    add_read_arguments(p)
+    p.set_defaults(run=run, check=check)
+
+
+def add_read_arguments(p) -> None:
+    """The arguments of ``read``, which ``plan`` takes too (same data, same order, same memory)."""
+    from recordkit.cli import argtypes
     p.add_argument("path", nargs="+", metavar="PATH",
                    help="a CTF, CBF or OFRecord input; several: their streams joined into one source")
     sources.add_ctf_arguments(p)
@@ -24,6 +31,10 @@ def register(sub) -> None:
     p.add_argument("--window-samples", type=argtypes.positive_int, default=None, metavar="SAMPLES",
                    help="randomization window in samples instead")
     p.add_argument("--seed", type=argtypes.seed, default=0, help="randomization seed (sweep k uses seed + k)")
+    p.add_argument("--max-memory", type=memory_size, default="auto", metavar="SIZE",
+                   help="bound on the chunks held at once (window + prefetch), e.g. 512MB or 2GiB; the window is "
+                        "reduced to fit and the choice reported (default auto: 25%% of the memory available; "
+                        "none: unbounded)")
     ends = p.add_mutually_exclusive_group()
     ends.add_argument("--sweeps", type=argtypes.positive_int, default=None, metavar="K",
                       help="read K sweeps (default 1)")
@@ -39,8 +50,9 @@ def register(sub) -> None:
     p.add_argument("--frame-mode", action="store_true", help="single-sample sequences packed as frames")
     p.add_argument("--truncation-length", type=argtypes.non_negative_int, default=0, metavar="L",
                    help="truncated BPTT length (0: off)")
+    p.add_argument("--epoch-size", type=argtypes.positive_int, default=None, metavar="SAMPLES",
+                   help="CNTK epochs of this many samples: no minibatch crosses an epoch end")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(run=run, check=check)
 
 
 def check(parser, args) -> None:
@@ -73,7 +85,29 @@ def build_source(args):
     return readers, MinibatchSource(deserializer, randomize=args.randomize, window=window,
                                     sample_based_window=sample_based, seed=args.seed, max_samples=args.max_samples,
                                     max_sweeps=sweeps, frame_mode=args.frame_mode,
-                                    truncation_length=args.truncation_length, trace_level=args.trace_level)
+                                    truncation_length=args.truncation_length, trace_level=args.trace_level,
+                                    epoch_size=getattr(args, "epoch_size", None),
+                                    max_memory=getattr(args, "max_memory", "auto"))
+
+
+def memory_size(text):
+    """``--max-memory``: "auto", ``none`` (unbounded) or a size such as 512MB (argparse type)."""
+    import argparse
+    value = str(text).strip().lower()
+    if value == "auto":
+        return "auto"
+    if value in ("none", "unbounded"):
+        return None
+    from recordkit.engine.plan import parse_size
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def memory_bound(args):
+    """``--max-memory`` as MinibatchSource takes it: "auto", None or bytes (already parsed)."""
+    return getattr(args, "max_memory", "auto")
 
 
 def run(args) -> int:
@@ -94,6 +128,7 @@ def run(args) -> int:
             minibatches += 1
     seconds = time.perf_counter() - t1
     result = {"samples": samples, "sequences": sequences, "minibatches": minibatches,
+              "memory": source.memory.as_dict(),
               "open_seconds": round(t_open, 4), "read_seconds": round(seconds, 4),
               "samples_per_second": round(samples / seconds, 1) if seconds > 0 else None}
     if args.json:
@@ -101,6 +136,7 @@ def run(args) -> int:
     else:
         print(f"{samples} samples, {sequences} sequences in {minibatches} minibatches of <= {args.mb_size} samples")
         print(f"open {t_open:.3f} s, read {seconds:.3f} s: {result['samples_per_second']:,.0f} samples/s")
+        print(source.memory.describe())
     for r in readers:
         report_tolerated(r)
         r.close()

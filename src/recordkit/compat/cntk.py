@@ -303,7 +303,8 @@ class MinibatchSource:
             seed=int(randomization_seed),
             max_samples=None if max_samples == INFINITELY_REPEAT else int(max_samples),
             max_sweeps=None if max_sweeps == INFINITELY_REPEAT else int(max_sweeps),
-            frame_mode=frame_mode, truncation_length=int(truncation_length), trace_level=int(trace_level))
+            frame_mode=frame_mode, truncation_length=int(truncation_length), trace_level=int(trace_level),
+            max_memory=None)  # CNTK 2.7's windows, unbounded; the engine warns when they exceed the memory available
         ids = _cntk_ids(readers)
         fallback = getattr(deserializer, "dtype", None)
         self.streams = Record({s.name: StreamInformation(s, ids.get(s.name, i), s.dtype or fallback,

@@ -53,6 +53,7 @@ def source_from_config(cfg: ReaderConfig, *, base_dir: str | None = None, **engi
     deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
     window, sample_based = default_window(cfg)
     engine.setdefault("trace_level", cfg.trace_level)
+    engine.setdefault("max_memory", None)  # CNTK 2.7's defaults, unbounded; warned about when beyond memory
     return MinibatchSource(deserializer, randomize=cfg.randomize, window=window, sample_based_window=sample_based,
                            seed=cfg.randomization_seed, frame_mode=cfg.frame_mode,
                            truncation_length=cfg.truncation_length if cfg.truncated else 0, **engine)

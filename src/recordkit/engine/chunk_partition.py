@@ -92,6 +92,8 @@ class ChunkPartition:
         inner = self.inner
         if hasattr(inner, "sequence_lengths"):
             self.sequence_lengths = lambda chunk_id: inner.sequence_lengths(self._ids[chunk_id])
+        if hasattr(inner, "estimated_chunk_bytes"):
+            self.estimated_chunk_bytes = lambda: np.asarray(inner.estimated_chunk_bytes())[self._ids]
         if hasattr(inner, "sequence_keys"):
             self.sequence_keys = lambda chunk_id: inner.sequence_keys(self._ids[chunk_id])
         if not accepts_keyword(inner.load_chunk, "threads"):

@@ -71,6 +71,17 @@ class CompositeDeserializer:
         info = self.primary.chunks[chunk_id]
         return np.full(info.num_sequences, max(1, info.num_samples // max(info.num_sequences, 1)), np.int64)
 
+    def estimated_chunk_bytes(self) -> np.ndarray:
+        """Decoded bytes of each (primary) chunk: the primary's plus, from every other part, its
+        share of that part's total in proportion to the chunk's sequences."""
+        from recordkit.engine.plan import chunk_bytes
+        own = chunk_bytes(self.primary).astype(np.float64)
+        seqs = np.array([c.num_sequences for c in self.primary.chunks], dtype=np.float64)
+        share = seqs / max(seqs.sum(), 1.0)
+        for d in self.parts[1:]:
+            own += share * float(chunk_bytes(d).sum())
+        return own.astype(np.int64)
+
     # -- where each secondary keeps its sequences ------------------------------------------------
     def _build_locator(self, d):
         chunks = d.chunks

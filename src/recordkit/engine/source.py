@@ -17,13 +17,18 @@ there are fewer chunks than workers), each sweep's order is cut into ``n`` conti
 runs of about equal samples: every sequence goes to exactly one worker per sweep,
 and with one worker the order is exactly CNTK's.
 
-Memory. Only chunks that the rest of this worker's share still needs are kept; the
+Memory. Only chunks that the rest of this worker's share still needs soon are kept; the
 next chunks in order of first use are loaded on background threads (parsing
-releases the GIL) while the caller trains.
+releases the GIL) while the caller trains. ``max_memory`` bounds the chunks held at
+once (window + prefetch): the window is reduced to fit, from the index's decoded size
+estimates (``engine/plan.py``), and the choice is reported (``source.memory``, and a
+warning when the window was reduced). The default bound is a quarter of the memory
+available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -54,6 +59,7 @@ class _Sweep:
     by_chunk: dict         # chunk id -> share-relative positions that use it
     pos_j: np.ndarray      # share-relative: index in the loaded chunk (-1 dropped, -2 not loaded yet)
     pos_len: np.ndarray    # share-relative: real length once loaded (0 for dropped)
+    first_at: dict | None = None  # chunk id -> first_pos, made on first eviction
 
 
 class MinibatchSource:
@@ -71,6 +77,11 @@ class MinibatchSource:
     (``RecordkitInfo``) as each sweep starts (its order, sequences, samples and this worker's
     share), as CNTK's randomizer does with ``verbosity``; None: ``recordkit.errors``' default.
     The deserializers report their own chunks and warnings at their own ``trace_level``.
+    max_memory: bound on the chunks held at once (window + prefetch), bytes or a size such
+    as "512MB"; "auto" (default): a quarter of the memory available now; None: unbounded (CNTK's
+    behaviour; a warning when the estimate exceeds the memory available). When the requested
+    window does not fit, the largest one that does is used (a warning says so; ``memory`` holds
+    the choice). A window that fits is never changed, so the order is CNTK's for that window.
     """
 
     def __init__(self, deserializer, *, randomize: bool = True, window: int | None = None,
@@ -78,7 +89,7 @@ class MinibatchSource:
                  max_sweeps: int | None = None, epoch_size: int | None = None, frame_mode: bool = False,
                  truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
-                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None):
+                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None, max_memory="auto"):
         from recordkit.errors import trace_level as _trace_level
         self.trace_level = _trace_level(trace_level)
         if max_samples is not None and max_sweeps is not None:
@@ -91,8 +102,14 @@ class MinibatchSource:
         self.streams = list(deserializer.streams)
         self._chunks = list(deserializer.chunks)
         self._described = {c.id: c.num_sequences for c in self._chunks}
-        self.randomizer = (BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
-                           if randomize else NoRandomizer(self._chunks))
+        planned: dict = {}  # randomizers the memory plan made, with their sweep 0 already shuffled
+        self.memory = self._choose_memory(max_memory, bool(randomize), window, bool(sample_based_window), seed,
+                                          max(0, int(prefetch_chunks)), max(1, int(threads)), planned)
+        window, prefetch_chunks = self.memory.window, self.memory.prefetch
+        self.randomizer = planned.get((bool(randomize), window, bool(sample_based_window), int(seed))) or (
+            BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
+            if randomize else NoRandomizer(self._chunks))
+        planned.clear()
         self.max_samples = max_samples
         self.max_sweeps = max_sweeps
         if epoch_size is not None and int(epoch_size) <= 0:
@@ -129,8 +146,34 @@ class MinibatchSource:
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="recordkit-prefetch") \
             if self._prefetch_chunks else None
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
+        self._last_size = 1
 
     # -- setup -------------------------------------------------------------------------------------
+    def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
+        """Fit the window (and prefetch) to the memory bound; warn where the choice changes what
+        was asked for, or where an unbounded plan needs more memory than is available."""
+        from recordkit.engine import plan
+        from recordkit.errors import RecordkitWarning
+        if isinstance(max_memory, str) and max_memory.strip().lower() == "auto":
+            bound, frm = plan.machine_memory_bound(), "machine"
+        elif max_memory is None:
+            bound, frm = None, "none"
+        else:
+            bound, frm = plan.parse_size(max_memory), "argument"
+        nbytes = plan.chunk_bytes(self.deserializer)
+        choice = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes),
+                                    max_memory=bound, bound_from=frm, randomize=randomize, window=window,
+                                    sample_based=sample_based, seed=seed, prefetch=prefetch, threads=threads,
+                                    cache=cache)
+        if choice.capped or not choice.fits:
+            warnings.warn(choice.describe(), RecordkitWarning, stacklevel=3)
+        elif bound is None and choice.estimated_bytes > plan.available_memory():
+            warnings.warn(f"this reader's plan needs about {plan.format_size(choice.estimated_bytes)} of chunks at "
+                          f"once ({choice.window_text()} window), more than the "
+                          f"{plan.format_size(plan.available_memory())} of memory available; set a smaller "
+                          f"randomization window", RecordkitWarning, stacklevel=3)
+        return choice
+
     def _estimate_lengths(self) -> dict:
         get = getattr(self.deserializer, "sequence_lengths", None)
         out = {}
@@ -234,22 +277,47 @@ class MinibatchSource:
         for cid in cids:
             self._chunk(cid)
 
-    def _evict(self) -> None:
-        """Drop loaded chunks that no position from the cursor on still needs."""
+    def _evict(self, size: int = 1) -> None:
+        """Drop loaded chunks that no position from the cursor on still needs, and those not
+        needed soon: a chunk carried over from the previous sweep whose first use in this one
+        is neither in the next minibatch's reach nor among the chunks the prefetch wants
+        (kept, it would add to the window until that use; reloaded, it costs one parse)."""
         sw = self._sweep
-        for cid in [c for c in self._loaded if sw.last_use.get(c, -1) < self._cursor]:
-            del self._loaded[cid]
-            del self._lookups[cid]
+        soon = set(self._wanted_ahead())
+        reach = self._reach(size)
+        if sw.first_at is None:
+            sw.first_at = dict(zip(sw.first_use.tolist(), sw.first_pos.tolist()))
+        first_at = sw.first_at
+        for cid in list(self._loaded):
+            if sw.last_use.get(cid, -1) < self._cursor or (first_at.get(cid, -1) >= reach and cid not in soon):
+                del self._loaded[cid]
+                del self._lookups[cid]
+                if cid in sw.by_chunk:
+                    rel = sw.by_chunk[cid]
+                    sw.pos_j[rel] = -2
+                    sw.pos_len[rel] = 0
+
+    def _reach(self, samples: int) -> int:
+        """The end of the stretch from the cursor that ``samples`` samples cover by the index lengths
+        (at least one position): what a minibatch with that much room left can still take."""
+        cum = self._sweep.cum
+        end = int(np.searchsorted(cum, cum[self._cursor] + max(int(samples), 1), side="right")) - 1
+        return max(end, self._cursor + 1)
+
+    def _wanted_ahead(self) -> list:
+        """The chunks the prefetch wants now: the one in use and the next ones in order of first use."""
+        sw = self._sweep
+        if not self._pool:
+            return []
+        k = int(np.searchsorted(sw.first_pos, self._cursor, side="left"))
+        return [int(c) for c in sw.first_use[max(0, k - 1):k + self._prefetch_chunks + 1]]
 
     def _prefetch(self) -> None:
         """Start loading the next chunks, in order of first use, on the background threads."""
-        sw = self._sweep
         if not self._pool:
             return
-        k = int(np.searchsorted(sw.first_pos, self._cursor, side="left"))
         # chunks already in use stay; schedule the next ones in order of first use
-        wanted = [int(c) for c in sw.first_use[max(0, k - 1):k + self._prefetch_chunks + 1]]
-        for cid in wanted:
+        for cid in self._wanted_ahead():
             if cid not in self._loaded and cid not in self._futures:
                 self._futures[cid] = self._pool.submit(self.deserializer.load_chunk, cid)
 
@@ -308,6 +376,7 @@ class MinibatchSource:
         if self.truncation_length:
             from recordkit.engine.bptt import next_bptt_minibatch
             return next_bptt_minibatch(self, size)
+        self._last_size = size
         picked, end_of_sweep, sweep_index = self._pick(size)
         if len(picked[0]) == 0:
             return None
@@ -385,8 +454,9 @@ class MinibatchSource:
                 positions.append(sw.lo + sel)
                 count += len(sel)
             if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
-                ahead = size if max_sequences is None else min(size, max_sequences)
-                end = min(stop, self._cursor + max(ahead, 1) + 1)
+                end = min(stop, self._reach(size - total if count else size))
+                if max_sequences is not None:  # a BPTT refill: no further than the sequences it takes
+                    end = min(end, self._cursor + max(max_sequences, 1) + 1)
                 a, b = self._cursor - sw.lo, end - sw.lo
                 missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
                 self._ensure([int(c) for c in missing])
@@ -409,7 +479,8 @@ class MinibatchSource:
         uniq, slot = np.unique(cids, return_inverse=True)
         chunks = [self._chunk(int(c)) for c in uniq]
         streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
-        self._evict()
+        del chunks
+        self._evict(self._last_size)
         mb = Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps)
         if self.epoch_size is not None:
             mb.epoch, mb.end_of_epoch = self._last_epoch
