@@ -127,8 +127,9 @@ def _is_ctf(reader) -> bool:
 
 
 def _output_streams(reader, target: str) -> list[StreamSpec]:
-    # CTF -> CTF keeps the file's short aliases; elsewhere the names are the names (CBF has no aliases)
-    if target == "ctf" and not _is_ctf(reader):
+    # CTF -> CTF keeps the file's short aliases, and so do formats that record them (Parquet, HF);
+    # elsewhere the names are the names (CBF has no aliases)
+    if target == "ctf" and not (_is_ctf(reader) or getattr(reader, "keeps_aliases", False)):
         return [StreamSpec(s.name, s.format, s.dim, None, s.defines_mb_size, s.dtype) for s in reader.streams]
     return list(reader.streams)
 
