@@ -216,14 +216,14 @@ def check_estimate(est: SizeEstimate, source: str, target: str, *, allow_densify
     if est.narrowed:
         what.append(f"float64 values narrowed to float32 ({target} holds no float64)")
     what += ["drops " + d for d in est.dropped]
-    size = f"{_mb(est.input_bytes)} -> about {_mb(est.output_bytes)}, {est.growth:,.1f}x"
+    size = f"{_mb(est.input_bytes)} -> about {_mb(est.output_bytes)}"
     if est.growth > MAX_GROWTH and not allow_densify:
         raise ConversionRefused(
             f"converting {source} to {target} would grow the data about {est.growth:,.0f}x ({size})"
             + (": " + "; ".join(what) if what else "")
             + ". Pass --allow-densify (allow_densify=True) to convert anyway.")
     if what:
-        warnings.warn(f"{source} -> {target}: " + "; ".join(what) + f" (estimated output {size})",
+        warnings.warn(f"{source} -> {target}: " + "; ".join(what) + f" (estimated {size}, {est.growth:,.1f}x)",
                       RecordkitWarning, stacklevel=3)
 
 

@@ -10,8 +10,8 @@ def sniff_format(path, storage_options=None) -> str:
 
     A directory: the first format whose directory probe accepts its entry names (a SINGA 0.1
     shard, a Hugging Face ``save_to_disk`` directory, Parquet or CBF parts, OFRecord
-    ``part-N`` files); any other directory is taken for OFRecord, whose reader then says
-    what is missing. A file: the first format whose probe accepts its first bytes (CBF's magic
+    ``part-N`` files); any other directory is the format its name's extension says
+    (``out.cbf/``), else OFRecord, whose reader then says what is missing. A file: the first format whose probe accepts its first bytes (CBF's magic
     number, Parquet's ``PAR1``, a first frame that parses as an OFRecord, SINGA's KVFile/BinFile
     framing), else its extension, else CTF.
 
@@ -27,7 +27,8 @@ def sniff_format(path, storage_options=None) -> str:
         for fmt in registry.FORMATS.values():
             if fmt.directory_probe and registry._load(fmt.directory_probe)(names):
                 return fmt.name
-        return "ofrecord"
+        named = registry.by_extension(path)  # an empty `out.cbf/`: its reader says no parts are there
+        return named.name if named is not None and named.directory_probe else "ofrecord"
     if not location.isfile(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file")
     src = open_source(path, storage_options=storage_options, verify=False)

@@ -76,6 +76,9 @@ class ParquetWriter(AtomicWriter):
         self._file = None
         self._writer = None
         self._samples: list[int] = []
+        self._pending: list = []
+        self._pending_samples = 0
+        self._pending_id = None
 
     @property
     def streams(self):
@@ -100,6 +103,7 @@ class ParquetWriter(AtomicWriter):
     def _close_part(self) -> None:
         if self._writer is None:
             return
+        self._flush()
         self._writer.add_key_value_metadata({META_SAMPLES.decode(): json.dumps(self._samples)})
         self._writer.close()
         self._writer = None
@@ -134,9 +138,24 @@ class ParquetWriter(AtomicWriter):
             a = b
 
     def _write_rows(self, chunk, a: int, b: int) -> None:
-        batch = chunk_to_batch(chunk, self._streams, self.schema, self.dtype, a, b)
-        self._writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
-        self._samples.append(int(np.asarray(chunk.lengths[a:b]).sum()))
+        # pieces of one input chunk (a CTF chunk parsed in pieces) make one row group, so the output's
+        # chunks are the input's and a randomized read of it draws the same order
+        if self._pending and (chunk.chunk_id < 0 or chunk.chunk_id != self._pending_id):
+            self._flush()
+        self._pending.append(chunk_to_batch(chunk, self._streams, self.schema, self.dtype, a, b))
+        self._pending_samples += int(np.asarray(chunk.lengths[a:b]).sum())
+        self._pending_id = chunk.chunk_id
+        if chunk.chunk_id < 0:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        self._pending = []
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))  # one row group
+        self._samples.append(self._pending_samples)
+        self._pending_samples = 0
 
     # -- output -----------------------------------------------------------------------------------
     def close(self) -> None:
