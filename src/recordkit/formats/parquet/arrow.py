@@ -53,10 +53,17 @@ def schema_for(streams, precision, metadata: dict | None = None) -> pa.Schema:
     return pa.schema(fields, metadata=meta)
 
 
+def numbers(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A NumPy vector as an Arrow array over the same memory (``pa.array`` would import pandas,
+    about a second, on its first call)."""
+    values = np.ascontiguousarray(values, dtype=type_.to_pandas_dtype())
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+
+
 def _i32(offsets: np.ndarray, what: str) -> pa.Array:
     if len(offsets) and offsets[-1] > INT32_MAX:
         raise OverflowError(what)
-    return pa.array(offsets.astype(np.int32, copy=False), pa.int32())
+    return numbers(offsets.astype(np.int32, copy=False), pa.int32())
 
 
 def dense_array(col: DenseColumn, dim: int, dtype, a: int, b: int) -> pa.Array:
@@ -64,7 +71,7 @@ def dense_array(col: DenseColumn, dim: int, dtype, a: int, b: int) -> pa.Array:
     so = np.asarray(col.seq_offsets[a:b + 1], dtype=np.int64)
     lo, hi = int(so[0]), int(so[-1])
     values = np.ascontiguousarray(col.values[lo:hi], dtype=dtype).reshape(-1)
-    inner = pa.FixedSizeListArray.from_arrays(pa.array(values), dim)
+    inner = pa.FixedSizeListArray.from_arrays(numbers(values, value_type(dtype)), dim)
     return pa.ListArray.from_arrays(_i32(so - lo, "samples"), inner)
 
 
@@ -75,8 +82,8 @@ def sparse_array(col: SparseColumn, dtype, a: int, b: int, vtype: pa.DataType) -
     ptr = np.asarray(col.indptr[s0:s1 + 1], dtype=np.int64)
     lo, hi = int(ptr[0]), int(ptr[-1])
     rel = _i32(ptr - lo, "non-zero values")
-    indices = pa.ListArray.from_arrays(rel, pa.array(np.asarray(col.indices[lo:hi]).astype(np.int32, copy=False)))
-    values = pa.ListArray.from_arrays(rel, pa.array(np.ascontiguousarray(col.values[lo:hi], dtype=dtype)))
+    indices = pa.ListArray.from_arrays(rel, numbers(col.indices[lo:hi], pa.int32()))
+    values = pa.ListArray.from_arrays(rel, numbers(col.values[lo:hi], value_type(dtype)))
     samples = pa.StructArray.from_arrays([indices, values], fields=list(vtype))
     return pa.ListArray.from_arrays(_i32(so - s0, "samples"), samples)
 
@@ -84,7 +91,7 @@ def sparse_array(col: SparseColumn, dtype, a: int, b: int, vtype: pa.DataType) -
 def chunk_to_batch(chunk: ChunkData, streams, schema: pa.Schema, dtype, a: int = 0, b: int | None = None):
     """Sequences a..b of a chunk as a RecordBatch of ``schema``."""
     b = len(chunk) if b is None else b
-    arrays = [pa.array(np.asarray(chunk.keys[a:b]).astype(np.uint64, copy=False), pa.uint64())]
+    arrays = [numbers(np.asarray(chunk.keys[a:b]).astype(np.uint64, copy=False), pa.uint64())]
     for spec in streams:
         col = chunk.columns.get(spec.name)
         if col is None:

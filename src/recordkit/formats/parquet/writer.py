@@ -96,8 +96,10 @@ class ParquetWriter(AtomicWriter):
         self._part = k
         target = self.path if self._dir is None else self._dir.path(part_name(k))
         self._file = AtomicFile(target, storage_options=self.storage_options, checksums=self.checksums)
+        # no dictionaries (float data has few repeats; trying costs 2-7x the write time), statistics
+        # for the key only
         self._writer = pq.ParquetWriter(self._file.file, self.schema, compression=self.compression,
-                                        write_statistics=["key"])
+                                        use_dictionary=False, write_statistics=["key"])
         self._samples = []
 
     def _close_part(self) -> None:
