@@ -135,7 +135,8 @@ class HFDeserializer(ClosingReader):
         k, a, b, first = self._where[chunk_id]
         if not self.keys_are_ids:
             return np.arange(first, first + self._chunks[chunk_id].num_sequences, dtype=np.uint64)
-        return np.concatenate([bt.column(bt.schema.get_field_index("key")).to_numpy(zero_copy_only=False)
+        from recordkit.formats.parquet.arrow import to_numpy
+        return np.concatenate([to_numpy(bt.column(bt.schema.get_field_index("key")))
                                for bt in self._batches[k][a:b]]).astype(np.uint64)
 
     def iter_chunks(self, threads: int = 1, **_):

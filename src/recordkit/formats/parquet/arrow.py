@@ -180,20 +180,30 @@ def check_column_type(path: str, spec: StreamSpec, column: str, t: pa.DataType) 
             raise bad(f"list<fixed_size_list<float>[{spec.dim}]>")
 
 
+def to_numpy(arr) -> np.ndarray:
+    """A primitive Arrow array without nulls as NumPy, a view of its buffer (``to_numpy`` may import
+    pandas, a second on its first call)."""
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    buf = arr.buffers()[1]
+    if buf is None or len(arr) == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+
+
 def _offsets(arr) -> np.ndarray:
-    o = np.asarray(arr.offsets, dtype=np.int64)
+    o = to_numpy(arr.offsets).astype(np.int64, copy=False)
     return o - o[0]
 
 
-def _nulls(arr, path, column, where):
+def _nulls(arr, path, column, where, row0=0):
     if arr.null_count:
-        row = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
+        row = row0 + arr.is_valid().to_pylist().index(False)
         raise FormatError(path, f"column '{column}' holds a null (row {row} of {where}): every sequence needs a "
                                 f"list (empty for no samples)", record=where)
 
 
-def _dense_from(arr, spec: StreamSpec, dtype, path, column, where) -> DenseColumn:
-    _nulls(arr, path, column, where)
+def _dense_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> DenseColumn:
+    _nulls(arr, path, column, where, row0)
     so = _offsets(arr)
     samples = arr.flatten()
     _nulls(samples, path, column, where)
@@ -207,13 +217,12 @@ def _dense_from(arr, spec: StreamSpec, dtype, path, column, where) -> DenseColum
                                     f"is {spec.dim}", record=where)
         flat = samples.flatten()
     _nulls(flat, path, column, where)
-    values = flat.to_numpy(zero_copy_only=False)
-    values = values.astype(dtype, copy=False)
+    values = to_numpy(flat).astype(dtype, copy=False)
     return DenseColumn(values.reshape(-1, spec.dim), so)
 
 
-def _sparse_from(arr, spec: StreamSpec, dtype, path, column, where) -> SparseColumn:
-    _nulls(arr, path, column, where)
+def _sparse_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> SparseColumn:
+    _nulls(arr, path, column, where, row0)
     so = _offsets(arr)
     samples = arr.flatten()
     _nulls(samples, path, column, where)
@@ -226,8 +235,8 @@ def _sparse_from(arr, spec: StreamSpec, dtype, path, column, where) -> SparseCol
         k = int(np.flatnonzero(np.diff(iptr) != np.diff(vptr))[0])
         raise FormatError(path, f"column '{column}': sample {k} has {int(iptr[k + 1] - iptr[k])} indices but "
                                 f"{int(vptr[k + 1] - vptr[k])} values", record=where)
-    indices = ind.flatten().to_numpy(zero_copy_only=False)
-    values = val.flatten().to_numpy(zero_copy_only=False)
+    indices = to_numpy(ind.flatten())
+    values = to_numpy(val.flatten())
     if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
         k = int(np.flatnonzero((indices < 0) | (indices >= spec.dim))[0])
         raise FormatError(path, f"column '{column}': sparse index {int(indices[k])} outside [0, {spec.dim})",
@@ -235,9 +244,11 @@ def _sparse_from(arr, spec: StreamSpec, dtype, path, column, where) -> SparseCol
     return SparseColumn(values.astype(dtype, copy=False), indices.astype(np.int32, copy=False), iptr, so, spec.dim)
 
 
-def batch_to_chunk(batch, selected, *, path: str, where: str, chunk_id: int, first_key: int) -> ChunkData:
+def batch_to_chunk(batch, selected, *, path: str, where: str, chunk_id: int, first_key: int,
+                   first_row: int = 0) -> ChunkData:
     """A RecordBatch/Table of the mapping as a ChunkData. ``selected``: (column name, StreamSpec) pairs
-    (the spec's dtype is the element type delivered)."""
+    (the spec's dtype is the element type delivered); ``first_row``: the batch's first row in ``where``
+    (for messages)."""
     if isinstance(batch, pa.Table):
         batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
     if batch is None:
@@ -248,8 +259,8 @@ def batch_to_chunk(batch, selected, *, path: str, where: str, chunk_id: int, fir
         names = batch.schema.names
         if KEY in names:
             k = batch.column(names.index(KEY))
-            _nulls(k, path, KEY, where)
-            kv = k.to_numpy(zero_copy_only=False)
+            _nulls(k, path, KEY, where, first_row)
+            kv = to_numpy(k)
             if kv.dtype.kind == "i" and len(kv) and kv.min() < 0:
                 raise FormatError(path, f"column 'key' holds a negative key {int(kv.min())}", record=where)
             keys = kv.astype(np.uint64)
@@ -264,7 +275,7 @@ def batch_to_chunk(batch, selected, *, path: str, where: str, chunk_id: int, fir
                    else DenseColumn(np.zeros((0, spec.dim), dtype), np.zeros(1, np.int64)))
         else:
             arr = batch.column(batch.schema.get_field_index(column))
-            col = (_sparse_from if spec.is_sparse else _dense_from)(arr, spec, dtype, path, column, where)
+            col = (_sparse_from if spec.is_sparse else _dense_from)(arr, spec, dtype, path, column, where, first_row)
         cols[spec.name] = col
         counts.append(np.diff(col.seq_offsets))
     defining = [i for i, (_, s) in enumerate(selected) if s.defines_mb_size]
