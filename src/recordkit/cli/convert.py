@@ -2,6 +2,7 @@
 library's ``recordkit.convert`` (``engine/convert.py``), which reads the format registry."""
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -137,8 +138,8 @@ def run_ray(args) -> int:
     from recordkit.engine.convert import precision_of as _precision_of
     from recordkit.formats.detect import by_extension, sniff
     target = args.to or by_extension(args.output) or "ofrecord"
-    if target not in ("cbf", "ofrecord"):
-        raise UsageError(f"--engine ray writes a directory of cbf or ofrecord parts, not {target} (use --to)")
+    if target not in ("cbf", "ofrecord", "parquet"):
+        raise UsageError(f"--engine ray writes a directory of cbf, ofrecord or parquet parts, not {target} (use --to)")
     from recordkit.storage import location
     opts = args.storage_options
     storage = sources.storage(args)
@@ -171,9 +172,15 @@ def run_ray(args) -> int:
     try:
         t0 = time.perf_counter()
         dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
-        sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
-                                  chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
-                                  checksums=args.checksum)
+        if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
+            from recordkit.integrations.ray.parquet import write_parquet
+            paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
+                                           storage_options=opts, checksums=args.checksum)
+            sink = argparse.Namespace(paths=paths, sequences_written="?" if written is None else written)
+        else:
+            sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
+                                      chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
+                                      checksums=args.checksum)
         seconds = time.perf_counter() - t0
     finally:
         if started:

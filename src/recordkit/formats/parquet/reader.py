@@ -175,7 +175,7 @@ class ParquetDeserializer(ClosingReader):
         path, where = self.paths[k], f"row group {g}"
         try:
             batches = list(self._file(k).iter_batches(batch_size=READ_BATCH, row_groups=[g], columns=self._columns,
-                                                      use_threads=False))
+                                                      use_threads=True))
         except (pa.ArrowException, OSError) as e:
             if isinstance(e, FormatError):
                 raise
