@@ -313,3 +313,14 @@ def test_selection_renames_and_precision_converts(tmp_path, capsys, corpus):
     assert list(recs[0]) == ["key", "F"] and len(recs) == 300
     code = main(["cat", str(out), "--stream", "F=dense:5:feat"])
     assert code == 2 and "dense dim 4" in capsys.readouterr().err
+
+
+def test_inspect_shows_files_streams_and_row_groups(tmp_path, capsys, corpus):
+    out = tmp_path / "parts"
+    assert convert(capsys, corpus, out, "--to", "parquet", "--parts", "2", *STREAMS, "--chunk-size", "8192")[0] == 0
+    assert main(["inspect", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format"] == "parquet" and len(info["files"]) == 2 and info["sequences"] == 300
+    assert [s["name"] for s in info["streams"]] == ["word", "feat", "tag"]
+    assert sum(c["samples"] for c in info["chunks"]) == sum(len(r["feat"]) for r in cat(capsys, corpus, *STREAMS))
+    assert all(c["offset"] > 0 for c in info["chunks"])

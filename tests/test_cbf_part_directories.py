@@ -93,3 +93,13 @@ def test_a_directory_without_parts_says_so(tmp_path, capsys):
     code, _, err = run(capsys, "cat", d)
     assert code == 1
     assert "empty.cbf: no .cbf part files in the directory" in err
+
+
+def test_inspect_describes_a_part_directory(capsys, data):
+    one, parts = data
+    code, out, _ = run(capsys, "inspect", parts, "--json")
+    info = json.loads(out)
+    assert code == 0 and info["format"] == "cbf" and len(info["files"]) == 11
+    ref = json.loads(run(capsys, "inspect", one, "--json")[1])
+    assert info["sequences"] == ref["sequences"] == 37 and info["samples"] == ref["samples"]
+    assert info["sequence_lengths"] == ref["sequence_lengths"]

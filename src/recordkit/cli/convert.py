@@ -41,7 +41,7 @@ def register(sub) -> None:
                    help="CBF output chunk size (default: --chunk-size, 32 MiB)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: a Ray cluster, one read task per input chunk, "
-                        "OUT a directory of part files (cbf or ofrecord)")
+                        "OUT a directory of part files (cbf, ofrecord or parquet)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="with --engine ray: the cluster to join (default: start a local one)")
     p.add_argument("--allow-densify", action="store_true",

@@ -129,7 +129,7 @@ class ParquetDeserializer(ClosingReader):
             for g in range(meta.num_row_groups):
                 rg = meta.row_group(g)
                 size = sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))
-                offset = rg.column(0).file_offset if rg.num_columns else 0
+                offset = min((rg.column(j).data_page_offset for j in range(rg.num_columns)), default=0)
                 n = rg.num_rows
                 self._chunks.append(ChunkInfo(len(self._chunks), n, samples[g] if samples else n, offset, size))
                 self._where.append((len(self._files) - 1, g, first_key))
