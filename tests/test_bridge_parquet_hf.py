@@ -324,3 +324,68 @@ def test_inspect_shows_files_streams_and_row_groups(tmp_path, capsys, corpus):
     assert [s["name"] for s in info["streams"]] == ["word", "feat", "tag"]
     assert sum(c["samples"] for c in info["chunks"]) == sum(len(r["feat"]) for r in cat(capsys, corpus, *STREAMS))
     assert all(c["offset"] > 0 for c in info["chunks"])
+
+
+KILL_CHILD = r'''
+import sys, time
+import numpy as np
+from recordkit import StreamSpec
+from recordkit.engine.chunk import ChunkData, DenseColumn
+from recordkit.formats.parquet import ParquetWriter
+target, gen, n, pause, parts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+kw = dict(parts=3, total_sequences=n) if parts == "parts" else {}
+w = ParquetWriter(target, [StreamSpec("x", "dense", 3)], **kw)
+print("ready", flush=True)
+for i in range(n):
+    w.write_chunk(ChunkData(i, np.array([i], np.uint64), np.array([1]),
+                            {"x": DenseColumn(np.full((1, 3), gen * 1000 + i, np.float32), np.array([0, 1]))}))
+    time.sleep(pause)
+w.close()
+print("done", flush=True)
+'''
+
+
+@pytest.mark.parametrize("layout", ["file", "parts"])
+def test_killed_parquet_writer_leaves_old_or_new_content(tmp_path, layout):
+    import hashlib
+    import random
+    import signal
+    import subprocess
+    import sys as _sys
+    child = tmp_path / "child.py"
+    child.write_text(KILL_CHILD)
+    target = tmp_path / ("out.parquet" if layout == "file" else "out")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(__import__("recordkit").__file__))] + os.environ.get("PYTHONPATH", "").split(
+            os.pathsep)))
+
+    def snapshot():
+        if target.is_dir():
+            return {n: hashlib.sha256((target / n).read_bytes()).hexdigest() for n in sorted(os.listdir(target))}
+        return hashlib.sha256(target.read_bytes()).hexdigest() if target.exists() else None
+
+    def generation(gen, n, pause=0.0, kill_after=None):
+        p = subprocess.Popen([_sys.executable, str(child), str(target), str(gen), str(n), str(pause), layout],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        assert p.stdout.readline() == "ready\n", p.stderr.read()
+        if kill_after is not None:
+            time.sleep(kill_after)
+            p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+        p.stdout.close()
+        p.stderr.close()
+        return p.returncode
+
+    import time
+    assert generation(0, 10) == 0
+    old = snapshot()
+    assert generation(1, 30) == 0
+    new = snapshot()
+    rng = random.Random(5)
+    for trial in range(4):
+        assert generation(0, 10) == 0
+        generation(1, 30, pause=0.005, kill_after=rng.uniform(0, 0.3))
+        assert snapshot() in (old, new), trial
+    # the next writer removes what a killed one left beside the target
+    assert generation(1, 30) == 0
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".out")] == []
