@@ -389,3 +389,19 @@ def test_killed_parquet_writer_leaves_old_or_new_content(tmp_path, layout):
     # the next writer removes what a killed one left beside the target
     assert generation(1, 30) == 0
     assert [n for n in os.listdir(tmp_path) if n.startswith(".out")] == []
+
+
+def test_a_dataset_saved_by_datasets_itself_reads_with_declared_streams(tmp_path, capsys):
+    datasets = pytest.importorskip("datasets")
+    feats = datasets.Features({
+        "emb": datasets.Sequence(datasets.Sequence(datasets.Value("float32"), length=2)),
+        "tags": [{"indices": datasets.Sequence(datasets.Value("int32")),
+                  "values": datasets.Sequence(datasets.Value("float32"))}]})
+    ds = datasets.Dataset.from_dict({"emb": [[[1, 2], [3, 4]], [[5, 6]]],
+                                     "tags": [[{"indices": [4], "values": [1.0]}], []]}, features=feats)
+    ds.save_to_disk(str(tmp_path / "theirs"), num_shards=2)
+    code = main(["cat", str(tmp_path / "theirs")])
+    assert code == 1 and "no stream declarations" in capsys.readouterr().err
+    recs = cat(capsys, tmp_path / "theirs", "--stream", "emb=dense:2", "--stream", "tags=sparse:8")
+    assert recs == [{"key": 0, "emb": [[1, 2], [3, 4]], "tags": [{"indices": [4], "values": [1]}]},
+                    {"key": 1, "emb": [[5, 6]], "tags": []}]
