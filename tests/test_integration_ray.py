@@ -320,6 +320,35 @@ def test_ray_conversion_ctf_to_ofrecord_reads_back_as_the_local_one(cluster, dat
                         all_chunks(OFRecordDeserializer(local, STREAMS)))
 
 
+def test_ray_cbf_part_directory_is_one_data_set_for_the_commands(cluster, data, tmp_path, capsys):
+    """Issue 14 item 5: `recordkit cat OUT.cbf` after `convert --engine ray OUT.cbf` (was: "no 'part-N'
+    part files")."""
+    local, parts = tmp_path / "local.cbf", tmp_path / "out.cbf"
+    assert main(["convert", str(data), str(local), *STREAM_ARGS]) == 0
+    assert main(["convert", str(data), str(parts), "--engine", "ray", *STREAM_ARGS, "--chunk-size", "200"]) == 0
+    assert len(os.listdir(parts)) > 1
+    capsys.readouterr()
+    assert main(["cat", str(local)]) == 0
+    want = capsys.readouterr().out
+    assert main(["cat", str(parts)]) == 0
+    assert capsys.readouterr().out == want
+
+
+def test_ray_conversion_to_parquet_reads_back_as_the_local_one(cluster, data, tmp_path, capsys):
+    pq = pytest.importorskip("pyarrow.parquet")
+    local, parts = tmp_path / "local.parquet", tmp_path / "parts"
+    assert main(["convert", str(data), str(local), *STREAM_ARGS]) == 0
+    assert main(["convert", str(data), str(parts), "--engine", "ray", "--to", "parquet", *STREAM_ARGS,
+                 "--chunk-size", "200"]) == 0
+    assert all(n.startswith("part-") and n.endswith(".parquet") for n in os.listdir(parts))
+    assert pq.read_table(parts).schema.metadata[b"recordkit.streams"]
+    capsys.readouterr()
+    assert main(["cat", str(local)]) == 0
+    want = capsys.readouterr().out
+    assert main(["cat", str(parts)]) == 0
+    assert capsys.readouterr().out == want
+
+
 def test_ray_conversion_of_cbf_input(cluster, data, tmp_path, capsys):
     cbf, parts = tmp_path / "in.cbf", tmp_path / "parts"
     assert main(["convert", str(data), str(cbf), *STREAM_ARGS, "--output-chunk-size", "300"]) == 0

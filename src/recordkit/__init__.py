@@ -24,4 +24,11 @@ def from_config(text, **kwargs):
     return build(text, **kwargs)
 
 
-__all__ = ["FormatError", "RecordkitError", "RecordkitWarning", "StreamSpec", "from_config", "__version__"]
+def convert(src, dst, to=None, streams=None, **kwargs):
+    """Convert ``src`` into ``dst`` in format ``to`` (any format of the registry; see
+    ``recordkit.engine.convert.convert`` for the options); returns a ``Conversion``."""
+    from recordkit.engine.convert import convert as run
+    return run(src, dst, to, streams, **kwargs)
+
+
+__all__ = ["FormatError", "RecordkitError", "RecordkitWarning", "StreamSpec", "convert", "from_config", "__version__"]

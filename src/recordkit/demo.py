@@ -77,8 +77,40 @@ def run(directory: str, n: int = 2000, echo=print) -> dict:
     echo(f"minibatches of <= 256 samples, block-randomized (4-chunk window), 2 sweeps: {len(sizes)} minibatches, "
          f"{sum(n for n, _ in sizes)} sequences, {sum(m for _, m in sizes)} samples; "
          f"first: {sizes[0][0]} sequences / {sizes[0][1]} samples")
-    return {"path": path, "sequences": len(read), "chunks": len(chunks), "mismatches": mismatches,
-            "minibatches": len(sizes)}
+    result = {"path": path, "sequences": len(read), "chunks": len(chunks), "mismatches": mismatches,
+              "minibatches": len(sizes)}
+    result.update(_bridge(path, directory, read, echo))
+    return result
+
+
+def _bridge(path: str, directory: str, read, echo) -> dict:
+    """The bridge: the corpus converted to Parquet and read back through the engine (when pyarrow is
+    installed: ``pip install 'recordkit[parquet]'``)."""
+    import importlib.util
+    import warnings
+    if importlib.util.find_spec("pyarrow") is None:
+        echo("bridge: skipped (pip install 'recordkit[parquet]' to convert to Parquet)")
+        return {}
+    import recordkit
+    from recordkit.engine.source import MinibatchSource
+    from recordkit.formats.parquet import ParquetDeserializer
+    out = os.path.join(directory, "demo.parquet")
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = recordkit.convert(path, out, streams=DEMO_STREAMS, chunk_size=64 << 10)
+    t_conv = time.perf_counter() - t0
+    with ParquetDeserializer(out) as reader:
+        back = [(s.key, s.data) for c in reader.iter_chunks() for s in c]
+        with MinibatchSource(reader, randomize=True, window=4, seed=1, max_sweeps=1) as source:
+            n_mb = sum(1 for _ in source.minibatches(256))
+        groups = len(reader.chunks)
+    mismatches = sum(1 for (k1, d1), (k2, d2) in zip(read, back)
+                     if k1 != k2 or any(_differs(d1[name], d2[name]) for name in d1)) + abs(len(read) - len(back))
+    echo(f"bridge: converted to {out} ({os.path.getsize(out) / 1024:.1f} KiB, {groups} row groups) in "
+         f"{t_conv * 1000:.0f} ms; read back through the engine: {len(back)} sequences, {n_mb} randomized "
+         f"minibatches; " + ("identical" if mismatches == 0 else f"{mismatches} sequences differ"))
+    return {"parquet": out, "parquet_mismatches": mismatches}
 
 
 def _differs(a, b) -> bool:

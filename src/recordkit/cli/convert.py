@@ -1,34 +1,37 @@
-"""``recordkit convert IN OUT``: between CTF and CBF (either direction, or re-chunking)."""
+"""``recordkit convert IN OUT``: argument parsing and the report; the conversion itself is the
+library's ``recordkit.convert`` (``engine/convert.py``), which reads the format registry."""
 from __future__ import annotations
 
-import os
+import argparse
 import sys
 import time
 
 from recordkit.cli import sources
 from recordkit.cli.cat import report_tolerated
 from recordkit.cli.progress import byte_progress
-from recordkit.engine.streams import StreamSpec, resolve_precision
+from recordkit.engine.streams import StreamSpec
 from recordkit.errors import FormatError, UsageError
 
 
 def register(sub) -> None:
     from recordkit.cli import argtypes
-    p = sub.add_parser("convert", help="convert between CTF, CBF, OFRecord, SINGA stores and CSV",
+    from recordkit.formats import registry
+    p = sub.add_parser("convert", help="convert between formats (CTF, CBF, OFRecord, SINGA stores, CSV, Parquet, Hugging Face, ...)",
                        description="Convert IN to OUT. Formats: IN by content, OUT by extension (.cbf/.bin, "
-                                   ".ctf/.txt) or --to (ofrecord: OUT is a directory of part files). CTF input "
+                                   ".ctf/.txt, .parquet) or --to (ofrecord, hf: OUT is a directory). CTF input "
                                    "needs its streams: --stream or --header. OFRecord input: the streams the data "
                                    "set records (_recordkit_streams.json, written by this command), else --stream "
-                                   "(the ALIAS is the feature name). See the README for the record <-> stream "
-                                   "mapping.")
-    p.add_argument("path", metavar="IN", help="the input: CTF, CBF, OFRecord, a SINGA store or (--from csv) CSV")
-    p.add_argument("output", metavar="OUT", help="the output file, or directory for OFRecord and --engine ray")
-    p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
-                   help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
+                                   "(the ALIAS is the feature name). See the README for the format table and the "
+                                   "record <-> stream mapping.")
+    p.add_argument("path", metavar="IN", help="the input: any format of the README's table (sniffed), or (--from csv) CSV")
+    p.add_argument("output", metavar="OUT", help="the output file, or directory for OFRecord, HF and --engine ray")
+    p.add_argument("--to", choices=registry.writable(),
+                   help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores; "
+                        "see the README's format table")
     p.add_argument("--parts", type=argtypes.positive_int, default=None, metavar="N",
-                   help="OFRecord output: number of part files (default 1), split as --part-order says; with "
-                        "--engine ray: at most N part files, each a run of consecutive input chunks (default: one "
-                        "per input chunk)")
+                   help="OFRecord/Parquet/HF output: number of part files (default 1; OFRecord split as --part-order "
+                        "says); with --engine ray: at most N part files, each a run of consecutive input chunks "
+                        "(default: one per input chunk)")
     p.add_argument("--part-order", choices=["contiguous", "round-robin"], default="contiguous",
                    help="OFRecord output with --parts N: contiguous (default): part i holds the i-th run of "
                         "sequences, so reading the parts in name order gives file order (as reshard does); "
@@ -48,9 +51,12 @@ def register(sub) -> None:
                    metavar="BYTES", help="CBF output chunk size, e.g. 65536, 64K, 32M (default: --chunk-size, 32M)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: a Ray cluster, one read task per input chunk, "
-                        "OUT a directory of part files (cbf or ofrecord)")
+                        "OUT a directory of part files (cbf, ofrecord or parquet)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="with --engine ray: the cluster to join (default: start a local one)")
+    p.add_argument("--allow-densify", action="store_true",
+                   help="convert even when the output is estimated above 10x the input (e.g. sparse streams "
+                        "written dense into a format without sparse data)")
     sources.add_ctf_arguments(p)
     p.set_defaults(run=run, check=check_arguments)
     from recordkit.cli.verify_cmd import add_manifest_option
@@ -88,195 +94,56 @@ def read_header_file(path: str) -> list[StreamSpec]:
     return streams
 
 
+def _streams_arg(args):
+    """The input's streams from --header or --stream (None when neither is given)."""
+    if args.header:
+        return read_header_file(args.header)
+    return sources.parse_streams(args) if args.stream else None
+
+
 def run(args) -> int:
     if getattr(args, "engine", "local") == "ray":
         return run_ray(args)
-    from recordkit.formats.detect import by_extension, sniff
-    from recordkit.storage import location
+    from recordkit.engine import convert as conversion
     opts = args.storage_options
-    out = dict(storage_options=opts, checksums=args.checksum)
-    target = args.to or by_extension(args.output)
-    if target is None and location.isdir(args.output, opts):
-        target = "ofrecord"
-    if target is None:
-        raise SystemExit(f"recordkit: error: cannot tell the format of {args.output} from its extension: use --to")
-    if (not location.is_url(args.output) and not location.is_url(args.path) and os.path.exists(args.output)
-            and os.path.samefile(args.path, args.output)) or args.path == args.output:
-        raise SystemExit("recordkit: error: IN and OUT are the same file")
-    source_kind = "csv" if args.source_format == "csv" else sniff(args.path, opts)
-    if source_kind == "csv":
-        if not args.csv_dim:
-            raise SystemExit("recordkit: error: --from csv needs --csv-dim N (the values per line)")
-        from recordkit.formats.singa.deserializer import SingaCSVDeserializer
-        reader = SingaCSVDeserializer(args.path, args.csv_dim, separator=args.csv_separator,
-                                      has_label=not args.csv_no_label, precision=args.precision or "float",
-                                      storage_options=opts)
-    elif source_kind == "singa":
-        from recordkit.formats.singa.deserializer import SingaRecordDeserializer
-        reader = SingaRecordDeserializer(args.path, precision=args.precision or "float", storage_options=opts)
-    elif source_kind == "cbf":
-        reader = sources.open_cbf(args)
-    elif source_kind == "ofrecord":
-        from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
-        # without --stream/--header: the declarations the data set records (convert writes them)
-        streams = read_header_file(args.header) if args.header else sources.parse_streams(args) if args.stream else None
-        reader = OFRecordDeserializer(args.path, streams, precision=args.precision, **sources.storage(args))
-    else:
-        streams = read_header_file(args.header) if args.header else None
-        reader = sources.open_ctf(args, streams=streams)
-    precision = args.precision or _precision_of(reader)
-    if target == "ofrecord":
-        writer = _OFRecordSink(args.output, reader.streams, precision, args.parts or 1,
-                               order=args.part_order, total=sum(c.num_sequences for c in reader.chunks), **out)
-    elif target in ("kvfile", "binfile"):
-        from recordkit.formats.singa.deserializer import SingaRecordWriter
-        writer = SingaRecordWriter(args.output, reader.streams, store=target, **out)
-    elif target == "cbf":
-        from recordkit.formats.cbf import CBFWriter, from_ctf
-        if _keeps_alias(reader) and from_ctf.supports(reader, resolve_precision(precision)):
-            code = _ctf_to_cbf(args, reader, out)
-            ids = _SequenceIds(reader)
-            if ids.carried:
-                ids.add(reader.index.keys)  # the fast path writes the indexed sequences in order
-                # sequences dropped (tolerated errors, no declared input) renumber the ones after them
-                ids.note(args, renumbered=reader.errors_counted > 0 or reader.summary()["empty_sequences"] > 0)
-            return code
-        writer = CBFWriter(args.output, reader.streams, precision=precision,
-                           chunk_size=args.output_chunk_size or args.chunk_size, **out)
-    else:
-        from recordkit.formats.ctf import CTFWriter
-        writer = CTFWriter(args.output, [StreamSpec(s.name, s.format, s.dim, s.alias if _keeps_alias(reader) else None)
-                                         for s in reader.streams], precision=precision, **out)
-    ids = _SequenceIds(reader) if target == "cbf" else None
-    t0 = time.perf_counter()
-    total = sum(c.size for c in reader.chunks)
-    # CTF pieces go to the writer unjoined (it takes sequences in order): one copy fewer
-    chunks = (reader.iter_chunks(threads=2, whole=False) if reader.__class__.__name__ == "CTFReader"
-              else reader.iter_chunks(threads=2))
-    with reader, writer, byte_progress(total, "convert") as bar:
-        for chunk in chunks:
-            writer.write_chunk(chunk)
-            if ids is not None and ids.carried:
-                ids.add(chunk.keys)
-            bar.update(_chunk_bytes(reader, chunk))
-    _report(args, reader, writer.sequences_written, time.perf_counter() - t0)
-    if ids is not None and ids.carried:
-        ids.note(args)
+    try:
+        target = conversion.resolve_target(args.output, args.to, opts)
+    except UsageError:
+        raise
+    from recordkit.formats.detect import sniff_format
+    source_format = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
+    streams = _streams_arg(args)
+    if streams is None and source_format == "ctf":
+        sources.parse_streams(args)  # "declare at least one --stream ..."
+    with byte_progress(_input_size(args.path, opts), "convert") as bar:
+        result = conversion.convert(
+            args.path, args.output, target, streams, source_format=source_format, precision=args.precision,
+            parts=args.parts, chunk_size=args.chunk_size, output_chunk_size=args.output_chunk_size,
+            checksums=args.checksum, storage_options=opts, cache_dir=args.cache_dir,
+            allow_densify=getattr(args, "allow_densify", False), progress=bar.update,
+            max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
+            cache_index=args.cache_index, csv_dim=args.csv_dim, csv_separator=args.csv_separator,
+            csv_has_label=not args.csv_no_label, part_order=args.part_order,
+            allow_empty_streams=sources.allowed_empty(args))
+    _report(args, result)
     return 0
 
 
-class _SequenceIds:
-    """Whether the sequence ids of the input survive into CBF output, which has no key field: a
-    CBF file's keys are the ordinals 0..N-1, so ids that are anything else are lost (``convert``
-    says so in one line). Only inputs whose keys are ids are judged: CTF with sequence ids, OFRecord
-    records with a ``key`` feature; positions and line numbers are not ids."""
-
-    def __init__(self, reader):
-        name = reader.__class__.__name__
-        if name == "CTFReader":
-            self.carried = bool(reader.index.id_mode)
-        elif name == "OFRecordDeserializer":
-            self.carried = bool(reader.keys_are_ids)
-        else:
-            self.carried = False
-        self.count = 0
-        self.ordinal = True  # every key so far equals its position
-        self.first = self.last = None
-
-    def add(self, keys) -> None:
-        import numpy as np
-        n = len(keys)
-        if not n:
-            return
-        if self.ordinal and not np.array_equal(np.asarray(keys, dtype=np.uint64),
-                                               np.arange(self.count, self.count + n, dtype=np.uint64)):
-            self.ordinal = False
-        if self.first is None:
-            self.first = int(keys[0])
-        self.last = int(keys[-1])
-        self.count += n
-
-    def note(self, args, *, renumbered: bool = False) -> None:
-        """One line on stderr when the ids are not already 0..N-1 (``renumbered``: the keys added
-        were the input's, and some of those sequences were dropped, shifting the rest)."""
-        if self.ordinal and not renumbered or self.first is None:
-            return
-        print(f"recordkit: note: CBF has no sequence ids: the sequences of {args.path} (ids {self.first}"
-              f"..{self.last}) are keyed by position 0..N-1 in {args.output}; CTF and OFRecord output keep "
-              f"the ids", file=sys.stderr)
+def _input_size(path, storage_options) -> int:
+    """The input's bytes, for the progress bar (a directory: its files together)."""
+    from recordkit.storage import location
+    try:
+        fs, target = location.filesystem(path, storage_options)
+        return int(fs.du(target)) if fs.isdir(target) else int(fs.size(target))
+    except Exception:  # noqa: BLE001 - only the bar's total
+        return 0
 
 
-def _report(args, reader, sequences: int, seconds: float) -> None:
-    size = sum(c.size for c in reader.chunks)
-    print(f"recordkit: converted {sequences} sequences, {args.path} -> {args.output} "
-          f"({size / 1e6:.1f} MB in {seconds:.2f} s, {size / 1e6 / max(seconds, 1e-9):.1f} MB/s)", file=sys.stderr)
-    report_tolerated(reader)
-
-
-def _ctf_to_cbf(args, reader, out: dict) -> int:
-    """CTF -> CBF parsing straight into CBF records: the same file as CTFReader -> CBFWriter, fewer copies."""
-    from recordkit.formats.cbf import from_ctf
-    t0 = time.perf_counter()
-    total = sum(c.size for c in reader.chunks)
-    with reader, byte_progress(total, "convert") as bar:
-        written = from_ctf.convert(reader, args.output, chunk_size=args.output_chunk_size or args.chunk_size,
-                                   threads=2, progress=bar.update, **out)
-    _report(args, reader, written, time.perf_counter() - t0)
-    return 0
-
-
-class _OFRecordSink:
-    """CBF/CTF-writer-like adapter: chunks in, one OFRecord record per sequence out.
-
-    Parts are contiguous runs by default (``order="contiguous"``): the input's sequence count
-    (``total``, an upper bound: an error budget may drop some) fixes the runs, so the parts read
-    in name order give file order. The stream declarations go into the data set
-    (``_recordkit_streams.json``) so that converting back needs no ``--stream``.
-    """
-
-    def __init__(self, directory, streams, precision, parts, *, order="contiguous", total=None, **storage):
-        import numpy as np
-        from recordkit.formats.ofrecord.writer import OFRecordWriter
-        self.streams = streams
-        self.dtype = np.float64 if precision == "double" else np.float32
-        sharding = dict(sharding="round_robin") if order == "round-robin" else \
-            dict(sharding="contiguous", total=total, exact_total=False)
-        self.writer = OFRecordWriter(directory, parts, streams=streams, precision=precision, **sharding, **storage)
-
-    @property
-    def sequences_written(self) -> int:
-        return self.writer.records_written
-
-    def write_chunk(self, chunk) -> None:
-        from recordkit.formats.ofrecord.deserializer import chunk_records
-        for rec in chunk_records(chunk, self.streams, dtype=self.dtype):
-            self.writer.write(rec)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return self.writer.__exit__(*exc)
-
-
-def _chunk_bytes(reader, chunk) -> int:
-    """Bytes of input behind a chunk or piece, for the progress bar."""
-    info = reader.chunks[chunk.chunk_id]
-    return info.size * len(chunk) // max(info.num_sequences, 1)
-
-
-def _precision_of(reader) -> str:
-    dtypes = {str(s.dtype) for s in reader.streams if s.dtype is not None}
-    if dtypes == {"float64"}:
-        return "double"
-    return "double" if getattr(reader, "dtype", None) is not None and str(reader.dtype) == "float64" else "float"
-
-
-def _keeps_alias(reader) -> bool:
-    # the name in the file maps to the name in the file: CTF input names and OFRecord feature names are
-    # both a stream's alias, so CTF -> CTF keeps the short aliases and CTF <-> OFRecord round-trips (the
-    # same --stream declarations read every copy); CBF has no aliases, its names become the CTF names
-    return reader.__class__.__name__ in ("CTFReader", "OFRecordDeserializer")
+def _report(args, result) -> None:
+    print(f"recordkit: converted {result.sequences} sequences, {args.path} -> {args.output} "
+          f"({result.input_bytes / 1e6:.1f} MB in {result.seconds:.2f} s, {result.mb_per_second:.1f} MB/s)",
+          file=sys.stderr)
+    report_tolerated(result.reader)
 
 
 def run_ray(args) -> int:
@@ -294,10 +161,11 @@ def run_ray(args) -> int:
         from recordkit.integrations import ray as rk_ray
     except ImportError:
         raise UsageError("--engine ray needs Ray Data: pip install 'recordkit[ray]'") from None
+    from recordkit.engine.convert import precision_of as _precision_of
     from recordkit.formats.detect import by_extension, sniff
     target = args.to or by_extension(args.output) or "ofrecord"
-    if target not in ("cbf", "ofrecord"):
-        raise UsageError(f"--engine ray writes a directory of cbf or ofrecord parts, not {target} (use --to)")
+    if target not in ("cbf", "ofrecord", "parquet"):
+        raise UsageError(f"--engine ray writes a directory of cbf, ofrecord or parquet parts, not {target} (use --to)")
     from recordkit.storage import location
     opts = args.storage_options
     storage = sources.storage(args)
@@ -335,9 +203,15 @@ def run_ray(args) -> int:
     try:
         t0 = time.perf_counter()
         dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
-        sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
-                                  chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
-                                  checksums=args.checksum)
+        if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
+            from recordkit.integrations.ray.parquet import write_parquet
+            paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
+                                           storage_options=opts, checksums=args.checksum)
+            sink = argparse.Namespace(paths=paths, sequences_written="?" if written is None else written)
+        else:
+            sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
+                                      chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
+                                      checksums=args.checksum)
         seconds = time.perf_counter() - t0
     finally:
         if started:

@@ -23,4 +23,4 @@ def run(args) -> int:
     else:
         with tempfile.TemporaryDirectory(prefix="recordkit-demo-") as d:
             result = demo.run(d, args.sequences)
-    return 0 if result["mismatches"] == 0 else 1
+    return 0 if result["mismatches"] == 0 and result.get("parquet_mismatches", 0) == 0 else 1

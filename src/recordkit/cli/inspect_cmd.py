@@ -107,8 +107,36 @@ def describe_ctf(path, chunk_size, skip_ids, storage_options=None) -> dict:
             "chunks": chunks, "sequence_lengths": length_distribution(idx.rows.astype(np.int64))}
 
 
+def describe_data_set(path, kind: str, storage_options=None) -> dict:
+    """Any registered format that records its own streams (Parquet, Hugging Face, a directory of CBF
+    parts): its files, streams and chunks, from its reader's chunk table."""
+    from recordkit.formats import registry
+    from recordkit.storage import location
+    reader = registry.get(kind).open_reader(str(path), None, storage_options=storage_options)
+    with reader:
+        files = list(getattr(reader, "paths", [str(path)]))
+        chunks = [{"id": c.id, "offset": c.offset, "bytes": c.size, "sequences": c.num_sequences,
+                   "samples": c.num_samples} for c in reader.chunks]
+        get = getattr(reader, "sequence_lengths", None)
+        lengths = (np.concatenate([np.asarray(get(c.id), dtype=np.int64) for c in reader.chunks])
+                   if get is not None and reader.chunks else np.zeros(0, np.int64))
+        streams = [{"name": s.name, "alias": s.alias, "format": s.format, "dtype": str(s.dtype), "dim": s.dim}
+                   for s in reader.streams]
+    size = 0
+    for f in files:
+        try:
+            fs, p = location.filesystem(f, storage_options)
+            size += int(fs.size(p))
+        except Exception:  # noqa: BLE001 - a size we cannot learn is left out
+            pass
+    return {"format": kind, "path": str(path), "bytes": size, "files": files, "streams": streams,
+            "sequences": sum(c["sequences"] for c in chunks), "samples": sum(c["samples"] for c in chunks),
+            "chunks": chunks, "sequence_lengths": length_distribution(lengths)}
+
+
 def run(args) -> int:
     from recordkit.formats.detect import sniff
+    from recordkit.storage import location
     opts = args.storage_options
     kind = sniff(args.path, opts)
     if kind == "singa":
@@ -125,7 +153,9 @@ def run(args) -> int:
     if kind == "ofrecord":
         from recordkit.cli import ofrecord_commands
         return ofrecord_commands.inspect(args)
-    if kind == "cbf":
+    if kind not in ("cbf", "ctf") or location.isdir(args.path, opts):  # Parquet, HF, CBF part directories
+        info = describe_data_set(args.path, kind, opts)
+    elif kind == "cbf":
         info = describe_cbf(args.path, opts)
     else:
         info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids, opts)
@@ -133,7 +163,11 @@ def run(args) -> int:
         sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         return 0
     out = [f"{info['path']}: {info['format'].upper()}, {info['bytes']} bytes"]
-    if info["format"] == "cbf":
+    if "files" in info:
+        out.append(f"{len(info['files'])} file(s); {len(info['streams'])} streams:")
+        for s in info["streams"]:
+            out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}")
+    elif info["format"] == "cbf":
         out.append(f"version {info['version']}, header at offset {info['header_offset']}")
         out.append(f"{len(info['streams'])} streams:")
         for s in info["streams"]:

@@ -19,7 +19,7 @@ from recordkit.errors import RecordkitError, UsageError
 COMMANDS = {
     "cat": ("recordkit.cli.cat", "print every sequence as a JSON line"),
     "stats": ("recordkit.cli.stats", "per-stream sequence/sample/non-zero counts and sum/min/max"),
-    "convert": ("recordkit.cli.convert", "convert between CTF, CBF, OFRecord, SINGA stores and CSV"),
+    "convert": ("recordkit.cli.convert", "convert between formats (CTF, CBF, OFRecord, SINGA stores, CSV, Parquet, Hugging Face, ...)"),
     "inspect": ("recordkit.cli.inspect_cmd", "show a file's structure: streams, chunks, sequence lengths"),
     "read": ("recordkit.cli.read", "read minibatches like a training loop and print samples/s"),
     "validate": ("recordkit.cli.validate_cmd", "check every record of a data set (any format) and report every problem"),

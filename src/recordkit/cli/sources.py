@@ -87,8 +87,8 @@ def open_ctf(args, path=None, streams=None):
                      allow_empty_streams=allowed_empty(args), **storage(args))
 
 
-def open_cbf(args, path=None):
-    from recordkit.formats.cbf import CBFReader
+def _selection(args):
+    """--stream texts as a selection of a self-describing data set's streams (None: all)."""
     selection = None
     if args.stream:
         selection = []
@@ -97,9 +97,15 @@ def open_cbf(args, path=None):
                 selection.append(StreamSpec.parse(text))
             except ValueError as e:
                 raise UsageError(str(e)) from None
+    return selection
+
+
+def open_cbf(args, path=None):
+    """A CBF file, or a directory of CBF parts (what ``convert --engine ray OUT.cbf`` writes)."""
+    from recordkit.formats.cbf.parts import open_cbf_data_set
     try:
-        reader = CBFReader(path or args.path, selection, precision=args.precision, trace_level=args.trace_level,
-                           allow_empty_streams=allowed_empty(args), **storage(args))
+        return open_cbf_data_set(path or args.path, _selection(args), precision=args.precision,
+                                 trace_level=args.trace_level, allow_empty_streams=allowed_empty(args), **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise
@@ -113,9 +119,20 @@ def open_cbf(args, path=None):
 
 
 def open_source(args, path=None):
-    """A reader for ``path`` (default ``args.path``), its format sniffed from the content."""
-    from recordkit.formats.detect import sniff
+    """A reader for ``path`` (default ``args.path``), its format sniffed from the content: CTF (with
+    --stream), CBF, or any other format of the registry that records its own streams (Parquet,
+    Hugging Face, ...), where --stream selects and renames."""
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
     path = path or args.path
-    if sniff(path, getattr(args, "storage_options", None)) == "cbf":
+    kind = sniff_format(path, getattr(args, "storage_options", None))
+    if kind == "cbf":
         return open_cbf(args, path)
-    return open_ctf(args, path)
+    if kind in ("ctf", "ofrecord", "kvfile", "binfile", "csv"):  # ofrecord/singa: their commands' own paths
+        return open_ctf(args, path)
+    try:
+        return registry.get(kind).open_reader(path, _selection(args), precision=args.precision, **storage(args))
+    except ValueError as e:
+        if isinstance(e, RecordkitError):
+            raise
+        raise UsageError(str(e)) from None

@@ -204,29 +204,21 @@ def _convert_then_manifest(convert, args) -> int:
 
 
 def _conversion_source(args):
-    """IN opened as ``convert`` opens it, and the precision of what the conversion wrote."""
+    """IN opened as ``convert`` opens it (the library's reader choice), and the precision of what
+    the conversion wrote (float32 where the target holds no float64)."""
     from recordkit.cli import sources
-    from recordkit.cli.convert import _precision_of, read_header_file
-    from recordkit.formats.detect import by_extension, sniff
+    from recordkit.cli.convert import _streams_arg
+    from recordkit.engine import convert as conversion
+    from recordkit.formats.detect import sniff_format
     opts = args.storage_options
-    kind = "csv" if args.source_format == "csv" else sniff(args.path, opts)
-    if kind == "csv":
-        from recordkit.formats.singa.deserializer import SingaCSVDeserializer
-        reader = SingaCSVDeserializer(args.path, args.csv_dim, separator=args.csv_separator,
-                                      has_label=not args.csv_no_label, precision=args.precision or "float",
-                                      storage_options=opts)
-    elif kind == "singa":
-        from recordkit.formats.singa.deserializer import SingaRecordDeserializer
-        reader = SingaRecordDeserializer(args.path, precision=args.precision or "float", storage_options=opts)
-    elif kind == "cbf":
-        reader = sources.open_cbf(args)
-    elif kind == "ofrecord":
-        from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
-        streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
-        reader = OFRecordDeserializer(args.path, streams, precision=args.precision or "float", **sources.storage(args))
-    else:
-        streams = read_header_file(args.header) if args.header else None
-        reader = sources.open_ctf(args, streams=streams)
-    target = args.to or by_extension(args.output)
-    precision = "float" if target in ("kvfile", "binfile") else (args.precision or _precision_of(reader))
+    fmt = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
+    reader = conversion.open_source(
+        args.path, source_format=fmt, streams=_streams_arg(args), precision=args.precision, storage_options=opts,
+        cache_dir=args.cache_dir, max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
+        trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
+        csv_dim=args.csv_dim, csv_separator=args.csv_separator, csv_has_label=not args.csv_no_label,
+        allow_empty_streams=sources.allowed_empty(args))
+    target = conversion.resolve_target(args.output, args.to, opts)
+    narrows = target in ("kvfile", "binfile", "tfrecord")
+    precision = "float" if narrows else (args.precision or conversion.precision_of(reader))
     return reader, precision

@@ -1,64 +1,57 @@
-"""Which format a path holds: by content first (magic numbers), then by extension."""
+"""Which format a path holds: by content first (magic numbers, directory layouts), then by extension.
+
+The probes are the format registry's (``formats/registry.py``), tried in registration order.
+"""
 from __future__ import annotations
 
-import os
-import struct
 
-from recordkit.formats.cbf import layout as cbf_layout
+def sniff_format(path, storage_options=None) -> str:
+    """The registry name of the format an existing path (local or fsspec URL) holds.
 
-CTF_EXTENSIONS = {".ctf", ".txt", ".text"}
-CBF_EXTENSIONS = {".cbf", ".bin"}
+    A directory: the first format whose directory probe accepts its entry names (a SINGA 0.1
+    shard, a Hugging Face ``save_to_disk`` directory, Parquet or CBF parts, OFRecord
+    ``part-N`` files); any other directory is the format its name's extension says
+    (``out.cbf/``), else OFRecord, whose reader then says what is missing. A file: the first format whose probe accepts its first bytes (CBF's magic
+    number, Parquet's ``PAR1``, a first frame that parses as an OFRecord, SINGA's KVFile/BinFile
+    framing), else its extension, else CTF.
 
-
-def sniff(path, storage_options=None) -> str:
-    """'cbf', 'ofrecord', 'singa' or 'ctf' for an existing path (local or fsspec URL): a
-    directory of part files is OFRecord (one holding shard.dat a SINGA 0.1 shard); a file:
-    the CBF magic number, else a first frame that parses as an OFRecord, else a SINGA
-    KVFile/BinFile layout, else its extension, else CTF.
-
-    The extension matters for damaged files: a ``.cbf`` whose magic number is gone
-    should be reported as a broken CBF file, not parsed as text.
+    The extension matters for damaged files: a ``.cbf`` whose magic number is gone should be
+    reported as a broken CBF file, not parsed as text.
     """
+    from recordkit.formats import registry
     from recordkit.storage import location
     from recordkit.storage.source import open_source
     location.ensure_regular(path, storage_options)  # a FIFO or device: "not a regular file", not "no such file"
     if location.isdir(path, storage_options):
-        shard = location.join(path, "shard.dat")
-        return "singa" if location.isfile(shard, storage_options) else "ofrecord"
+        names = set(location.listdir(path, storage_options))
+        for fmt in registry.FORMATS.values():
+            if fmt.directory_probe and registry._load(fmt.directory_probe)(names):
+                return fmt.name
+        named = registry.by_extension(path)  # an empty `out.cbf/`: its reader says no parts are there
+        return named.name if named is not None and named.directory_probe else "ofrecord"
     if not location.isfile(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file")
     src = open_source(path, storage_options=storage_options, verify=False)
     try:
         head = src.pread(0, 8, cache=False)
-        if len(head) == 8 and struct.unpack("<Q", head)[0] == cbf_layout.MAGIC:
-            return "cbf"
-        if len(head) == 8 and _looks_like_ofrecord(src, struct.unpack("<q", head)[0]):
-            return "ofrecord"
+        for fmt in registry.FORMATS.values():
+            if fmt.file_probe and registry._load(fmt.file_probe)(path, head, src, storage_options):
+                return fmt.name
     finally:
         src.close()
-    from recordkit.formats.singa.sniff import sniff as sniff_singa
-    if sniff_singa(path, storage_options) in ("kvfile", "binfile"):  # text is CTF unless --store textfile says otherwise
-        return "singa"
-    return by_extension(path, "ctf")
+    fmt = registry.by_extension(path)
+    return fmt.name if fmt is not None and fmt.file_probe is not None else "ctf"
+
+
+def sniff(path, storage_options=None) -> str:
+    """'cbf', 'ofrecord', 'singa', 'ctf', 'parquet', 'hf', ...: ``sniff_format`` with SINGA's
+    record stores (KVFile, BinFile, a 0.1 shard directory) reported as their family 'singa'."""
+    from recordkit.formats import registry
+    return registry.get(sniff_format(path, storage_options)).kind
 
 
 def by_extension(path, default: str | None = None) -> str | None:
-    """'cbf'/'ctf' from a file name (for outputs, which do not exist yet)."""
-    ext = os.path.splitext(os.fspath(path))[1].lower()
-    if ext in CBF_EXTENSIONS:
-        return "cbf"
-    if ext in CTF_EXTENSIONS:
-        return "ctf"
-    return default
-
-
-def _looks_like_ofrecord(src, length: int) -> bool:
-    if not 0 < length <= min(src.size - 8, 64 << 20):
-        return False
-    from recordkit.formats.ofrecord import schema
-    msg = schema.OFRecord()
-    try:
-        msg.ParseFromString(src.pread(8, length, cache=False))
-    except Exception:
-        return False
-    return len(msg.feature) > 0
+    """The format an output path names by its extension (which does not exist yet)."""
+    from recordkit.formats import registry
+    fmt = registry.by_extension(path)
+    return fmt.name if fmt is not None else default

@@ -43,6 +43,7 @@ KEY_FEATURE = "key"
 
 
 class OFRecordDeserializer(ClosingReader):
+    keeps_aliases = True  # feature names are the streams' aliases, as CTF input names are (README: Names)
     def __init__(self, path, streams=None, *, precision=None, records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
                  part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,

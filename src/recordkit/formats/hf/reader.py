@@ -1,0 +1,156 @@
+"""HFDeserializer: a Hugging Face ``save_to_disk`` directory as a chunked Deserializer.
+
+The data files are those ``state.json`` lists, in its order (Arrow IPC streams, memory-mapped:
+batches are views of the file, nothing is copied until a chunk is decoded). Consecutive record
+batches of a file are grouped into chunks of about ``chunk_size`` bytes (``datasets`` writes
+batches of 1000 rows). Streams come from the Arrow schema metadata or ``dataset_info.json``
+(``recordkit`` field) that ``HFWriter`` records; a data set written by ``datasets`` itself is
+read with declared streams (``--stream``) over columns of the Parquet mapping's types.
+Works without ``datasets`` installed (only pyarrow is needed to read).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import streams_to_json
+from recordkit.errors import FormatError
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.parquet.arrow import META_STREAMS, batch_to_chunk, select_streams
+from recordkit.formats.hf.writer import INFO_KEY
+from recordkit.storage import location
+
+DEFAULT_CHUNK_SIZE = 32 << 20
+
+
+def _read_json(path, storage_options):
+    from recordkit.storage.source import open_file
+    try:
+        with open_file(path, storage_options=storage_options) as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: missing (a Hugging Face save_to_disk directory has state.json and "
+                                f"dataset_info.json)") from None
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise FormatError(path, f"not valid JSON: {e}") from None
+
+
+class HFDeserializer(ClosingReader):
+    keeps_aliases = True
+
+    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, **_):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._storage = storage_options
+        if not location.isdir(self.path, storage_options):
+            raise FileNotFoundError(f"{self.path}: not a directory (a Hugging Face data set is a save_to_disk "
+                                    f"directory)")
+        state_path = location.join(self.path, "state.json")
+        state = _read_json(state_path, storage_options)
+        info = _read_json(location.join(self.path, "dataset_info.json"), storage_options)
+        files = state.get("_data_files") if isinstance(state, dict) else None
+        if not isinstance(files, list) or not files or not all(isinstance(f, dict) and "filename" in f for f in files):
+            raise FormatError(state_path, "'_data_files' must list the data files ({\"filename\": ...})")
+        self.paths = [location.join(self.path, f["filename"]) for f in files]
+        self._buffers, self._batches = [], []  # per file: its batches
+        self._chunks, self._where = [], []
+        schema0 = None
+        first_key = 0
+        for p in self.paths:
+            batches, schema = self._open_stream(p)
+            if schema0 is None:
+                schema0 = schema
+                if META_STREAMS not in (schema.metadata or {}) and isinstance(info, dict) \
+                        and isinstance(info.get(INFO_KEY), dict) and "streams" in info[INFO_KEY]:
+                    meta = dict(schema.metadata or {})
+                    meta[META_STREAMS] = json.dumps(info[INFO_KEY]["streams"]).encode()
+                    schema = schema.with_metadata(meta)
+                self._selected = select_streams(schema, p, streams, precision)
+                self.keys_are_ids = "key" in schema.names
+            elif not schema.remove_metadata().equals(schema0.remove_metadata()):
+                raise FormatError(p, f"this file's schema differs from that of {self.paths[0]}", offset=0)
+            k = len(self._batches)
+            self._batches.append(batches)
+            start, size, rows = 0, 0, 0
+            for j, b in enumerate(batches):
+                size += b.nbytes
+                rows += b.num_rows
+                if size >= chunk_size or j == len(batches) - 1:
+                    self._chunks.append(ChunkInfo(len(self._chunks), rows, rows, 0, size))
+                    self._where.append((k, start, j + 1, first_key))
+                    first_key += rows
+                    start, size, rows = j + 1, 0, 0
+
+    def _open_stream(self, p):
+        try:
+            if location.is_url(p):
+                from recordkit.storage.source import open_file
+                with open_file(p, storage_options=self._storage) as f:
+                    buf = pa.py_buffer(f.read())
+            else:
+                from recordkit.storage.checksum import sidecar_path
+                if os.path.exists(sidecar_path(p)):
+                    from recordkit.storage.source import open_file
+                    with open_file(p) as f:  # verified against its sidecar
+                        buf = pa.py_buffer(f.read())
+                else:
+                    buf = pa.memory_map(location.local_path(p), "r")
+            self._buffers.append(buf)
+            reader = pa.ipc.open_stream(buf)
+            batches = list(reader)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
+        except (pa.ArrowException, OSError) as e:
+            raise FormatError(p, f"cannot read the Arrow stream: {str(e).strip().splitlines()[0]} "
+                                 f"(truncated or not an Arrow IPC stream?)") from None
+        return batches, reader.schema
+
+    @property
+    def streams(self):
+        return [s for _, s in self._selected]
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def recorded(self) -> list[dict]:
+        return streams_to_json(self.streams)
+
+    def load_chunk(self, chunk_id: int, **_):
+        k, a, b, first = self._where[chunk_id]
+        batches = self._batches[k][a:b]
+        table = pa.Table.from_batches(batches) if batches else None
+        where = f"record batches {a}..{b - 1}"
+        return batch_to_chunk(table, self._selected, path=self.paths[k], where=where, chunk_id=chunk_id,
+                              first_key=first) if table is not None else batch_to_chunk(
+            None, self._selected, path=self.paths[k], where=where, chunk_id=chunk_id, first_key=first)
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        k, a, b, first = self._where[chunk_id]
+        if not self.keys_are_ids:
+            return np.arange(first, first + self._chunks[chunk_id].num_sequences, dtype=np.uint64)
+        from recordkit.formats.parquet.arrow import to_numpy
+        return np.concatenate([to_numpy(bt.column(bt.schema.get_field_index("key")))
+                               for bt in self._batches[k][a:b]]).astype(np.uint64)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def __iter__(self):
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        self._batches = []
+        for b in getattr(self, "_buffers", []):
+            close = getattr(b, "close", None)
+            if close is not None:
+                close()
+        self._buffers = []

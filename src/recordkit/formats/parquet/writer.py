@@ -1,0 +1,190 @@
+"""ParquetWriter: chunks in, one Parquet file (or a directory of ``part-NNNNN.parquet``) out.
+
+Every written chunk becomes a row group (split only where Arrow's 32-bit list offsets
+require); the columns are built from the chunk's buffers (``arrow.py``). The schema metadata
+records the stream declarations, and the footer the samples of every row group, so a reader
+knows its chunks' sizes without decoding them.
+
+One file is written through ``AtomicFile`` (temporary beside the target, renamed when
+complete). With ``parts=N`` or ``shard_size=S`` the output is a directory: parts hold
+consecutive runs of sequences (``parts`` needs ``total_sequences`` to balance them), and the
+directory is written aside and put in place whole (``formats/staging.py``).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from recordkit.atomic import AtomicFile
+from recordkit.engine.streams import check_streams, resolve_precision
+from recordkit.formats.closing import AtomicWriter
+from recordkit.formats.parquet.arrow import META_SAMPLES, chunk_to_batch, schema_for, sequence_runs
+
+PART_PATTERN = "part-{:05d}.parquet"
+
+
+def part_name(i: int) -> str:
+    return PART_PATTERN.format(i)
+
+
+def _is_part(name: str) -> bool:
+    import re
+    return re.fullmatch(r"part-\d+\.parquet(\.rkcrc)?", name) is not None
+
+
+class ParquetWriter(AtomicWriter):
+    """Write sequences as Parquet rows (the mapping of ``formats/parquet/arrow.py``).
+
+    ``compression``: any Parquet codec pyarrow knows ('snappy' default, 'zstd', 'none', ...).
+    """
+
+    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
+                 precision="float", checksums: bool = False, storage_options=None,
+                 total_sequences: int | None = None, compression: str = "snappy", **_):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._streams = check_streams(streams)
+        self.dtype = resolve_precision(precision)
+        self.precision = "double" if self.dtype == np.float64 else "float"
+        self.schema = schema_for(self._streams, self.precision)
+        self.checksums = bool(checksums)
+        self.storage_options = storage_options
+        self.compression = None if compression in (None, "none") else compression
+        if parts is not None and int(parts) < 1:
+            raise ValueError(f"parts must be >= 1, not {parts}")
+        if shard_size is not None and int(shard_size) < 1:
+            raise ValueError(f"shard_size must be >= 1, not {shard_size}")
+        self.sequences_written = 0
+        self.paths: list[str] = []
+        self._dir = None
+        self._bounds = None  # sequence index where each part ends
+        if parts is not None or shard_size is not None:
+            from recordkit.formats.staging import StagedDirectory
+            if shard_size is None:
+                if total_sequences is None:
+                    raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
+                n = int(parts)
+                self._bounds = [(k + 1) * int(total_sequences) // n for k in range(n)]
+            else:
+                self._shard = int(shard_size)
+            self._nparts = int(parts) if parts is not None else None
+            self._dir = StagedDirectory(self.path, storage_options=storage_options, owned=_is_part)
+        self._part = -1
+        self._file = None
+        self._writer = None
+        self._samples: list[int] = []
+        self._pending: list = []
+        self._pending_samples = 0
+        self._pending_id = None
+
+    @property
+    def streams(self):
+        return list(self._streams)
+
+    # -- parts ------------------------------------------------------------------------------------
+    def _part_end(self, k: int) -> int:
+        """The sequence index where part k ends (exclusive)."""
+        if self._bounds is not None:
+            return self._bounds[k] if k < len(self._bounds) - 1 else 2**63 - 1
+        return (k + 1) * self._shard
+
+    def _open(self, k: int) -> None:
+        self._close_part()
+        self._part = k
+        target = self.path if self._dir is None else self._dir.path(part_name(k))
+        self._file = AtomicFile(target, storage_options=self.storage_options, checksums=self.checksums)
+        # no dictionaries (float data has few repeats; trying costs 2-7x the write time), statistics
+        # for the key only
+        self._writer = pq.ParquetWriter(self._file.file, self.schema, compression=self.compression,
+                                        use_dictionary=False, write_statistics=["key"])
+        self._samples = []
+
+    def _close_part(self) -> None:
+        if self._writer is None:
+            return
+        self._flush()
+        self._writer.add_key_value_metadata({META_SAMPLES.decode(): json.dumps(self._samples)})
+        self._writer.close()
+        self._writer = None
+        self._file.commit()
+        self.paths.append(self._file.path)
+        self._file = None
+
+    # -- input ------------------------------------------------------------------------------------
+    def write_chunk(self, chunk) -> None:
+        n = len(chunk)
+        if n == 0:
+            return
+        runs = sequence_runs(chunk, self._streams)
+        a = 0
+        while a < n:
+            if self._dir is None:
+                if self._writer is None:
+                    self._open(0)
+                b = n
+            else:
+                k = max(self._part, 0)
+                while self.sequences_written >= self._part_end(k):
+                    k += 1
+                if k != self._part:
+                    self._open(k)
+                b = min(n, a + self._part_end(k) - self.sequences_written)
+            for x, y in runs:
+                x, y = max(x, a), min(y, b)
+                if x < y:
+                    self._write_rows(chunk, x, y)
+            self.sequences_written += b - a
+            a = b
+
+    def _write_rows(self, chunk, a: int, b: int) -> None:
+        # pieces of one input chunk (a CTF chunk parsed in pieces) make one row group, so the output's
+        # chunks are the input's and a randomized read of it draws the same order
+        if self._pending and (chunk.chunk_id < 0 or chunk.chunk_id != self._pending_id):
+            self._flush()
+        self._pending.append(chunk_to_batch(chunk, self._streams, self.schema, self.dtype, a, b))
+        self._pending_samples += int(np.asarray(chunk.lengths[a:b]).sum())
+        self._pending_id = chunk.chunk_id
+        if chunk.chunk_id < 0:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        self._pending = []
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))  # one row group
+        self._samples.append(self._pending_samples)
+        self._pending_samples = 0
+
+    # -- output -----------------------------------------------------------------------------------
+    def close(self) -> None:
+        try:
+            if self._dir is None:
+                if self._writer is None:
+                    self._open(0)
+            else:
+                wanted = self._nparts if self._bounds is not None else 1
+                while self._part + 1 < (wanted or 1):
+                    self._open(self._part + 1)  # empty parts keep the numbering a user asked for
+            self._close_part()
+            if self._dir is not None:
+                self._dir.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - the file is discarded anyway
+                pass
+            self._writer = None
+        if self._file is not None:
+            self._file.discard()
+            self._file = None
+        if self._dir is not None:
+            self._dir.abort()

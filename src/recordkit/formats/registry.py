@@ -1,0 +1,203 @@
+"""The format registry: every data format recordkit reads or writes, registered in one place.
+
+A format is a sub-package under ``formats/`` (its codec) plus one ``Format`` entry here: its
+name (``recordkit convert --to NAME``), the extensions that name it, how a path holding it is
+recognised, a *lazy* reader factory (a Deserializer) and writer factory (``write_chunk`` /
+``close`` / ``abort``), the optional extra it needs (``pip install 'recordkit[EXTRA]'``), and
+what its data model can hold (sparse data, sequence keys, float64, sequence boundaries).
+The CLI's choices, format detection (``formats/detect.py``), ``recordkit.convert`` and the
+README's format table all read this table, so adding a format is one sub-package and one entry.
+
+Factories are ``"module:callable"`` strings imported on first use: ``recordkit --help`` and every
+command stay free of pyarrow, datasets and the like until a path in that format is opened
+(``tests/test_cli_startup.py``).
+
+Reader factories take ``(path, streams=None, *, precision=None, storage_options=None,
+cache_dir=None, **options)`` and ignore options that are not theirs; writer factories take
+``(path, streams, *, precision="float", parts=None, shard_size=None, chunk_size=None,
+checksums=False, storage_options=None, total_sequences=None, **options)``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass, field
+
+from recordkit.errors import UsageError
+
+
+class MissingDependency(UsageError, ImportError):
+    """A format's optional dependency is not installed: names the package and the extra."""
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    title: str
+    layout: str                                  # what a path of this format is: "file", "directory", ...
+    extensions: tuple[str, ...] = ()             # lower-case, with the dot; first = the usual one
+    reader: str | None = None                    # "module:callable" -> Deserializer
+    writer: str | None = None                    # "module:callable" -> writer
+    extra: str | None = None                     # the pip extra that installs `requires`
+    requires: tuple[str, ...] = ()               # modules the codec imports
+    sparse: bool = True                          # holds sparse streams as sparse
+    keys: bool = True                            # keeps sequence keys (ids)
+    float64: bool = True                         # keeps float64 values
+    sequences: bool = True                       # keeps multi-sample sequences as such
+    family: str | None = None                    # what detect.sniff() calls it (kvfile/binfile: "singa")
+    file_probe: str | None = None                # "module:callable"(path, head, source, storage_options) -> bool
+    directory_probe: str | None = None           # "module:callable"(names) -> bool
+    output_directory: bool = False               # the writer makes a directory (of parts)
+    notes: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The name the sniffing helpers return (a store family for SINGA's record stores)."""
+        return self.family or self.name
+
+    def missing(self) -> list[str]:
+        """The required modules that are not importable."""
+        return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+    def require(self, what: str = "use") -> None:
+        """Raise ``MissingDependency`` naming the extra when a required module is missing."""
+        missing = self.missing()
+        if missing:
+            hint = f"pip install 'recordkit[{self.extra}]'" if self.extra else f"pip install {' '.join(missing)}"
+            raise MissingDependency(f"{what} {self.name} data needs {', '.join(missing)}, which is not installed: "
+                                    f"{hint}")
+
+    def open_reader(self, path, streams=None, **options):
+        if self.reader is None:
+            raise UsageError(f"recordkit does not read {self.name} data")
+        self.require("reading")
+        return _load(self.reader)(path, streams, **options)
+
+    def open_writer(self, path, streams, **options):
+        if self.writer is None:
+            raise UsageError(f"recordkit does not write {self.name} data")
+        self.require("writing")
+        return _load(self.writer)(path, streams, **options)
+
+
+def _load(ref: str):
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+FORMATS: dict[str, Format] = {}
+
+
+def register(fmt: Format) -> Format:
+    if fmt.name in FORMATS:
+        raise ValueError(f"format {fmt.name!r} registered twice")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+_O = "recordkit.formats.openers"
+
+# -- the registrations (detection tries files' probes and directories' probes in this order) -----
+register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
+                reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False,
+                file_probe=f"{_O}:probe_cbf", directory_probe=f"{_O}:probe_cbf_parts",
+                notes="keys are ordinals"))
+register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
+                reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
+                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet",
+                directory_probe=f"{_O}:probe_parquet_parts",
+                notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
+register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
+                reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
+                extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
+                notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
+register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
+                reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
+                file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
+                output_directory=True, notes="needs --stream to read as streams"))
+register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa",
+                writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
+                file_probe=f"{_O}:probe_kvfile", directory_probe=f"{_O}:probe_singa_shard",
+                notes="records: `features` + `label`"))
+register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_O}:open_singa",
+                writer=f"{_O}:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
+                file_probe=f"{_O}:probe_binfile", notes="records: `features` + `label`"))
+register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", sparse=False,
+                keys=False, sequences=False, notes="read with --from csv --csv-dim N"))
+# Formats written by the bridge helpers register here, one line each (webdataset, tfrecord, mds):
+# register(Format("webdataset", ...)); register(Format("tfrecord", ...)); register(Format("mds", ...))
+# CTF last: a file no probe claims is read as CTF text.
+register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
+                writer=f"{_O}:create_ctf", notes="needs --stream to read"))
+
+
+def get(name: str) -> Format:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise UsageError(f"unknown format {name!r} (known: {', '.join(FORMATS)})") from None
+
+
+def writable() -> list[str]:
+    """Format names a conversion can write (``--to`` choices)."""
+    return [f.name for f in FORMATS.values() if f.writer]
+
+
+def readable() -> list[str]:
+    return [f.name for f in FORMATS.values() if f.reader]
+
+
+def by_extension(path) -> Format | None:
+    """The format an output path names by its extension (first registered wins: ``.bin`` is CBF)."""
+    ext = os.path.splitext(os.fspath(path).rstrip("/"))[1].lower()
+    if not ext:
+        return None
+    return next((f for f in FORMATS.values() if ext in f.extensions), None)
+
+
+# -- the README's format table -----------------------------------------------------------------
+TABLE_BEGIN = "<!-- format table: generated by `python -m recordkit.formats.registry README.md` -->"
+TABLE_END = "<!-- end of format table -->"
+
+
+def markdown_table() -> str:
+    yes = lambda b: "yes" if b else "no"
+    rows = ["| format | `--to` | path | extensions | reads | writes | sparse | keys | float64 | sequences | "
+            "extra | notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in FORMATS.values():
+        ext = ", ".join(f"`{e}`" for e in f.extensions) or "-"
+        extra = f"`recordkit[{f.extra}]`" if f.extra else "-"
+        rows.append(f"| {f.title} | `{f.name}` | {f.layout} | {ext} | {yes(f.reader)} | {yes(f.writer)} | "
+                    f"{yes(f.sparse)} | {yes(f.keys)} | {yes(f.float64)} | {yes(f.sequences)} | {extra} | "
+                    f"{f.notes or '-'} |")
+    return "\n".join(rows)
+
+
+def readme_table(text: str) -> str | None:
+    """The table between the markers in a README text (None if the markers are missing)."""
+    a, b = text.find(TABLE_BEGIN), text.find(TABLE_END)
+    if a < 0 or b < a:
+        return None
+    return text[a + len(TABLE_BEGIN):b].strip("\n")
+
+
+def update_readme(path: str) -> bool:
+    """Rewrite the table between the markers of ``path``; True if it changed."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    a, b = text.find(TABLE_BEGIN), text.find(TABLE_END)
+    if a < 0 or b < a:
+        raise SystemExit(f"{path}: no format table markers ({TABLE_BEGIN!r} ... {TABLE_END!r})")
+    new = text[:a + len(TABLE_BEGIN)] + "\n" + markdown_table() + "\n" + text[b:]
+    if new != text:
+        from recordkit.atomic import AtomicFile
+        with AtomicFile(path) as out:
+            out.write(new.encode("utf-8"))
+    return new != text
+
+
+if __name__ == "__main__":  # python -m recordkit.formats.registry README.md
+    import sys
+    for p in sys.argv[1:] or ["README.md"]:
+        print(f"{p}: {'updated' if update_readme(p) else 'up to date'}")
