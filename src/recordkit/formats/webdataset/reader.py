@@ -1,0 +1,265 @@
+"""WebDatasetReader: a directory of tar shards as a Deserializer (one chunk per shard).
+
+Samples map to sequences as ``writer.py`` describes. The streams come from the data set's
+``__recordkit__.json``; a WebDataset written by other tools has none, and then ``streams``
+must be given (the alias of each is the member field: ``KEY.ALIAS.npy``, or
+``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``). Members that no stream
+names (images, labels, ...) are skipped.
+
+Every problem is a ``FormatError`` naming the shard, the byte offset of the member's header
+and the sample: a truncated shard, a damaged header (checksum), a sample without one of its
+stream's members, an array of the wrong shape or type, sparse offsets that do not add up,
+a shard holding fewer samples than the description says.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
+from recordkit.errors import FormatError, UsageError
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.sharding import META_NAME, offsets, read_description, read_whole, sequence_lengths_of
+from recordkit.formats.webdataset import npy, tar
+from recordkit.formats.webdataset.writer import FORMAT
+from recordkit.storage import location, open_source
+
+
+def looks_like(path, storage_options=None) -> bool:
+    """A directory holding ``*.tar`` shards (or a recordkit WebDataset description), or a ``.tar`` file."""
+    if location.isdir(path, storage_options):
+        names = location.listdir(path, storage_options)
+        if META_NAME in names:
+            return True
+        return any(n.endswith(".tar") for n in names)
+    return str(path).endswith(".tar")
+
+
+def shard_paths(path, storage_options=None) -> list[str]:
+    if not location.isdir(path, storage_options):
+        return [path]
+    names = sorted(n for n in location.listdir(path, storage_options) if n.endswith(".tar"))
+    if not names:
+        raise FormatError(path, "no .tar shards in the directory")
+    return [location.join(path, n) for n in names]
+
+
+class WebDatasetReader(ClosingReader):
+    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        location.ensure_regular(self.path, storage_options)
+        is_dir = location.isdir(self.path, storage_options)
+        doc = read_description(self.path, FORMAT, storage_options) if is_dir else None
+        self.description = doc
+        stored = None
+        if doc is not None:
+            recorded = doc["streams"]
+            stored = {s.name: s for s in recorded}
+            if streams is None:
+                streams = recorded
+            self.paths = []
+            for s in doc["shards"]:
+                p = location.join(self.path, s["name"])
+                if not location.isfile(p, storage_options):
+                    raise FormatError(p, f"shard listed in {META_NAME} is missing")
+                self.paths.append(p)
+        else:
+            if not streams:
+                where = location.join(self.path, META_NAME) if is_dir else self.path
+                raise FormatError(where, f"no {META_NAME} stream description (not written by recordkit?): "
+                                         "declare the streams (--stream NAME=FORMAT:DIM[:FIELD])")
+            self.paths = shard_paths(self.path, storage_options)
+        self._streams = check_streams(streams)
+        if stored is not None:
+            for s in self._streams:
+                known = stored.get(s.alias)
+                if known is not None and (known.format != s.format or known.dim != s.dim):
+                    raise UsageError(f"{self.path}: stream '{s.name}' is declared {s.format} dim {s.dim}, the data "
+                                     f"set's '{s.alias}' is {known.format} dim {known.dim}")
+        if precision is not None:
+            self.dtype = resolve_precision(precision)
+        else:
+            dts = {s.dtype for s in self._streams if s.dtype is not None}
+            self.dtype = dts.pop() if len(dts) == 1 else np.dtype(np.float32)
+        self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
+                         for s in self._streams]
+        if doc is not None:
+            counts = [(s["sequences"], s["samples"]) for s in doc["shards"]]
+        else:
+            counts = [self._count(p) for p in self.paths]
+        self._chunks = []
+        self._first = [0]
+        for i, (p, (nseq, nsamp)) in enumerate(zip(self.paths, counts)):
+            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, self._size(p)))
+            self._first.append(self._first[-1] + nseq)
+
+    def _size(self, path) -> int:
+        src = open_source(path, **self._storage)
+        try:
+            return src.size
+        finally:
+            src.close()
+
+    def _count(self, path) -> tuple[int, int]:
+        """Samples in a shard without a description: scan it (samples counted as sequences;
+        sample counts are those of one stream, known only after decoding: use the sequences)."""
+        names, _, _, _ = tar.scan(read_whole(path, **self._storage), path)
+        keys = _split(names)[0]
+        n = len(_group_starts(keys)) - 1
+        return n, n
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def sequence_lengths(self, chunk_id: int) -> np.ndarray:
+        return self.load_chunk(chunk_id).lengths
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        return self.load_chunk(chunk_id).keys
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        path = self.paths[chunk_id]
+        data = read_whole(path, **self._storage)
+        names, offs, sizes, hdr_offs = tar.scan(data, path)
+        keys, fields = _split(names)
+        bounds = _group_starts(keys)
+        n = len(bounds) - 1
+        expected = self._chunks[chunk_id].num_sequences
+        if self.description is not None and n != expected:
+            raise FormatError(path, f"the shard holds {n} samples, {META_NAME} says {expected} "
+                                    f"(shard replaced or truncated?)", offset=len(data))
+        # field -> member index, per sample
+        samples = [dict(zip(fields[bounds[i]:bounds[i + 1]], range(bounds[i], bounds[i + 1]))) for i in range(n)]
+        buf = memoryview(data)
+        cols, counts = {}, {}
+        for spec in self._streams:
+            if spec.is_sparse:
+                col = self._sparse(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)
+            else:
+                col = self._dense(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)
+            cols[spec.name] = col
+            counts[spec.name] = np.diff(col.seq_offsets)
+        first = self._first[chunk_id]
+        sample_keys = [keys[bounds[i]] for i in range(n)]
+        if all(k.isdigit() and len(k) <= 20 for k in sample_keys) and (n == 0 or max(map(int, sample_keys)) < 2**64):
+            key_arr = np.array([int(k) for k in sample_keys], dtype=np.uint64)
+        else:
+            key_arr = np.arange(first, first + n, dtype=np.uint64)
+        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
+        return ChunkData(chunk_id, key_arr, lengths, cols)
+
+    def _member(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
+        j = samples[i].get(field)
+        if j is None:
+            raise FormatError(path, f"sample '{keys[bounds[i]].decode(errors='replace')}' has no member "
+                                    f"'{field}' (stream '{spec.name}')", offset=int(hdr_offs[bounds[i]]),
+                              record=f"sample {i}")
+        try:
+            dtype, shape, start, nbytes = npy.parse(buf, int(offs[j]), int(sizes[j]))
+        except npy.NpyError as e:
+            raise FormatError(path, f"member '{keys[j].decode(errors='replace')}.{field}': {e}",
+                              offset=int(hdr_offs[j]), record=f"sample {i}") from None
+        return j, dtype, shape, start, nbytes
+
+    def _bad(self, path, hdr_offs, j, i, keys, field, what):
+        return FormatError(path, f"member '{keys[j].decode(errors='replace')}.{field}': {what}",
+                           offset=int(hdr_offs[j]), record=f"sample {i}")
+
+    def _dense(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> DenseColumn:
+        field = spec.alias + ".npy"
+        parts, counts = [], np.zeros(len(samples), dtype=np.int64)
+        for i in range(len(samples)):
+            j, dtype, shape, start, nbytes = self._member(spec, field, samples, i, keys, bounds, buf, offs, sizes,
+                                                          hdr_offs, path)
+            if dtype.kind not in "fiu":
+                raise self._bad(path, hdr_offs, j, i, keys, field, f"dtype {dtype} is not numeric")
+            if len(shape) == 1 and shape[0] == spec.dim:
+                shape = (1, spec.dim)
+            if len(shape) != 2 or shape[1] != spec.dim:
+                raise self._bad(path, hdr_offs, j, i, keys, field,
+                                f"shape {shape}, expected (samples, {spec.dim}) for dense stream '{spec.name}'")
+            arr = np.frombuffer(buf, dtype=dtype, count=shape[0] * shape[1], offset=start)
+            parts.append(arr)
+            counts[i] = shape[0]
+        flat = np.concatenate(parts).astype(self.dtype, copy=False) if parts else np.zeros(0, self.dtype)
+        return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> SparseColumn:
+        fi, fv, fo = spec.alias + ".indices.npy", spec.alias + ".values.npy", spec.alias + ".offsets.npy"
+        ind_parts, val_parts, ptr_parts = [], [], []
+        counts = np.zeros(len(samples), dtype=np.int64)
+        base = 0
+        for i in range(len(samples)):
+            got = {}
+            for f in (fi, fv, fo):
+                j, dtype, shape, start, nbytes = self._member(spec, f, samples, i, keys, bounds, buf, offs, sizes,
+                                                              hdr_offs, path)
+                if len(shape) != 1 or dtype.kind not in ("iu" if f != fv else "fiu"):
+                    raise self._bad(path, hdr_offs, j, i, keys, f, f"expected a 1-D {'numeric' if f == fv else 'integer'} "
+                                                                   f"array, got {dtype} {shape}")
+                got[f] = (j, np.frombuffer(buf, dtype=dtype, count=shape[0], offset=start))
+            (ji, ind), (jv, val), (jo, off) = got[fi], got[fv], got[fo]
+            if len(ind) != len(val):
+                raise self._bad(path, hdr_offs, jv, i, keys, fv, f"{len(val)} values for {len(ind)} indices")
+            if len(off) < 1 or off[0] != 0 or off[-1] != len(ind) or (len(off) > 1 and np.any(np.diff(off) < 0)):
+                raise self._bad(path, hdr_offs, jo, i, keys, fo,
+                                f"offsets must rise from 0 to the {len(ind)} stored values (CSR row pointers)")
+            if len(ind) and (int(ind.min()) < 0 or int(ind.max()) >= spec.dim):
+                raise self._bad(path, hdr_offs, ji, i, keys, fi, f"sparse index outside [0, {spec.dim})")
+            ind_parts.append(ind)
+            val_parts.append(val)
+            ptr_parts.append(off[:-1].astype(np.int64) + base)
+            base += len(ind)
+            counts[i] = len(off) - 1
+        ptr = np.concatenate(ptr_parts + [np.array([base], dtype=np.int64)])
+        values = np.concatenate(val_parts).astype(self.dtype) if val_parts else np.zeros(0, self.dtype)
+        indices = np.concatenate(ind_parts).astype(np.int32) if ind_parts else np.zeros(0, np.int32)
+        return SparseColumn(values, indices, ptr, offsets(counts), spec.dim)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def __iter__(self):
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        pass
+
+
+_SPLIT = re.compile(rb"^((?:.*/)?[^/.]*)\.(.*)$", re.S)
+
+
+def _split(names):
+    """WebDataset's grouping: key = the member path up to the first dot of its base name."""
+    keys, fields = [], []
+    for name in names:
+        m = _SPLIT.match(name)
+        if m is None:
+            keys.append(name)
+            fields.append("")
+        else:
+            keys.append(m.group(1))
+            fields.append(m.group(2).decode("utf-8", "replace"))
+    return keys, fields
+
+
+def _group_starts(keys) -> list[int]:
+    bounds = [0]
+    for i in range(1, len(keys)):
+        if keys[i] != keys[i - 1]:
+            bounds.append(i)
+    if keys:
+        bounds.append(len(keys))
+    return bounds if keys else [0]
