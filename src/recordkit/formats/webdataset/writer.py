@@ -147,7 +147,7 @@ class WebDatasetWriter(AtomicWriter):
         pos = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(spans, out=pos[1:])
         out = np.zeros(int(pos[-1]), dtype=np.uint8)
-        out[pos[:-1, None] + np.arange(tar.BLOCK)] = hdrs
+        out.reshape(-1, tar.BLOCK)[pos[:-1] // tar.BLOCK] = hdrs  # members start on block boundaries
         view = memoryview(out)
         starts_by_member = [st.tolist() for _, _, st, _ in members]
         srcs = [memoryview(src) for *_, src in members]
