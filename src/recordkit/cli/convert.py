@@ -20,8 +20,15 @@ def register(sub) -> None:
                                    "feature name) or --header. See the README for the record <-> stream mapping.")
     p.add_argument("path", metavar="IN")
     p.add_argument("output", metavar="OUT")
-    p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile"],
-                   help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores")
+    p.add_argument("--to", choices=["ctf", "cbf", "ofrecord", "kvfile", "binfile", "webdataset", "tfrecord", "mds"],
+                   help="output format (default: from OUT's extension); kvfile/binfile: SINGA record stores; "
+                        "webdataset/tfrecord/mds: a directory of shards")
+    p.add_argument("--shard-size", dest="shard_size", type=int, default=None, metavar="BYTES",
+                   help="webdataset/tfrecord/mds output: start a new shard after this many bytes "
+                        "(default 256 MiB; mds 64 MiB)")
+    p.add_argument("--image-feature", dest="image_feature", action="append", default=[], metavar="NAME",
+                   help="OFRecord input to webdataset/tfrecord without --stream: the bytes feature NAME holds "
+                        "encoded JPEG/PNG images, copied unchanged (WebDataset members KEY.jpg / KEY.png)")
     p.add_argument("--parts", type=int, default=None, metavar="N",
                    help="OFRecord output: number of part files (default 1); with --engine ray: at most N part "
                         "files, each a run of consecutive input chunks (default: one per input chunk)")
@@ -82,6 +89,8 @@ def run(args) -> int:
             and os.path.samefile(args.path, args.output)) or args.path == args.output:
         raise SystemExit("recordkit: error: IN and OUT are the same file")
     source_kind = "csv" if args.source_format == "csv" else sniff(args.path, opts)
+    if target in BRIDGE_TARGETS and source_kind == "ofrecord" and not args.stream and not args.header:
+        return _records_to_bridge(args, target, out)
     if source_kind == "csv":
         if not args.csv_dim:
             raise SystemExit("recordkit: error: --from csv needs --csv-dim N (the values per line)")
@@ -94,6 +103,8 @@ def run(args) -> int:
         reader = SingaRecordDeserializer(args.path, precision=args.precision or "float", storage_options=opts)
     elif source_kind == "cbf":
         reader = sources.open_cbf(args)
+    elif source_kind in BRIDGE_TARGETS:
+        reader = sources.open_bridge(args, source_kind)
     elif source_kind == "ofrecord":
         from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
         streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
@@ -103,7 +114,10 @@ def run(args) -> int:
         streams = read_header_file(args.header) if args.header else None
         reader = sources.open_ctf(args, streams=streams)
     precision = args.precision or _precision_of(reader)
-    if target == "ofrecord":
+    if target in BRIDGE_TARGETS:
+        writer = _bridge_writer(target, args, reader.streams, precision,
+                                total=sum(c.num_sequences for c in reader.chunks), **out)
+    elif target == "ofrecord":
         writer = _OFRecordSink(args.output, reader.streams, precision, args.parts or 1, **out)
     elif target in ("kvfile", "binfile"):
         from recordkit.formats.singa.deserializer import SingaRecordWriter
@@ -121,12 +135,40 @@ def run(args) -> int:
     t0 = time.perf_counter()
     total = sum(c.size for c in reader.chunks)
     # CTF pieces go to the writer unjoined (it takes sequences in order): one copy fewer
-    chunks = reader.iter_chunks(threads=2, whole=False) if _keeps_alias(reader) else reader.iter_chunks(threads=2)
+    chunks = (reader.iter_chunks(threads=2, whole=False) if reader.__class__.__name__ == "CTFReader"
+              else reader.iter_chunks(threads=2))
     with reader, writer, byte_progress(total, "convert") as bar:
         for chunk in chunks:
             writer.write_chunk(chunk)
             bar.update(_chunk_bytes(reader, chunk))
     _report(args, reader, writer.sequences_written, time.perf_counter() - t0)
+    return 0
+
+
+BRIDGE_TARGETS = ("webdataset", "tfrecord", "mds")
+
+
+def _bridge_writer(target, args, streams, precision, *, total, storage_options=None, checksums=False):
+    """The WebDataset/TFRecord/MDS writer for ``--to`` (parts, shard size, checksums from the options)."""
+    import importlib
+    cls = {"webdataset": "WebDatasetWriter", "tfrecord": "TFRecordWriter", "mds": "MDSWriter"}[target]
+    module = importlib.import_module(f"recordkit.formats.{target}")
+    try:
+        return getattr(module, cls)(args.output, streams, parts=args.parts, shard_size=args.shard_size, total=total,
+                                    precision=precision, checksums=checksums, storage_options=storage_options)
+    except (ValueError, FileExistsError, NotADirectoryError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _records_to_bridge(args, target, out: dict) -> int:
+    """OFRecord -> WebDataset/TFRecord without --stream: records converted feature by feature."""
+    from recordkit.formats.records_bridge import convert_records
+    t0 = time.perf_counter()
+    n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,
+                        shard_size=args.shard_size, **out)
+    seconds = time.perf_counter() - t0
+    print(f"recordkit: converted {n} records feature by feature, {args.path} -> {args.output} ({seconds:.2f} s)",
+          file=sys.stderr)
     return 0
 
 
@@ -190,7 +232,8 @@ def _precision_of(reader) -> str:
 
 def _keeps_alias(reader) -> bool:
     # CTF -> CTF keeps the file's short aliases; CBF has no aliases, its names become the CTF names
-    return reader.__class__.__name__ == "CTFReader"
+    # a WebDataset/TFRecord/MDS data set keeps the aliases of the CTF streams it came from
+    return reader.__class__.__name__ == "CTFReader" or getattr(reader, "keeps_alias", False)
 
 
 def run_ray(args) -> int:

@@ -103,8 +103,28 @@ def open_cbf(args, path=None):
 
 def open_source(args, path=None):
     """A reader for ``path`` (default ``args.path``), its format sniffed from the content."""
-    from recordkit.formats.detect import sniff
+    from recordkit.formats.detect import BRIDGE_FORMATS, sniff
     path = path or args.path
-    if sniff(path, getattr(args, "storage_options", None)) == "cbf":
+    kind = sniff(path, getattr(args, "storage_options", None))
+    if kind == "cbf":
         return open_cbf(args, path)
+    if kind in BRIDGE_FORMATS:
+        return open_bridge(args, kind, path)
     return open_ctf(args, path)
+
+
+def open_bridge(args, kind: str, path=None):
+    """A WebDataset, TFRecord or MDS reader: streams from the data set's own description, or
+    from ``--stream`` (which then names the member fields / feature lists / columns)."""
+    import importlib
+    cls = {"webdataset": "WebDatasetReader", "tfrecord": "TFRecordReader", "mds": "MDSReader"}[kind]
+    module = importlib.import_module(f"recordkit.formats.{kind}")
+    streams = None
+    if args.stream:
+        streams = parse_streams(args)
+    try:
+        return getattr(module, cls)(path or args.path, streams, precision=args.precision, **storage(args))
+    except ValueError as e:
+        if isinstance(e, RecordkitError):
+            raise
+        raise UsageError(str(e)) from None

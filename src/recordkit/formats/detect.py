@@ -22,6 +22,9 @@ def sniff(path, storage_options=None) -> str:
     from recordkit.storage import location
     from recordkit.storage.source import open_source
     location.ensure_regular(path, storage_options)  # a FIFO or device: "not a regular file", not "no such file"
+    bridge = sniff_bridge(path, storage_options)
+    if bridge is not None:
+        return bridge
     if location.isdir(path, storage_options):
         shard = location.join(path, "shard.dat")
         return "singa" if location.isfile(shard, storage_options) else "ofrecord"
@@ -40,6 +43,31 @@ def sniff(path, storage_options=None) -> str:
     if sniff_singa(path, storage_options) in ("kvfile", "binfile"):  # text is CTF unless --store textfile says otherwise
         return "singa"
     return by_extension(path, "ctf")
+
+
+BRIDGE_FORMATS = ("webdataset", "tfrecord", "mds")
+
+
+def sniff_bridge(path, storage_options=None) -> str | None:
+    """'mds', 'tfrecord' or 'webdataset' for a shard directory of those formats (an MDS
+    ``index.json``, ``*.tfrecord`` files, ``*.tar`` shards) or a single ``.tfrecord``/``.tar``
+    file; None otherwise. Their readers live in ``formats/<name>/`` (imported lazily)."""
+    from recordkit.storage import location
+    if location.isdir(path, storage_options):
+        names = location.listdir(path, storage_options)
+        if "index.json" in names:
+            return "mds"
+        if any(n.endswith((".tfrecord", ".tfrecords")) for n in names):
+            return "tfrecord"
+        if any(n.endswith(".tar") for n in names):
+            return "webdataset"
+        return None
+    name = str(path).lower()
+    if name.endswith((".tfrecord", ".tfrecords")):
+        return "tfrecord"
+    if name.endswith(".tar"):
+        return "webdataset"
+    return None
 
 
 def by_extension(path, default: str | None = None) -> str | None:

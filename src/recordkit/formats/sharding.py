@@ -154,3 +154,32 @@ def offsets(counts) -> np.ndarray:
     out = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=out[1:])
     return out
+
+
+def resolve_streams(path, recorded, requested):
+    """(streams exposed, {stream name: field in the data set}, keeps_alias) for a bridge reader.
+
+    The data set names its fields after the streams' names; its description (``recorded``)
+    also keeps each stream's original alias (a CTF file's short name), which the reader
+    exposes, so converting back writes the original names (``keeps_alias``). ``requested``
+    streams (``--stream NAME=FORMAT:DIM:FIELD``) select the data set's field FIELD (the
+    alias, default NAME) and name it NAME, as for CBF.
+    """
+    from recordkit.engine.streams import StreamSpec, check_streams
+    from recordkit.errors import UsageError
+    if requested is None:
+        return list(recorded), {s.name: s.name for s in recorded}, True
+    requested = check_streams(requested)
+    if recorded is None:
+        return requested, {s.name: s.alias for s in requested}, False
+    known = {s.name: s for s in recorded}
+    out = []
+    for s in requested:
+        k = known.get(s.alias)
+        if k is None:
+            raise UsageError(f"{path}: no stream '{s.alias}' in the data set (it has: {', '.join(known) or 'none'})")
+        if k.format != s.format or k.dim != s.dim:
+            raise UsageError(f"{path}: stream '{s.name}' is declared {s.format} dim {s.dim}, the data set's "
+                             f"'{s.alias}' is {k.format} dim {k.dim}")
+        out.append(StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size or k.defines_mb_size, dtype=k.dtype))
+    return out, {s.name: s.alias for s in requested}, False

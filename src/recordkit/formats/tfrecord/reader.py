@@ -19,10 +19,11 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
-from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision, streams_from_json
-from recordkit.errors import FormatError, UsageError
+from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
+from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
-from recordkit.formats.sharding import META_NAME, offsets, read_description, read_whole, sequence_lengths_of
+from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
+                                         sequence_lengths_of)
 from recordkit.formats.tfrecord import framing
 from recordkit.formats.tfrecord.writer import FORMAT, KEY_FEATURE, META_FEATURE
 from recordkit.storage import location, open_source
@@ -71,23 +72,15 @@ class TFRecordReader(ClosingReader):
             self.paths = part_paths(self.path, storage_options)
             recorded = self._streams_in_first_record()
             counts = None
-        if streams is None:
-            if recorded is None:
-                raise FormatError(self.paths[0], f"no stream description ({META_NAME} or a '{META_FEATURE}' context "
-                                                 f"feature; not written by recordkit?): declare the streams "
-                                                 f"(--stream NAME=FORMAT:DIM[:FEATURE_LIST])", offset=0,
-                                  record="record 0")
-            streams = recorded
-        elif recorded is not None:
-            known = {s.name: s for s in recorded}
-            for s in streams:
-                k = known.get(s.alias)
-                if k is not None and (k.format != s.format or k.dim != s.dim):
-                    raise UsageError(f"{self.path}: stream '{s.name}' is declared {s.format} dim {s.dim}, the data "
-                                     f"set's '{s.alias}' is {k.format} dim {k.dim}")
+        if streams is None and recorded is None:
+            raise FormatError(self.paths[0], f"no stream description ({META_NAME} or a '{META_FEATURE}' context "
+                                             f"feature; not written by recordkit?): declare the streams "
+                                             f"(--stream NAME=FORMAT:DIM[:FEATURE_LIST])", offset=0,
+                              record="record 0")
+        streams, self._fields, self.keeps_alias = resolve_streams(self.path, recorded, streams)
         self.dtype = resolve_precision(precision) if precision is not None else np.dtype(np.float32)
         self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
-                         for s in check_streams(streams)]
+                         for s in streams]
         if counts is None:
             counts = []
             for p in self.paths:
@@ -214,7 +207,7 @@ class TFRecordReader(ClosingReader):
                           record=f"record {k}")
 
     def _dense(self, spec, msgs, where) -> DenseColumn:
-        name = spec.alias
+        name = self._fields[spec.name]
         parts, counts = [], np.zeros(len(msgs), dtype=np.int64)
         for k, msg in enumerate(msgs):
             feats = self._list(msg, name, where[k], spec)
@@ -230,7 +223,8 @@ class TFRecordReader(ClosingReader):
         return DenseColumn(flat, offsets(counts))
 
     def _sparse(self, spec, msgs, where) -> SparseColumn:
-        ni, nv = spec.alias + ".indices", spec.alias + ".values"
+        field = self._fields[spec.name]
+        ni, nv = field + ".indices", field + ".values"
         ind, val, nnz = [], [], []
         counts = np.zeros(len(msgs), dtype=np.int64)
         for k, msg in enumerate(msgs):

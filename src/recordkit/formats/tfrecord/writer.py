@@ -72,13 +72,13 @@ def _context_prefix(n: int) -> bytes:
 
 
 def feature_list_names(spec) -> list[str]:
-    return [spec.alias + ".indices", spec.alias + ".values"] if spec.is_sparse else [spec.alias]
+    return [spec.name + ".indices", spec.name + ".values"] if spec.is_sparse else [spec.name]
 
 
 class TFRecordWriter(AtomicWriter):
-    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
+    def __init__(self, path, streams=None, *, parts: int | None = None, shard_size: int | None = None,
                  total: int | None = None, precision="float", checksums: bool = False, storage_options=None):
-        self._streams = check_streams(streams)
+        self._streams = check_streams(streams) if streams else []  # none: records via write_example
         self.source_dtype = resolve_precision(precision)
         if self.source_dtype == np.float64:
             warnings.warn(f"{path}: TFRecord's float_list holds float32: the float64 values are narrowed to "
@@ -188,6 +188,23 @@ class TFRecordWriter(AtomicWriter):
             mf = wire.bytes_feature(self._meta_feature)
             ctx += wire.entry(META_FEATURE.encode(), len(mf)) + mf
         return ctx
+
+    def write_example(self, features: dict, *, samples: int = 1) -> None:
+        """One ``tf.train.Example`` record: ``{name: (kind, values)}`` with kind ``bytes_list``,
+        ``float_list`` or ``int64_list`` (records converted feature by feature)."""
+        from recordkit.formats.tfrecord import schema
+        ex = schema.Example()
+        for name, (kind, values) in features.items():
+            getattr(ex.features.feature[name], kind).value.extend(
+                values if kind == "bytes_list" else np.asarray(values).tolist())
+        data = ex.SerializeToString(deterministic=True)
+        for shard, _, _ in self._cutter.assign(np.array([len(data) + 16])):
+            self._switch(shard)
+        self._fresh = False
+        self._file.write(self._frames.frame(data))
+        self._counts[-1]["sequences"] += 1
+        self._counts[-1]["samples"] += samples
+        self.sequences_written += 1
 
     def close(self) -> None:
         try:

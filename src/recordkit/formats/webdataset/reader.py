@@ -20,10 +20,11 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
-from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
-from recordkit.errors import FormatError, UsageError
+from recordkit.engine.streams import StreamSpec, resolve_precision
+from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
-from recordkit.formats.sharding import META_NAME, offsets, read_description, read_whole, sequence_lengths_of
+from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
+                                         sequence_lengths_of)
 from recordkit.formats.webdataset import npy, tar
 from recordkit.formats.webdataset.writer import FORMAT
 from recordkit.storage import location, open_source
@@ -58,10 +59,7 @@ class WebDatasetReader(ClosingReader):
         self.description = doc
         stored = None
         if doc is not None:
-            recorded = doc["streams"]
-            stored = {s.name: s for s in recorded}
-            if streams is None:
-                streams = recorded
+            stored = doc["streams"]
             self.paths = []
             for s in doc["shards"]:
                 p = location.join(self.path, s["name"])
@@ -74,13 +72,7 @@ class WebDatasetReader(ClosingReader):
                 raise FormatError(where, f"no {META_NAME} stream description (not written by recordkit?): "
                                          "declare the streams (--stream NAME=FORMAT:DIM[:FIELD])")
             self.paths = shard_paths(self.path, storage_options)
-        self._streams = check_streams(streams)
-        if stored is not None:
-            for s in self._streams:
-                known = stored.get(s.alias)
-                if known is not None and (known.format != s.format or known.dim != s.dim):
-                    raise UsageError(f"{self.path}: stream '{s.name}' is declared {s.format} dim {s.dim}, the data "
-                                     f"set's '{s.alias}' is {known.format} dim {known.dim}")
+        self._streams, self._fields, self.keeps_alias = resolve_streams(self.path, stored, streams)
         if precision is not None:
             self.dtype = resolve_precision(precision)
         else:
@@ -176,7 +168,7 @@ class WebDatasetReader(ClosingReader):
                            offset=int(hdr_offs[j]), record=f"sample {i}")
 
     def _dense(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> DenseColumn:
-        field = spec.alias + ".npy"
+        field = self._fields[spec.name] + ".npy"
         parts, counts = [], np.zeros(len(samples), dtype=np.int64)
         for i in range(len(samples)):
             j, dtype, shape, start, nbytes = self._member(spec, field, samples, i, keys, bounds, buf, offs, sizes,
@@ -195,7 +187,8 @@ class WebDatasetReader(ClosingReader):
         return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
 
     def _sparse(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> SparseColumn:
-        fi, fv, fo = spec.alias + ".indices.npy", spec.alias + ".values.npy", spec.alias + ".offsets.npy"
+        f = self._fields[spec.name]
+        fi, fv, fo = f + ".indices.npy", f + ".values.npy", f + ".offsets.npy"
         ind_parts, val_parts, ptr_parts = [], [], []
         counts = np.zeros(len(samples), dtype=np.int64)
         base = 0
