@@ -5,7 +5,7 @@ a label per record. Forcing it through streams would decode (or densify) what th
 hold as it is. So each record becomes one sample / one ``tf.train.Example`` with its features
 kept by kind:
 
-* WebDataset: a numeric feature F becomes ``KEY.F.npy`` (a 1-D array of the list's own type); a
+* WebDataset (a '/' in a feature name becomes '_': WebDataset would read a path): a numeric feature F becomes ``KEY.F.npy`` (a 1-D array of the list's own type); a
   bytes feature ``KEY.F.bin`` (``KEY.F.I.bin`` for the I-th of several values); an image feature
   (``image_features``) is copied unchanged as ``KEY.jpg`` / ``KEY.png`` (by the bytes' magic
   number; ``KEY.F.jpg`` when several features are images).
@@ -106,14 +106,20 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
     return n
 
 
+def member_field(name: str) -> str:
+    """A feature name as a member field: '/' would make WebDataset read a path, so it becomes '_'."""
+    return name.replace("/", "_")
+
+
 def _members(rec, images, part, offset, index) -> dict:
     members = {}
-    for name, f in sorted(rec.items()):
-        if name in images:
+    for feature, f in sorted(rec.items()):
+        name = member_field(feature)
+        if feature in images:
             for i, blob in enumerate(f.value):
                 ext = image_extension(blob)
                 if ext is None:
-                    raise FormatError(part, f"image feature '{name}' value {i} is neither JPEG nor PNG "
+                    raise FormatError(part, f"image feature '{feature}' value {i} is neither JPEG nor PNG "
                                             f"(starts {bytes(blob[:8])!r})", offset=offset, record=f"record {index}")
                 stem = "" if len(images) == 1 and len(f.value) == 1 else (
                     name + "." if len(f.value) == 1 else f"{name}.{i}.")
@@ -126,4 +132,8 @@ def _members(rec, images, part, offset, index) -> dict:
                     members[f"{name}.{i}.bin"] = bytes(blob)
         else:
             members[name + ".npy"] = np.asarray(f.value)
+    if len(members) != sum(len(f.value) if (n in images or f.kind == "bytes_list") and len(f.value) != 1 else 1
+                           for n, f in rec.items()):
+        raise FormatError(part, "two features map to the same member name (a '/' became '_')", offset=offset,
+                          record=f"record {index}")
     return members
