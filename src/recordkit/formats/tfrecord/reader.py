@@ -133,9 +133,6 @@ class TFRecordReader(ClosingReader):
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
 
-    def sequence_lengths(self, chunk_id: int) -> np.ndarray:
-        return self.load_chunk(chunk_id).lengths
-
     def sequence_keys(self, chunk_id: int) -> np.ndarray:
         return self.load_chunk(chunk_id).keys
 
