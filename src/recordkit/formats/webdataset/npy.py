@@ -67,14 +67,16 @@ def parse(buf, offset: int, size: int):
             raise NpyError(".npy member holds Python objects (refused: loading them would run pickle)")
         if any(x < 0 for x in shape):
             raise NpyError(f".npy shape {shape} has a negative dimension")
-        got = (dtype, shape, fortran)
+        if fortran and len(shape) > 1:
+            raise NpyError(".npy member in Fortran order is not supported")
+        count = 1
+        for x in shape:
+            count *= x
+        got = (dtype, shape, count * dtype.itemsize)
         if len(_parsed) > 4096:
             _parsed.clear()
         _parsed[text] = got
-    dtype, shape, fortran = got
-    n = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    dtype, shape, n = got
     if end + n > offset + size:
         raise NpyError(f".npy data of shape {shape} needs {n} bytes, the member has {offset + size - end}")
-    if fortran and len(shape) > 1:
-        raise NpyError(".npy member in Fortran order is not supported")
     return dtype, shape, end, n

@@ -22,6 +22,7 @@ from recordkit.errors import FormatError
 BLOCK = 512
 NAME_MAX = 100
 END = bytes(2 * BLOCK)
+_ZERO = bytes(BLOCK)
 
 
 def _template(mtime: int) -> np.ndarray:
@@ -109,13 +110,14 @@ def _check_sums(buf, positions, path) -> None:
     if not positions:
         return
     arr = np.frombuffer(buf, dtype=np.uint8)
+    blocks = arr[:len(arr) // BLOCK * BLOCK].reshape(-1, BLOCK)  # headers start on block boundaries
     allpos = np.asarray(positions, dtype=np.int64)
     for first in range(0, len(allpos), 8192):  # bounded memory: 8192 headers at a time
-        _check_batch(arr, allpos[first:first + 8192], first, path)
+        _check_batch(blocks, allpos[first:first + 8192], first, path)
 
 
-def _check_batch(arr, pos, first, path) -> None:
-    rows = arr[pos[:, None] + np.arange(BLOCK)]
+def _check_batch(blocks, pos, first, path) -> None:
+    rows = blocks[pos // BLOCK]
     computed = rows[:, :148].sum(axis=1, dtype=np.int64) + rows[:, 156:].sum(axis=1, dtype=np.int64) + 256
     field = rows[:, 148:156]
     digits = (field >= 48) & (field <= 55)
@@ -140,47 +142,52 @@ def scan(data, path) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
     Raises a ``FormatError`` with the byte offset for a bad checksum or magic, a member whose
     data runs past the end (truncated shard), or a missing end-of-archive marker.
     """
+    data = bytes(data) if not isinstance(data, bytes) else data
     buf = memoryview(data)
-    total = len(buf)
+    total = len(data)
     names, offs, sizes, hdr_offs = [], [], [], []
     pos = 0
     pending_name = None
     ended = False
     all_pos = []
     while pos + BLOCK <= total:
-        hdr = bytes(buf[pos:pos + BLOCK])
-        if hdr.count(0) == BLOCK:
-            ended = True
-            break
-        magic = hdr[257:263]
+        magic = data[pos + 257:pos + 263]
         if magic not in (b"ustar\0", b"ustar "):
+            if data[pos:pos + BLOCK] == _ZERO:
+                ended = True
+                break
             raise FormatError(path, f"not a tar header (magic {magic!r}): damaged or not a tar shard",
                               offset=pos, record=f"member {len(names)}")
         all_pos.append(pos)
-        size = _octal(hdr[124:136], path, pos, "size")
+        field = data[pos + 124:pos + 136]
+        try:
+            size = int(field.split(b"\0", 1)[0].strip(b" ") or b"0", 8) if not field[0] & 0x80 else _octal(
+                field, path, pos, "size")
+        except ValueError:
+            raise FormatError(path, f"tar header: size field {field!r} is not an octal number", offset=pos,
+                              record=f"member {len(names)}") from None
         start = pos + BLOCK
         if start + size > total:
             raise FormatError(path, f"member data runs past the end of the shard: needs {size} bytes at offset "
                                     f"{start}, the file has {total - start} (truncated shard?)",
                               offset=pos, record=f"member {len(names)}")
-        kind = hdr[156:157]
-        if kind in (b"0", b"\0", b"7"):
+        kind = data[pos + 156]
+        if kind in (48, 0, 55):  # '0', NUL, '7': regular files
             if pending_name is not None:
                 name = pending_name
             else:
-                name = hdr[:100].split(b"\0", 1)[0]
-                prefix = hdr[345:500].split(b"\0", 1)[0] if magic == b"ustar\0" else b""
-                if prefix:
-                    name = prefix + b"/" + name
+                name = data[pos:pos + 100].split(b"\0", 1)[0]
+                if magic == b"ustar\0" and data[pos + 345]:
+                    name = data[pos + 345:pos + 500].split(b"\0", 1)[0] + b"/" + name
             names.append(name)
             offs.append(start)
             sizes.append(size)
             hdr_offs.append(pos)
             pending_name = None
-        elif kind == b"x":
-            pending_name = _pax_path(bytes(buf[start:start + size]))
-        elif kind == b"L":
-            pending_name = bytes(buf[start:start + size]).split(b"\0", 1)[0]
+        elif kind == 120:  # 'x'
+            pending_name = _pax_path(data[start:start + size])
+        elif kind == 76:  # 'L'
+            pending_name = data[start:start + size].split(b"\0", 1)[0]
         # directories, links, global pax headers...: no data for us
         pos = start + (size + BLOCK - 1) // BLOCK * BLOCK
     _check_sums(buf, all_pos, path)
