@@ -220,3 +220,24 @@ def test_random_damage_gives_only_located_errors(tmp_path):
                 TFRecordReader(str(out), verify_crc=verify).load_chunk(0)
             except RecordkitError as e:
                 assert str(part) in str(e)
+
+
+def test_the_column_wise_decoder_and_protobuf_give_the_same_chunks(converted, monkeypatch):
+    from recordkit.formats.tfrecord import fastread
+    _, out = converted
+    fast = [TFRecordReader(str(out)).load_chunk(i) for i in range(3)]
+
+    def refuse(*a, **k):
+        raise fastread.NotCanonical
+
+    monkeypatch.setattr(TFRecordReader, "_load_fast", refuse)
+    slow = [TFRecordReader(str(out)).load_chunk(i) for i in range(3)]
+    for a, b in zip(fast, slow):
+        assert a.keys.tolist() == b.keys.tolist() and a.lengths.tolist() == b.lengths.tolist()
+        for name in ("feat", "lab"):
+            ca, cb = a.columns[name], b.columns[name]
+            np.testing.assert_array_equal(ca.values, cb.values)
+            np.testing.assert_array_equal(ca.seq_offsets, cb.seq_offsets)
+            if name == "lab":
+                np.testing.assert_array_equal(ca.indices, cb.indices)
+                np.testing.assert_array_equal(ca.indptr, cb.indptr)
