@@ -53,7 +53,14 @@ def parse(buf, offset: int, size: int):
     end = start + hlen
     if end > offset + size:
         raise NpyError(f".npy header of {hlen} bytes runs past the member")
-    text = bytes(buf[start:end])
+    dtype, shape, n = parse_text(bytes(buf[start:end]))
+    if end + n > offset + size:
+        raise NpyError(f".npy data of shape {shape} needs {n} bytes, the member has {offset + size - end}")
+    return dtype, shape, end, n
+
+
+def parse_text(text: bytes):
+    """(dtype, shape, data bytes) of a ``.npy`` header dictionary (cached by its bytes)."""
     got = _parsed.get(text)
     if got is None:
         try:
@@ -76,7 +83,4 @@ def parse(buf, offset: int, size: int):
         if len(_parsed) > 4096:
             _parsed.clear()
         _parsed[text] = got
-    dtype, shape, n = got
-    if end + n > offset + size:
-        raise NpyError(f".npy data of shape {shape} needs {n} bytes, the member has {offset + size - end}")
-    return dtype, shape, end, n
+    return got

@@ -23,8 +23,8 @@ from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
-from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
-                                         sequence_lengths_of)
+from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
+                                         resolve_streams, sequence_lengths_of)
 from recordkit.formats.webdataset import npy, tar
 from recordkit.formats.webdataset.writer import FORMAT
 from recordkit.storage import location, open_source
@@ -119,14 +119,143 @@ class WebDatasetReader(ClosingReader):
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
         data = read_whole(path, **self._storage)
-        names, offs, sizes, hdr_offs = tar.scan(data, path)
-        keys, fields = _split(names)
-        bounds = _group_starts(keys)
+        fast = tar.scan_fast(data, path)
+        split = _split_fast(fast[0]) if fast is not None else None
+        if split is not None:
+            names, offs, sizes, hdr_offs = fast
+            keys, fields, bounds = split
+        else:
+            names, offs, sizes, hdr_offs = tar.scan(data, path)
+            keys, fields = _split(names)
+            bounds = _group_starts(keys)
         n = len(bounds) - 1
         expected = self._chunks[chunk_id].num_sequences
         if self.description is not None and n != expected:
             raise FormatError(path, f"the shard holds {n} samples, {META_NAME} says {expected} "
                                     f"(shard replaced or truncated?)", offset=len(data))
+        cols, counts = self._columns_fast(data, fields, bounds, offs, sizes, n)
+        if cols is None:
+            if split is not None:  # the checked path works on lists
+                keys = list(keys.tolist())
+                fields = [f.decode("utf-8", "replace") for f in fields.tolist()]
+                bounds = list(bounds.tolist())
+            cols, counts = self._columns_checked(data, keys, fields, bounds, offs, sizes, hdr_offs, path, n)
+        first = self._first[chunk_id]
+        sample_keys = [keys[b] for b in list(bounds)[:-1]]
+        if all(k.isdigit() and len(k) <= 20 for k in sample_keys) and (n == 0 or max(map(int, sample_keys)) < 2**64):
+            key_arr = np.array([int(k) for k in sample_keys], dtype=np.uint64)
+        else:
+            key_arr = np.arange(first, first + n, dtype=np.uint64)
+        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
+        return ChunkData(chunk_id, key_arr, lengths, cols)
+
+    # -- the fast path: whole columns at once ---------------------------------------------------------
+    def _columns_fast(self, data, fields, bounds, offs, sizes, n):
+        """Every stream's column with NumPy over all members at once, or (None, None) when anything
+        is off (a missing or repeated member, an unusual header...): the checked path then finds
+        and locates the problem."""
+        arr = np.frombuffer(data, dtype=np.uint8)
+        farr = fields if isinstance(fields, np.ndarray) else np.array([f.encode() for f in fields], dtype=object)
+        barr = np.asarray(bounds, dtype=np.int64)
+        cols, counts = {}, {}
+        try:
+            for spec in self._streams:
+                f = self._fields[spec.name]
+                if spec.is_sparse:
+                    got = [self._arrays(arr, data, farr, barr, n, f + x, offs, sizes)
+                           for x in (".indices.npy", ".values.npy", ".offsets.npy")]
+                    if any(g is None for g in got):
+                        return None, None
+                    col = self._sparse_fast(spec, *got, n)
+                else:
+                    got = self._arrays(arr, data, farr, barr, n, f + ".npy", offs, sizes)
+                    if got is None:
+                        return None, None
+                    col = self._dense_fast(spec, *got)
+                if col is None:
+                    return None, None
+                cols[spec.name] = col
+                counts[spec.name] = np.diff(col.seq_offsets)
+        except (npy.NpyError, ValueError, TypeError):
+            return None, None
+        return cols, counts
+
+    @staticmethod
+    def _arrays(arr, data, farr, barr, n, field, offs, sizes):
+        """(dtype, shapes, values) of member ``field`` of every sample, or None."""
+        idx = np.flatnonzero(farr == field.encode())
+        if len(idx) != n or (n and not np.array_equal(np.searchsorted(barr, idx, side="right") - 1, np.arange(n))):
+            return None
+        if n == 0:
+            return None, [], np.zeros(0, np.uint8)
+        o, sz = offs[idx], sizes[idx]
+        if np.any(sz < 10):
+            return None
+        head = arr[o[:, None] + np.arange(10)]
+        if not (head[:, :6] == np.frombuffer(npy.MAGIC, np.uint8)).all() or np.any(head[:, 6] != 1):
+            return None
+        hlen = head[:, 8].astype(np.int64) | (head[:, 9].astype(np.int64) << 8)
+        starts = o + 10 + hlen
+        parsed = [npy.parse_text(data[a:b]) for a, b in zip((o + 10).tolist(), starts.tolist())]
+        dtype = parsed[0][0]
+        if any(p[0] != dtype for p in parsed):
+            return None
+        nbytes = np.array([p[2] for p in parsed], dtype=np.int64)
+        if np.any(starts + nbytes > o + sz):
+            return None
+        values = gather_ranges(arr, starts, nbytes).view(dtype)
+        return dtype, [p[1] for p in parsed], values
+
+    def _dense_fast(self, spec, dtype, shapes, values):
+        if shapes and dtype is not None and dtype.kind not in "fiu":
+            return None
+        counts = np.zeros(len(shapes), dtype=np.int64)
+        for i, shape in enumerate(shapes):
+            if len(shape) == 2 and shape[1] == spec.dim:
+                counts[i] = shape[0]
+            elif shape == (spec.dim,):
+                counts[i] = 1
+            else:
+                return None
+        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse_fast(self, spec, ind, val, off, n):
+        (di, si, vi), (dv, sv, vv), (do, so, vo) = ind, val, off
+        if n == 0:
+            return SparseColumn(np.zeros(0, self.dtype), np.zeros(0, np.int32), np.zeros(1, np.int64),
+                                np.zeros(1, np.int64), spec.dim)
+        if di.kind not in "iu" or do.kind not in "iu" or dv.kind not in "fiu":
+            return None
+        if any(len(x) != 1 for x in si) or any(len(x) != 1 for x in sv) or any(len(x) != 1 for x in so):
+            return None
+        nnz = np.array([x[0] for x in si], dtype=np.int64)
+        if not np.array_equal(nnz, np.array([x[0] for x in sv], dtype=np.int64)):
+            return None
+        noff = np.array([x[0] for x in so], dtype=np.int64)
+        if np.any(noff < 1):
+            return None
+        offs_all = vo.astype(np.int64)
+        last = np.cumsum(noff) - 1
+        first = last - noff + 1
+        base = np.concatenate([[0], np.cumsum(nnz)[:-1]])
+        if np.any(offs_all[first] != 0) or np.any(offs_all[last] != nnz):
+            return None
+        d = np.diff(offs_all)
+        inside = np.ones(len(d), dtype=bool)
+        inside[last[:-1]] = False  # the step from one sample's last offset to the next one's first
+        if np.any(d[inside] < 0):
+            return None
+        indices = vi.astype(np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
+            return None
+        rows = offs_all + np.repeat(base, noff)
+        keep = np.ones(len(rows), dtype=bool)
+        keep[last] = False
+        indptr = np.concatenate([rows[keep], [int(nnz.sum())]])
+        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(noff - 1), spec.dim)
+
+    # -- the checked path: sample by sample, every problem located ------------------------------------
+    def _columns_checked(self, data, keys, fields, bounds, offs, sizes, hdr_offs, path, n):
         # field -> member index, per sample
         samples = [dict(zip(fields[bounds[i]:bounds[i + 1]], range(bounds[i], bounds[i + 1]))) for i in range(n)]
         buf = memoryview(data)
@@ -138,14 +267,7 @@ class WebDatasetReader(ClosingReader):
                 col = self._dense(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)
             cols[spec.name] = col
             counts[spec.name] = np.diff(col.seq_offsets)
-        first = self._first[chunk_id]
-        sample_keys = [keys[bounds[i]] for i in range(n)]
-        if all(k.isdigit() and len(k) <= 20 for k in sample_keys) and (n == 0 or max(map(int, sample_keys)) < 2**64):
-            key_arr = np.array([int(k) for k in sample_keys], dtype=np.uint64)
-        else:
-            key_arr = np.arange(first, first + n, dtype=np.uint64)
-        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
-        return ChunkData(chunk_id, key_arr, lengths, cols)
+        return cols, counts
 
     def _member(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
         j = samples[i].get(field)
@@ -243,6 +365,19 @@ def _split(names):
             keys.append(m.group(1))
             fields.append(m.group(2).decode("utf-8", "replace"))
     return keys, fields
+
+
+def _split_fast(names):
+    """``_split`` + ``_group_starts`` column-wise for plain names (no '/'; each with a dot), else None."""
+    if len(names) == 0 or (np.char.find(names, b"/") >= 0).any():
+        return None
+    parts = np.char.partition(names, b".")
+    if (parts[:, 1] != b".").any():
+        return None
+    keys, fields = parts[:, 0], parts[:, 2]
+    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    bounds = np.concatenate([[0], change, [len(keys)]]).astype(np.int64)
+    return keys, fields, bounds
 
 
 def _group_starts(keys) -> list[int]:

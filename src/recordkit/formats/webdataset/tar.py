@@ -195,3 +195,35 @@ def scan(data, path) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
         raise FormatError(path, "no end-of-archive marker: the shard ends inside or right after a member "
                                 "(truncated shard?)", offset=min(pos, total), record=f"after member {len(names)}")
     return names, np.array(offs, dtype=np.int64), np.array(sizes, dtype=np.int64), np.array(hdr_offs, dtype=np.int64)
+
+
+_USTAR = np.frombuffer(b"ustar\0", dtype=np.uint8)
+_OCTAL = 8 ** np.arange(10, -1, -1, dtype=np.int64)
+
+
+def scan_fast(data, path):
+    """``scan`` for plain shards, without a Python step per member: every block whose magic says
+    ustar is taken as a header, and the result is used only if those headers chain exactly (each
+    one's size leads to the next, the last to an end-of-archive block), all regular files with
+    plain names. Otherwise None, and the caller uses ``scan`` (which locates problems).
+    Returns (names as a NumPy bytes array, data offsets, sizes, header offsets)."""
+    nblocks = len(data) // BLOCK
+    if nblocks < 2:
+        return None
+    blocks = np.frombuffer(data, dtype=np.uint8, count=nblocks * BLOCK).reshape(nblocks, BLOCK)
+    cand = np.flatnonzero((blocks[:, 257:263] == _USTAR).all(axis=1))
+    if len(cand) == 0 or cand[0] != 0:
+        return None
+    hdr = blocks[cand]
+    if not np.isin(hdr[:, 156], (48, 0)).all() or hdr[:, 345].any() or np.any(hdr[:, 263:265] != 48):
+        return None
+    digits = hdr[:, 124:135].astype(np.int64) - 48
+    if ((digits < 0) | (digits > 7)).any():
+        return None
+    sizes = digits @ _OCTAL
+    nxt = cand + 1 + (sizes + BLOCK - 1) // BLOCK
+    if not np.array_equal(nxt[:-1], cand[1:]) or nxt[-1] >= nblocks or blocks[nxt[-1]].any():
+        return None
+    _check_sums(memoryview(data), (cand * BLOCK).tolist(), path)
+    names = np.ascontiguousarray(hdr[:, :NAME_MAX]).view(f"S{NAME_MAX}").ravel()
+    return names, cand * BLOCK + BLOCK, sizes, cand * BLOCK
