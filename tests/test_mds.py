@@ -129,3 +129,22 @@ def test_random_damage_gives_only_located_errors(tmp_path):
             MDSReader(str(out)).load_chunk(0)
         except RecordkitError as e:
             assert str(shard) in str(e)
+
+
+def test_the_column_wise_path_and_the_sample_path_give_the_same_chunks(tmp_path, capsys, monkeypatch):
+    corpus = make_ctf(tmp_path / "c.ctf")
+    out = tmp_path / "mds"
+    assert cli(capsys, "convert", corpus, out, "--to", "mds", *STREAMS, "--shard-size", "3000")[0] == 0
+    r = MDSReader(str(out))
+    fast = [r.load_chunk(c.id) for c in r.chunks]
+    monkeypatch.setattr(MDSReader, "_load_fast", lambda self, *a: None)
+    slow = [r.load_chunk(c.id) for c in r.chunks]
+    for a, b in zip(fast, slow):
+        assert a.keys.tolist() == b.keys.tolist() and a.lengths.tolist() == b.lengths.tolist()
+        for name in ("feat", "lab"):
+            ca, cb = a.columns[name], b.columns[name]
+            np.testing.assert_array_equal(ca.values, cb.values)
+            np.testing.assert_array_equal(ca.seq_offsets, cb.seq_offsets)
+            if name == "lab":
+                np.testing.assert_array_equal(ca.indices, cb.indices)
+                np.testing.assert_array_equal(ca.indptr, cb.indptr)

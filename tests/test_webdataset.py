@@ -209,3 +209,21 @@ def test_a_description_with_a_missing_shard_or_bad_json_is_a_located_error(tmp_p
     (out / "__recordkit__.json").write_text("{not json")
     with pytest.raises(FormatError, match="not valid JSON"):
         WebDatasetReader(str(out))
+
+
+def test_the_column_wise_path_and_the_checked_path_give_the_same_chunks(converted, monkeypatch):
+    from recordkit.formats.webdataset import tar
+    _, out = converted
+    fast = [WebDatasetReader(str(out)).load_chunk(i) for i in range(3)]
+    monkeypatch.setattr(tar, "scan_fast", lambda data, path: None)
+    monkeypatch.setattr(WebDatasetReader, "_columns_fast", lambda self, *a: (None, None))
+    slow = [WebDatasetReader(str(out)).load_chunk(i) for i in range(3)]
+    for a, b in zip(fast, slow):
+        assert a.keys.tolist() == b.keys.tolist() and a.lengths.tolist() == b.lengths.tolist()
+        for name in ("feat", "lab"):
+            ca, cb = a.columns[name], b.columns[name]
+            np.testing.assert_array_equal(ca.values, cb.values)
+            np.testing.assert_array_equal(ca.seq_offsets, cb.seq_offsets)
+            if name == "lab":
+                np.testing.assert_array_equal(ca.indices, cb.indices)
+                np.testing.assert_array_equal(ca.indptr, cb.indptr)

@@ -19,7 +19,7 @@ from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
-from recordkit.formats.sharding import offsets, read_whole, resolve_streams, sequence_lengths_of
+from recordkit.formats.sharding import gather_ranges, offsets, read_whole, resolve_streams, sequence_lengths_of
 from recordkit.storage import location
 
 _VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 33: "<i4", 34: "<f4",
@@ -130,6 +130,9 @@ class MDSReader(ClosingReader):
         for c in wanted:
             if not str(cols[where[c]][1]).startswith("ndarray"):
                 raise FormatError(path, f"column '{c}' is encoded {cols[where[c]][1]!r}, expected an ndarray")
+        fast = self._load_fast(chunk_id, data, offs, cols, wanted, n)
+        if fast is not None:
+            return fast
         buf = memoryview(data)
         per = {c: [] for c in wanted}
         keys = []
@@ -166,6 +169,115 @@ class MDSReader(ClosingReader):
                    else np.arange(first, first + n, dtype=np.uint64))
         lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
         return ChunkData(chunk_id, key_arr, lengths, cols_out)
+
+    # -- the fast path: every sample's columns located and gathered at once --------------------------
+    def _load_fast(self, chunk_id, data, offs, cols, wanted, n):
+        """The chunk with NumPy over all samples, or None when anything is unusual (dynamic dtypes,
+        sizes that do not add up, bad offsets...): the sample-by-sample path then locates it."""
+        if n == 0:
+            return None
+        try:
+            arr = np.frombuffer(data, dtype=np.uint8)
+            a = offs[:-1]
+            var = [i for i, (_, _, size) in enumerate(cols) if size is None]
+            sizes = np.zeros((n, len(cols)), dtype=np.int64)
+            if var:
+                raw = arr[a[:, None] + np.arange(4 * len(var))]
+                sizes[:, var] = np.ascontiguousarray(raw).view("<u4").reshape(n, len(var))
+            for i, (_, _, size) in enumerate(cols):
+                if size is not None:
+                    sizes[:, i] = int(size)
+            starts = a[:, None] + 4 * len(var) + np.concatenate(
+                [np.zeros((n, 1), np.int64), np.cumsum(sizes, axis=1)[:, :-1]], axis=1)
+            if not np.array_equal(starts[:, -1] + sizes[:, -1], offs[1:]):
+                return None
+            where = {c: i for i, (c, _, _) in enumerate(cols)}
+            got = {}
+            for c in wanted:
+                i = where[c]
+                parts = str(cols[i][1]).split(":")
+                if len(parts) != 2 or not parts[1]:
+                    return None  # dynamic dtype or static shape: the general path
+                got[c] = self._column_fast(arr, np.dtype(parts[1]).newbyteorder("<"), starts[:, i], sizes[:, i])
+                if got[c] is None:
+                    return None
+            keys = None
+            if KEY_COLUMN in where and cols[where[KEY_COLUMN]][1] in ("uint64", "int64", "int"):
+                k = starts[:, where[KEY_COLUMN]]
+                keys = np.ascontiguousarray(arr[k[:, None] + np.arange(8)]).view("<u8").reshape(-1).astype(np.uint64)
+            cols_out, counts = {}, {}
+            for spec in self._streams:
+                f = self._fields[spec.name]
+                col = (self._sparse_fast(spec, got[f + ".indices"], got[f + ".values"], got[f + ".offsets"])
+                       if spec.is_sparse else self._dense_fast(spec, got[f]))
+                if col is None:
+                    return None
+                cols_out[spec.name] = col
+                counts[spec.name] = np.diff(col.seq_offsets)
+        except (ValueError, TypeError, IndexError):
+            return None
+        first = self._first[chunk_id]
+        key_arr = keys if keys is not None else np.arange(first, first + n, dtype=np.uint64)
+        return ChunkData(chunk_id, key_arr, sequence_lengths_of(self._streams, counts), cols_out)
+
+    @staticmethod
+    def _column_fast(arr, dtype, start, size):
+        """(shapes (n, ndim), values) of a dynamic-shape ndarray column, or None."""
+        head = arr[start]
+        ndim = head >> 2
+        if len(set(ndim.tolist())) != 1:
+            return None
+        nd = int(ndim[0])
+        code = head & 3
+        shapes = np.zeros((len(start), nd), dtype=np.int64)
+        for c in set(code.tolist()):
+            sel = np.flatnonzero(code == c)
+            w = 1 << c
+            raw = np.ascontiguousarray(arr[(start[sel] + 1)[:, None] + np.arange(nd * w)])
+            shapes[sel] = raw.view(f"<u{w}").reshape(len(sel), nd).astype(np.int64)
+        pay = start + 1 + nd * (1 << code.astype(np.int64))
+        nbytes = np.prod(shapes, axis=1) * dtype.itemsize
+        if np.any(shapes < 0) or not np.array_equal(pay + nbytes, start + size):
+            return None
+        return shapes, gather_ranges(arr, pay, nbytes).view(dtype)
+
+    def _dense_fast(self, spec, got):
+        shapes, values = got
+        if shapes.shape[1] == 2 and np.all(shapes[:, 1] == spec.dim):
+            counts = shapes[:, 0]
+        elif shapes.shape[1] == 1 and np.all(shapes[:, 0] == spec.dim):
+            counts = np.ones(len(shapes), dtype=np.int64)
+        else:
+            return None
+        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse_fast(self, spec, ind, val, off):
+        (si, vi), (sv, vv), (so, vo) = ind, val, off
+        if si.shape[1] != 1 or sv.shape[1] != 1 or so.shape[1] != 1 or vi.dtype.kind not in "iu" \
+                or vo.dtype.kind not in "iu":
+            return None
+        nnz, noff = si[:, 0], so[:, 0]
+        if not np.array_equal(nnz, sv[:, 0]) or np.any(noff < 1):
+            return None
+        offs_all = vo.astype(np.int64)
+        last = np.cumsum(noff) - 1
+        first = last - noff + 1
+        if np.any(offs_all[first] != 0) or np.any(offs_all[last] != nnz):
+            return None
+        d = np.diff(offs_all)
+        inside = np.ones(len(d), dtype=bool)
+        inside[last[:-1]] = False
+        if np.any(d[inside] < 0):
+            return None
+        indices = vi.astype(np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
+            return None
+        base = np.concatenate([[0], np.cumsum(nnz)[:-1]])
+        rows = offs_all + np.repeat(base, noff)
+        keep = np.ones(len(rows), dtype=bool)
+        keep[last] = False
+        indptr = np.concatenate([rows[keep], [int(nnz.sum())]])
+        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(noff - 1), spec.dim)
 
     @staticmethod
     def _ndarray(enc, buf, pos, size, path, k, c):
