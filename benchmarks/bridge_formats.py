@@ -36,7 +36,7 @@ import gen_ctf_corpora as gen  # noqa: E402
 FORMATS = ["webdataset", "tfrecord", "mds"]
 
 SNIPPET = textwrap.dedent("""
-    import contextlib, io, json, os, shutil, sys, time
+    import contextlib, io, json, os, resource, shutil, sys, time
     path, outdir, streams, formats, repeat = json.loads(sys.argv[1])
     from recordkit.cli.main import main
     from recordkit.engine.source import MinibatchSource
@@ -59,13 +59,18 @@ SNIPPET = textwrap.dedent("""
         elif os.path.exists(out):
             os.remove(out)
         err = io.StringIO()
+        c0 = cpu()
         t0 = time.perf_counter()
         with contextlib.redirect_stderr(err):
             rc = main(["convert", path, out, "--precision", "float", "--to", fmt] + stream_args)
         dt = time.perf_counter() - t0
         if rc:
             sys.exit("convert to %s failed: %s" % (fmt, err.getvalue()))
-        return dt
+        return dt, cpu() - c0
+
+    def cpu():
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime + u.ru_stime
 
     def read(fmt):
         out = out_of(fmt)
@@ -90,10 +95,13 @@ SNIPPET = textwrap.dedent("""
 
     targets = ["cbf"] + formats
     conv = {f: [] for f in targets}
+    conv_cpu = {f: [] for f in targets}
     for _ in range(repeat):
         for f in targets:
-            conv[f].append(convert(f))
-    result = {"bytes_in": os.path.getsize(path), "convert_s": conv,
+            dt, c = convert(f)
+            conv[f].append(dt)
+            conv_cpu[f].append(c)
+    result = {"bytes_in": os.path.getsize(path), "convert_s": conv, "convert_cpu_s": conv_cpu,
               "bytes_out": {f: size(out_of(f)) for f in targets}, "read_s": {}, "samples": {}}
     for f in targets:
         best = None
@@ -133,8 +141,9 @@ def main(argv=None):
     formats = args.formats.split(",")
     meta = gen.generate(args.data_dir, args.mb, only=names, force=False)
     rows = []
-    print("| corpus | target | convert MB/s (CTF input) | vs CTF->CBF | output MB | read samples/s (MinibatchSource) |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| corpus | target | convert MB/s (CTF input) | vs CTF->CBF | CPU s | vs CTF->CBF (CPU) | output MB "
+          "| read samples/s (MinibatchSource) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
         ctf = gen.corpus_path(args.data_dir, name)
         print(f"[{name}] converting ...", file=sys.stderr, flush=True)
@@ -145,11 +154,15 @@ def main(argv=None):
             continue
         mb = r["bytes_in"] / 1e6
         base = mb / min(r["convert_s"]["cbf"])
+        base_cpu = min(r["convert_cpu_s"]["cbf"])
         for f in ["cbf"] + formats:
             speed = mb / min(r["convert_s"][f])
+            cpu_s = min(r["convert_cpu_s"][f])
             sps = r["samples"][f] / r["read_s"][f]
-            print(f"| {name} | {f} | {speed:.0f} | {speed / base:.2f}x | {r['bytes_out'][f] / 1e6:.0f} | {sps:,.0f} |")
+            print(f"| {name} | {f} | {speed:.0f} | {speed / base:.2f}x | {cpu_s:.2f} | {base_cpu / cpu_s:.2f}x "
+                  f"| {r['bytes_out'][f] / 1e6:.0f} | {sps:,.0f} |")
             rows.append({"corpus": name, "target": f, "convert_mb_s": speed, "vs_cbf": speed / base,
+                         "convert_cpu_s": cpu_s, "vs_cbf_cpu": base_cpu / cpu_s,
                          "bytes_out": r["bytes_out"][f], "read_samples_s": sps, "samples": r["samples"][f]})
         sys.stdout.flush()
     if args.json:

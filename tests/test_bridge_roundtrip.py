@@ -189,3 +189,18 @@ def test_a_shard_replaced_by_a_shorter_one_is_a_located_error(tmp_path, capsys, 
     r = TFRecordReader(str(out))
     with pytest.raises(FormatError, match="says 60"):
         r.load_chunk(1)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_inspect_and_read_take_the_format(tmp_path, capsys, corpus, fmt):
+    import json
+    out = tmp_path / "out"
+    assert cli(capsys, "convert", corpus, out, "--to", fmt, *STREAMS, "--parts", "2")[0] == 0
+    code, text, err = cli(capsys, "inspect", out, "--json")
+    assert code == 0, err
+    info = json.loads(text)
+    assert info["format"] == fmt and info["sequences"] == 120 and len(info["shards"]) == 2
+    assert [s["alias"] for s in info["streams"]] == ["F", "L"]
+    code, text, err = cli(capsys, "read", out, "--mb-size", "64", "--randomize", "--json")
+    assert code == 0, err
+    assert json.loads(text.strip().splitlines()[-1])["sequences"] == 120

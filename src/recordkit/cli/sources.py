@@ -120,10 +120,11 @@ def open_bridge(args, kind: str, path=None):
     cls = {"webdataset": "WebDatasetReader", "tfrecord": "TFRecordReader", "mds": "MDSReader"}[kind]
     module = importlib.import_module(f"recordkit.formats.{kind}")
     streams = None
-    if args.stream:
+    if getattr(args, "stream", None):
         streams = parse_streams(args)
     try:
-        return getattr(module, cls)(path or args.path, streams, precision=args.precision, **storage(args))
+        return getattr(module, cls)(path or args.path, streams, precision=getattr(args, "precision", None),
+                                    **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise

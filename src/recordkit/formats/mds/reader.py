@@ -97,6 +97,10 @@ class MDSReader(ClosingReader):
                 raise FormatError(index_path, f"shard {os.path.basename(p)} has no column(s) {', '.join(missing)}")
 
     @property
+    def paths(self) -> list[str]:
+        return [p for p, _, _, _ in self._shards]
+
+    @property
     def streams(self) -> list[StreamSpec]:
         return list(self._streams)
 
