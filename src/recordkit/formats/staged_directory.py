@@ -60,6 +60,16 @@ class StagedDirectory:
             raise NotADirectoryError(f"{self.path}: exists and is not a directory (a {what} is a directory)")
         if not location.isdir(self.path, self.storage_options):
             return
+        if not location.is_url(self.path):
+            target = os.path.abspath(self.path)
+            same_as_cwd = False
+            try:
+                same_as_cwd = os.path.samefile(target, os.getcwd())
+            except OSError:
+                pass
+            if os.path.islink(self.path) or os.path.ismount(target) or same_as_cwd:
+                raise FileExistsError(f"{self.path}: is a symlink, a mount point or the working directory; a "
+                                      f"{what} replaces its directory as a whole: choose a new directory")
         foreign = [n for n in location.listdir(self.path, self.storage_options)
                    if not self._owns(n) and not (n.endswith(".rkcrc") and self._owns(n[:-len(".rkcrc")]))]
         if foreign:
