@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
+from functools import lru_cache
 
 import numpy as np
 
@@ -62,6 +64,7 @@ def columns_of(streams, dtype) -> dict:
     return cols
 
 
+@lru_cache(maxsize=1 << 14)
 def _shape_head(shape: tuple) -> bytes:
     """MosaicML's dynamic-shape prefix: one byte ``ndim << 2 | shape dtype``, then the shape."""
     top = max(shape) if shape else 0
@@ -174,11 +177,11 @@ class MDSWriter(AtomicWriter):
         key_pos = self.column_names.index(KEY_COLUMN)
         key_bytes = keys.tobytes()
         samples = []
+        head = struct.Struct(f"<{len(encoded)}I")
         for i in range(n):
             parts = [e[i] for e in encoded]
-            sizes = np.array([len(p) for p in parts], dtype="<u4").tobytes()
             cols = parts[:key_pos] + [key_bytes[8 * i:8 * i + 8]] + parts[key_pos:]
-            samples.append(sizes + b"".join(cols))
+            samples.append(head.pack(*map(len, parts)) + b"".join(cols))
         sizes = np.array([len(s) + 4 for s in samples], dtype=np.int64)
         lengths = chunk.lengths
         for shard, a, b in self._cutter.assign(sizes):

@@ -113,7 +113,8 @@ class WebDatasetWriter(AtomicWriter):
             if not spec.is_sparse:
                 vals = np.ascontiguousarray(col.values, dtype=self.dtype)
                 row = spec.dim * self.dtype.itemsize
-                hdrs = [npy.header(self.dtype, (c, spec.dim)) for c in counts]
+                table = {c: npy.header(self.dtype, (c, spec.dim)) for c in set(counts)}
+                hdrs = [table[c] for c in counts]
                 out.append((spec.name + ".npy", hdrs, col.seq_offsets.astype(np.int64) * row,
                             vals.reshape(-1).view(np.uint8)))
                 continue
@@ -129,12 +130,14 @@ class WebDatasetWriter(AtomicWriter):
             rows = np.arange(int(c1.sum()), dtype=np.int64) - np.repeat(np.arange(len(counts), dtype=np.int64), c1)
             rel = ptr[rows] - np.repeat(nnz_bounds[:-1], c1)
             rel_starts = (so + np.arange(len(so))) * 8
-            out.append((spec.name + ".indices.npy", [npy.header(np.dtype(np.int32), (k,)) for k in nnz],
-                        nnz_bounds * 4, ind.view(np.uint8)))
-            out.append((spec.name + ".values.npy", [npy.header(self.dtype, (k,)) for k in nnz],
-                        nnz_bounds * self.dtype.itemsize, vals.view(np.uint8)))
-            out.append((spec.name + ".offsets.npy", [npy.header(np.dtype(np.int64), (c + 1,)) for c in counts],
-                        rel_starts, rel.astype("<i8").view(np.uint8)))
+            ti = {k: npy.header(np.dtype(np.int32), (k,)) for k in set(nnz)}
+            tv = {k: npy.header(self.dtype, (k,)) for k in set(nnz)}
+            to = {c: npy.header(np.dtype(np.int64), (c + 1,)) for c in set(counts)}
+            out.append((spec.name + ".indices.npy", [ti[k] for k in nnz], nnz_bounds * 4, ind.view(np.uint8)))
+            out.append((spec.name + ".values.npy", [tv[k] for k in nnz], nnz_bounds * self.dtype.itemsize,
+                        vals.view(np.uint8)))
+            out.append((spec.name + ".offsets.npy", [to[c] for c in counts], rel_starts,
+                        rel.astype("<i8").view(np.uint8)))
         return out
 
     def _write_run(self, members, keys, data_sizes, a: int, b: int) -> None:
