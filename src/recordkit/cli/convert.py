@@ -36,6 +36,12 @@ def register(sub) -> None:
                    help="OFRecord output with --parts N: contiguous (default): part i holds the i-th run of "
                         "sequences, so reading the parts in name order gives file order (as reshard does); "
                         "round-robin: sequence k goes to part k mod N (reading back gives 0, N, 2N, ...)")
+    p.add_argument("--shard-size", dest="shard_size", type=argtypes.size, default=None, metavar="BYTES",
+                   help="webdataset/tfrecord/mds output: start a new shard after this many bytes "
+                        "(default 256 MiB; mds 64 MiB)")
+    p.add_argument("--image-feature", dest="image_feature", action="append", default=[], metavar="NAME",
+                   help="OFRecord input to webdataset/tfrecord without stream declarations: the bytes feature NAME "
+                        "holds encoded JPEG/PNG images, copied unchanged (WebDataset members KEY.jpg / KEY.png)")
     p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
                    help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
     p.add_argument("--csv-dim", type=argtypes.positive_int, default=None, metavar="N",
@@ -113,12 +119,14 @@ def run(args) -> int:
     from recordkit.formats.detect import sniff_format
     source_format = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
     streams = _streams_arg(args)
+    if target in BRIDGE_TARGETS and source_format == "ofrecord" and streams is None and _records_as_records(args):
+        return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum))
     if streams is None and source_format == "ctf":
         sources.parse_streams(args)  # "declare at least one --stream ..."
     with byte_progress(_input_size(args.path, opts), "convert") as bar:
         result = conversion.convert(
             args.path, args.output, target, streams, source_format=source_format, precision=args.precision,
-            parts=args.parts, chunk_size=args.chunk_size, output_chunk_size=args.output_chunk_size,
+            parts=args.parts, shard_size=args.shard_size, chunk_size=args.chunk_size, output_chunk_size=args.output_chunk_size,
             checksums=args.checksum, storage_options=opts, cache_dir=args.cache_dir,
             allow_densify=getattr(args, "allow_densify", False), progress=bar.update,
             max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
@@ -144,6 +152,30 @@ def _report(args, result) -> None:
           f"({result.input_bytes / 1e6:.1f} MB in {result.seconds:.2f} s, {result.mb_per_second:.1f} MB/s)",
           file=sys.stderr)
     report_tolerated(result.reader)
+
+
+BRIDGE_TARGETS = ("webdataset", "tfrecord", "mds")  # record-level targets of _records_to_bridge
+
+
+def _records_to_bridge(args, target, out: dict) -> int:
+    """OFRecord -> WebDataset/TFRecord/MDS without stream declarations: records converted feature by feature."""
+    from recordkit.formats.records_bridge import convert_records
+    t0 = time.perf_counter()
+    n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,
+                        shard_size=args.shard_size, **out)
+    seconds = time.perf_counter() - t0
+    print(f"recordkit: converted {n} records feature by feature, {args.path} -> {args.output} ({seconds:.2f} s)",
+          file=sys.stderr)
+    return 0
+
+
+def _records_as_records(args) -> bool:
+    """OFRecord records go feature by feature (not as streams) when the data set records no stream
+    declarations (OneFlow's own sets) or images are named."""
+    if args.image_feature:
+        return True
+    from recordkit.formats.ofrecord.dataset import read_streams
+    return read_streams(args.path, storage_options=args.storage_options) is None
 
 
 def run_ray(args) -> int:

@@ -6,6 +6,7 @@ sequence length distribution from the chunks' length prefixes. CTF: the index
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -153,6 +154,9 @@ def run(args) -> int:
     if kind == "ofrecord":
         from recordkit.cli import ofrecord_commands
         return ofrecord_commands.inspect(args)
+    from recordkit.formats.detect import BRIDGE_FORMATS
+    if kind in BRIDGE_FORMATS:
+        return inspect_bridge(args, kind)
     if kind not in ("cbf", "ctf") or location.isdir(args.path, opts):  # Parquet, HF, CBF part directories
         info = describe_data_set(args.path, kind, opts)
     elif kind == "cbf":
@@ -188,5 +192,31 @@ def run(args) -> int:
         out.append(f"sequence lengths: min {d['min']}, median {d['median']:g}, mean {d['mean']:.2f}, "
                    f"p90 {d['p90']:g}, p99 {d['p99']:g}, max {d['max']}")
         out.append("  " + ", ".join(f"{k}: {v}" for k, v in d["histogram"].items()))
+    print("\n".join(out))
+    return 0
+
+
+def inspect_bridge(args, kind: str) -> int:
+    """A WebDataset/TFRecord/MDS directory: its streams and shards (from its own description)."""
+    from recordkit.cli import sources
+    reader = sources.open_source(args)
+    info = {"format": kind, "path": str(args.path),
+            "streams": [{"name": s.name, "alias": s.alias, "format": s.format, "dim": s.dim,
+                         "dtype": str(s.dtype)} for s in reader.streams],
+            "sequences": sum(c.num_sequences for c in reader.chunks),
+            "samples": sum(c.num_samples for c in reader.chunks),
+            "shards": [{"path": p, "bytes": c.size, "sequences": c.num_sequences, "samples": c.num_samples}
+                       for p, c in zip(reader.paths if hasattr(reader, "paths") else [], reader.chunks)]}
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
+        return 0
+    out = [f"{info['path']}: {kind}, {len(info['shards'])} shard(s), {info['sequences']} sequences, "
+           f"{info['samples']} samples", f"{len(info['streams'])} streams:"]
+    for s in info["streams"]:
+        out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}"
+                   + (f" (alias {s['alias']})" if s["alias"] != s["name"] else ""))
+    out.append(f"  {'shard':<40} {'bytes':>12} {'sequences':>10} {'samples':>10}")
+    for sh in info["shards"]:
+        out.append(f"  {os.path.basename(sh['path']):<40} {sh['bytes']:>12} {sh['sequences']:>10} {sh['samples']:>10}")
     print("\n".join(out))
     return 0

@@ -50,6 +50,9 @@ def sniff(path, storage_options=None) -> str:
     return registry.get(sniff_format(path, storage_options)).kind
 
 
+BRIDGE_FORMATS = ("webdataset", "tfrecord", "mds")  # the shard formats of the bridge (formats/<name>/)
+
+
 def by_extension(path, default: str | None = None) -> str | None:
     """The format an output path names by its extension (which does not exist yet)."""
     from recordkit.formats import registry

@@ -98,7 +98,8 @@ def register(fmt: Format) -> Format:
 
 _O = "recordkit.formats.openers"
 
-# -- the registrations (detection tries files' probes and directories' probes in this order) -----
+# -- the registrations (detection tries files' probes and directories' probes in this order; the
+#    shard formats come before OFRecord and SINGA, whose probes parse a first frame) -----
 register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
                 reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False,
                 file_probe=f"{_O}:probe_cbf", directory_probe=f"{_O}:probe_cbf_parts",
@@ -112,6 +113,18 @@ register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
                 extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
+register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
+                reader=f"{_O}:open_webdataset", writer=f"{_O}:create_webdataset", extra="webdataset",
+                file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
+                output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
+register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
+                (".tfrecord", ".tfrecords"), reader=f"{_O}:open_tfrecord", writer=f"{_O}:create_tfrecord",
+                extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
+                directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
+                notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
+register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
+                reader=f"{_O}:open_mds", writer=f"{_O}:create_mds", directory_probe=f"{_O}:probe_mds",
+                output_directory=True, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
                 file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
@@ -125,8 +138,6 @@ register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_
                 file_probe=f"{_O}:probe_binfile", notes="records: `features` + `label`"))
 register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", sparse=False,
                 keys=False, sequences=False, notes="read with --from csv --csv-dim N"))
-# Formats written by the bridge helpers register here, one line each (webdataset, tfrecord, mds):
-# register(Format("webdataset", ...)); register(Format("tfrecord", ...)); register(Format("mds", ...))
 # CTF last: a file no probe claims is read as CTF text.
 register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
                 writer=f"{_O}:create_ctf", notes="needs --stream to read"))

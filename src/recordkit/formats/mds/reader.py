@@ -1,0 +1,364 @@
+"""MDSReader: a MosaicML Streaming (MDS) directory as a Deserializer (one chunk per shard).
+
+Reads the layout ``writer.py`` describes (uncompressed MDS, index version 2). Streams come
+from the ``recordkit`` object of ``index.json``; other MDS data sets need ``streams`` (alias =
+column name; sparse streams read ``ALIAS.indices`` / ``.values`` / ``.offsets``), whose columns
+must be ``ndarray`` encodings. Other columns are skipped. Errors are located ``FormatError``s
+(shard, byte offset, sample).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
+from recordkit.errors import FormatError
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
+from recordkit.formats.sharding import gather_ranges, offsets, read_whole, resolve_streams, sequence_lengths_of
+from recordkit.storage import location
+
+_VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 33: "<i4", 34: "<f4",
+                 64: "<u8", 65: "<i8", 66: "<f8"}
+_FIXED = {"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+          "float16": 2, "float32": 4, "float64": 8, "int": 8}
+
+
+def looks_like(path, storage_options=None) -> bool:
+    return location.isdir(path, storage_options) and location.isfile(location.join(path, INDEX), storage_options)
+
+
+class MDSReader(ClosingReader):
+    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        index_path = location.join(self.path, INDEX)
+        if not location.isfile(index_path, storage_options):
+            raise FormatError(index_path, "no index.json: not an MDS data set")
+        try:
+            index = json.loads(read_whole(index_path, **self._storage))
+            shards = index["shards"]
+            if index.get("version") != 2 or not isinstance(shards, list):
+                raise ValueError(f"index version {index.get('version')!r}, expected 2")
+        except (ValueError, KeyError, TypeError) as e:
+            raise FormatError(index_path, f"not an MDS index: {e}") from None
+        rk = index.get("recordkit") if isinstance(index, dict) else None
+        recorded = None
+        if isinstance(rk, dict):
+            try:
+                recorded = streams_from_json(rk.get("streams"))
+            except (TypeError, ValueError) as e:
+                raise FormatError(index_path, f"bad 'recordkit' stream declarations: {e}") from None
+        if streams is None and recorded is None:
+            raise FormatError(index_path, "no 'recordkit' stream description in index.json (not written by "
+                                          "recordkit?): declare the streams (--stream NAME=FORMAT:DIM[:COLUMN])")
+        streams, self._fields, self.keeps_alias = resolve_streams(self.path, recorded, streams)
+        self.dtype = resolve_precision(precision) if precision is not None else (
+            ({s.dtype for s in recorded if s.dtype is not None} or {np.dtype(np.float32)}).pop()
+            if recorded else np.dtype(np.float32))
+        self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
+                         for s in streams]
+        self._shards = []
+        samples_by_shard = None
+        if isinstance(rk, dict) and isinstance(rk.get("shards"), list) and len(rk["shards"]) == len(shards):
+            samples_by_shard = [s.get("samples") for s in rk["shards"]]
+        self._chunks, self._first = [], [0]
+        for i, info in enumerate(shards):
+            try:
+                if info.get("format") != "mds" or info.get("compression"):
+                    raise ValueError(f"shard {i}: format {info.get('format')!r}, compression "
+                                     f"{info.get('compression')!r}: only uncompressed MDS is read")
+                name = info["raw_data"]["basename"]
+                if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+                    raise ValueError(f"shard {i}: bad basename {name!r}")
+                n = int(info["samples"])
+                cols = list(zip(info["column_names"], info["column_encodings"], info["column_sizes"]))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise FormatError(index_path, f"bad shard entry: {e}", record=f"shard {i}") from None
+            p = location.join(self.path, name)
+            if not location.isfile(p, storage_options):
+                raise FormatError(p, "shard listed in index.json is missing", record=f"shard {i}")
+            self._shards.append((p, n, cols, int(info["raw_data"].get("bytes", 0))))
+            samples = samples_by_shard[i] if samples_by_shard and isinstance(samples_by_shard[i], int) else n
+            self._chunks.append(ChunkInfo(i, n, samples, 0, int(info["raw_data"].get("bytes", 0))))
+            self._first.append(self._first[-1] + n)
+        needed = set()
+        for s in self._streams:
+            f = self._fields[s.name]
+            needed |= {f + ".indices", f + ".values", f + ".offsets"} if s.is_sparse else {f}
+        for p, _, cols, _ in self._shards:
+            have = {c for c, _, _ in cols}
+            missing = sorted(needed - have)
+            if missing:
+                raise FormatError(index_path, f"shard {os.path.basename(p)} has no column(s) {', '.join(missing)}")
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p, _, _, _ in self._shards]
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        return self.load_chunk(chunk_id).keys
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        path, n, cols, nbytes = self._shards[chunk_id]
+        data = read_whole(path, **self._storage)
+        if nbytes and len(data) != nbytes:
+            raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
+                              offset=min(len(data), nbytes))
+        if len(data) < 4 + 4 * (n + 1):
+            raise FormatError(path, "shard too short for its sample table", offset=0)
+        stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
+        if stored_n != n:
+            raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
+        offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+        if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
+            raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
+                                    "(truncated shard?)", offset=4)
+        var = [i for i, (_, _, size) in enumerate(cols) if size is None]
+        fixed = {i: int(size) for i, (_, _, size) in enumerate(cols) if size is not None}
+        where = {c: i for i, (c, _, _) in enumerate(cols)}
+        wanted = {c for s in self._streams for f in [self._fields[s.name]]
+                  for c in ([f + ".indices", f + ".values", f + ".offsets"] if s.is_sparse else [f])}
+        for c in wanted:
+            if not str(cols[where[c]][1]).startswith("ndarray"):
+                raise FormatError(path, f"column '{c}' is encoded {cols[where[c]][1]!r}, expected an ndarray")
+        fast = self._load_fast(chunk_id, data, offs, cols, wanted, n)
+        if fast is not None:
+            return fast
+        buf = memoryview(data)
+        per = {c: [] for c in wanted}
+        keys = []
+        has_key = KEY_COLUMN in where and cols[where[KEY_COLUMN]][1] in ("uint64", "int64", "int")
+        for k in range(n):
+            a, b = int(offs[k]), int(offs[k + 1])
+            if b - a < 4 * len(var):
+                raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
+            sizes = np.frombuffer(data, "<u4", len(var), a).astype(np.int64)
+            pos = a + 4 * len(var)
+            vi = 0
+            for i, (c, enc, _) in enumerate(cols):
+                size = fixed.get(i)
+                if size is None:
+                    size = int(sizes[vi])
+                    vi += 1
+                if pos + size > b:
+                    raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
+                if c in wanted:
+                    per[c].append(self._ndarray(enc, buf, pos, size, path, k, c))
+                elif has_key and c == KEY_COLUMN:
+                    keys.append(bytes(buf[pos:pos + 8]))
+                pos += size
+        cols_out, counts = {}, {}
+        for spec in self._streams:
+            if spec.is_sparse:
+                col = self._sparse(spec, per, path)
+            else:
+                col = self._dense(spec, per[self._fields[spec.name]], path)
+            cols_out[spec.name] = col
+            counts[spec.name] = np.diff(col.seq_offsets)
+        first = self._first[chunk_id]
+        key_arr = (np.frombuffer(b"".join(keys), "<u8").astype(np.uint64) if has_key and len(keys) == n
+                   else np.arange(first, first + n, dtype=np.uint64))
+        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
+        return ChunkData(chunk_id, key_arr, lengths, cols_out)
+
+    # -- the fast path: every sample's columns located and gathered at once --------------------------
+    def _load_fast(self, chunk_id, data, offs, cols, wanted, n):
+        """The chunk with NumPy over all samples, or None when anything is unusual (dynamic dtypes,
+        sizes that do not add up, bad offsets...): the sample-by-sample path then locates it."""
+        if n == 0:
+            return None
+        try:
+            arr = np.frombuffer(data, dtype=np.uint8)
+            a = offs[:-1]
+            var = [i for i, (_, _, size) in enumerate(cols) if size is None]
+            sizes = np.zeros((n, len(cols)), dtype=np.int64)
+            if var:
+                raw = arr[a[:, None] + np.arange(4 * len(var))]
+                sizes[:, var] = np.ascontiguousarray(raw).view("<u4").reshape(n, len(var))
+            for i, (_, _, size) in enumerate(cols):
+                if size is not None:
+                    sizes[:, i] = int(size)
+            starts = a[:, None] + 4 * len(var) + np.concatenate(
+                [np.zeros((n, 1), np.int64), np.cumsum(sizes, axis=1)[:, :-1]], axis=1)
+            if not np.array_equal(starts[:, -1] + sizes[:, -1], offs[1:]):
+                return None
+            where = {c: i for i, (c, _, _) in enumerate(cols)}
+            got = {}
+            for c in wanted:
+                i = where[c]
+                parts = str(cols[i][1]).split(":")
+                if len(parts) != 2 or not parts[1]:
+                    return None  # dynamic dtype or static shape: the general path
+                got[c] = self._column_fast(arr, np.dtype(parts[1]).newbyteorder("<"), starts[:, i], sizes[:, i])
+                if got[c] is None:
+                    return None
+            keys = None
+            if KEY_COLUMN in where and cols[where[KEY_COLUMN]][1] in ("uint64", "int64", "int"):
+                k = starts[:, where[KEY_COLUMN]]
+                keys = np.ascontiguousarray(arr[k[:, None] + np.arange(8)]).view("<u8").reshape(-1).astype(np.uint64)
+            cols_out, counts = {}, {}
+            for spec in self._streams:
+                f = self._fields[spec.name]
+                col = (self._sparse_fast(spec, got[f + ".indices"], got[f + ".values"], got[f + ".offsets"])
+                       if spec.is_sparse else self._dense_fast(spec, got[f]))
+                if col is None:
+                    return None
+                cols_out[spec.name] = col
+                counts[spec.name] = np.diff(col.seq_offsets)
+        except (ValueError, TypeError, IndexError):
+            return None
+        first = self._first[chunk_id]
+        key_arr = keys if keys is not None else np.arange(first, first + n, dtype=np.uint64)
+        return ChunkData(chunk_id, key_arr, sequence_lengths_of(self._streams, counts), cols_out)
+
+    @staticmethod
+    def _column_fast(arr, dtype, start, size):
+        """(shapes (n, ndim), values) of a dynamic-shape ndarray column, or None."""
+        head = arr[start]
+        ndim = head >> 2
+        if len(set(ndim.tolist())) != 1:
+            return None
+        nd = int(ndim[0])
+        code = head & 3
+        shapes = np.zeros((len(start), nd), dtype=np.int64)
+        for c in set(code.tolist()):
+            sel = np.flatnonzero(code == c)
+            w = 1 << c
+            raw = np.ascontiguousarray(arr[(start[sel] + 1)[:, None] + np.arange(nd * w)])
+            shapes[sel] = raw.view(f"<u{w}").reshape(len(sel), nd).astype(np.int64)
+        pay = start + 1 + nd * (1 << code.astype(np.int64))
+        nbytes = np.prod(shapes, axis=1) * dtype.itemsize
+        if np.any(shapes < 0) or not np.array_equal(pay + nbytes, start + size):
+            return None
+        return shapes, gather_ranges(arr, pay, nbytes).view(dtype)
+
+    def _dense_fast(self, spec, got):
+        shapes, values = got
+        if shapes.shape[1] == 2 and np.all(shapes[:, 1] == spec.dim):
+            counts = shapes[:, 0]
+        elif shapes.shape[1] == 1 and np.all(shapes[:, 0] == spec.dim):
+            counts = np.ones(len(shapes), dtype=np.int64)
+        else:
+            return None
+        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse_fast(self, spec, ind, val, off):
+        (si, vi), (sv, vv), (so, vo) = ind, val, off
+        if si.shape[1] != 1 or sv.shape[1] != 1 or so.shape[1] != 1 or vi.dtype.kind not in "iu" \
+                or vo.dtype.kind not in "iu":
+            return None
+        nnz, noff = si[:, 0], so[:, 0]
+        if not np.array_equal(nnz, sv[:, 0]) or np.any(noff < 1):
+            return None
+        offs_all = vo.astype(np.int64)
+        last = np.cumsum(noff) - 1
+        first = last - noff + 1
+        if np.any(offs_all[first] != 0) or np.any(offs_all[last] != nnz):
+            return None
+        d = np.diff(offs_all)
+        inside = np.ones(len(d), dtype=bool)
+        inside[last[:-1]] = False
+        if np.any(d[inside] < 0):
+            return None
+        indices = vi.astype(np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
+            return None
+        base = np.concatenate([[0], np.cumsum(nnz)[:-1]])
+        rows = offs_all + np.repeat(base, noff)
+        keep = np.ones(len(rows), dtype=bool)
+        keep[last] = False
+        indptr = np.concatenate([rows[keep], [int(nnz.sum())]])
+        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(noff - 1), spec.dim)
+
+    @staticmethod
+    def _ndarray(enc, buf, pos, size, path, k, c):
+        parts = enc.split(":")
+        i = pos
+        end = pos + size
+        try:
+            if len(parts) >= 2 and parts[1]:
+                dtype = np.dtype(parts[1]).newbyteorder("<")
+            else:
+                dtype = np.dtype(_VALUE_DTYPES[buf[i]])
+                i += 1
+            if len(parts) >= 3:
+                shape = tuple(int(x) for x in parts[2].split(","))
+            else:
+                byte = buf[i]
+                i += 1
+                ndim, code = byte >> 2, byte & 3
+                w = 1 << code
+                shape = tuple(int(x) for x in np.frombuffer(buf, f"<u{w}", ndim, i))
+                i += ndim * w
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise FormatError(path, f"column '{c}': bad ndarray header ({e})", offset=pos, record=f"sample {k}") from None
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if i + count * dtype.itemsize != end:
+            raise FormatError(path, f"column '{c}': shape {shape} of {dtype} needs {count * dtype.itemsize} bytes, "
+                                    f"the column has {end - i}", offset=pos, record=f"sample {k}")
+        return np.frombuffer(buf, dtype, count, i).reshape(shape), pos
+
+    def _dense(self, spec, items, path) -> DenseColumn:
+        field = self._fields[spec.name]
+        parts, counts = [], np.zeros(len(items), dtype=np.int64)
+        for k, (arr, pos) in enumerate(items):
+            if arr.ndim == 1 and arr.shape[0] == spec.dim:
+                arr = arr.reshape(1, -1)
+            if arr.ndim != 2 or arr.shape[1] != spec.dim:
+                raise FormatError(path, f"column '{field}': shape {arr.shape}, expected (samples, {spec.dim})",
+                                  offset=pos, record=f"sample {k}")
+            parts.append(arr.reshape(-1))
+            counts[k] = arr.shape[0]
+        flat = np.concatenate(parts).astype(self.dtype) if parts else np.zeros(0, self.dtype)
+        return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse(self, spec, per, path) -> SparseColumn:
+        f = self._fields[spec.name]
+        ind_l, val_l, off_l = per[f + ".indices"], per[f + ".values"], per[f + ".offsets"]
+        ind_parts, val_parts, ptr_parts = [], [], []
+        counts = np.zeros(len(ind_l), dtype=np.int64)
+        base = 0
+        for k, ((ind, pi), (val, pv), (off, po)) in enumerate(zip(ind_l, val_l, off_l)):
+            ind, val, off = ind.reshape(-1), val.reshape(-1), off.reshape(-1)
+            if len(ind) != len(val):
+                raise FormatError(path, f"'{f}': {len(ind)} indices, {len(val)} values", offset=pv,
+                                  record=f"sample {k}")
+            if len(off) < 1 or off[0] != 0 or off[-1] != len(ind) or np.any(np.diff(off) < 0):
+                raise FormatError(path, f"'{f}.offsets' must rise from 0 to {len(ind)}", offset=po,
+                                  record=f"sample {k}")
+            if len(ind) and (int(ind.min()) < 0 or int(ind.max()) >= spec.dim):
+                raise FormatError(path, f"'{f}.indices': index outside [0, {spec.dim})", offset=pi,
+                                  record=f"sample {k}")
+            ind_parts.append(ind)
+            val_parts.append(val)
+            ptr_parts.append(off[:-1].astype(np.int64) + base)
+            base += len(ind)
+            counts[k] = len(off) - 1
+        ptr = np.concatenate(ptr_parts + [np.array([base], dtype=np.int64)])
+        values = np.concatenate(val_parts).astype(self.dtype) if val_parts else np.zeros(0, self.dtype)
+        indices = np.concatenate(ind_parts).astype(np.int32) if ind_parts else np.zeros(0, np.int32)
+        return SparseColumn(values, indices, ptr, offsets(counts), spec.dim)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def __iter__(self):
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        pass

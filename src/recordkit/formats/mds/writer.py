@@ -1,0 +1,211 @@
+"""MDSWriter: sequences in, a MosaicML Streaming (MDS) data set out: ``index.json`` + ``shard.NNNNN.mds``.
+
+The layout is MosaicML's (``streaming/base/format/mds``, index version 2, no compression), so
+``streaming.StreamingDataset(local=DIR)`` reads it. One MDS sample per sequence, columns:
+
+* ``key``: ``uint64``, the sequence key;
+* dense stream NAME: ``ndarray:float32`` (``ndarray:float64`` for double data), shape (samples, DIM);
+* sparse stream NAME: ``NAME.indices`` (``ndarray:int32``), ``NAME.values`` (``ndarray:float32`` or
+  float64) and ``NAME.offsets`` (``ndarray:int64``, samples + 1, CSR row pointers).
+
+Columns are stored in name order (as MosaicML's writer does). A shard is ``uint32 samples,
+uint32 offsets[samples + 1], the shard's config JSON, the samples``; each sample is the uint32
+sizes of its variable-size columns, then the columns' bytes; a dynamic-shape ndarray is
+``[ndim << 2 | shape dtype] [shape] [values]``. (MosaicML's own writer refuses empty arrays;
+a sequence without samples of a stream is stored with a 0 in its shape, which its decoder reads.)
+
+``index.json`` also carries a ``recordkit`` object (stream declarations, per-shard sample
+counts) so reading back needs no ``--stream``; MosaicML ignores it. Shard size: ``shard_size``
+bytes (MosaicML's ``size_limit``, default 64 MiB, below 4 GiB since offsets are uint32) or
+``parts``. With ``checksums=True`` each shard's SHA-1 goes into ``index.json`` (MosaicML's
+``hashes``) and ``.rkcrc`` sidecars are written.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from functools import lru_cache
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
+from recordkit.formats.closing import AtomicWriter
+from recordkit.formats.sharding import ShardCutter
+from recordkit.formats.staged_directory import StagedDirectory
+
+FORMAT = "mds"
+INDEX = "index.json"
+DEFAULT_SHARD_SIZE = 1 << 26
+KEY_COLUMN = "key"
+
+
+def shard_name(i: int) -> str:
+    return f"shard.{i:05d}.mds"
+
+
+def owns(name: str) -> bool:
+    import re
+    return name == INDEX or re.fullmatch(r"shard\.\d{5,}\.mds", name) is not None
+
+
+def columns_of(streams, dtype) -> dict:
+    """MDS column name -> encoding for these streams."""
+    vt = "float64" if np.dtype(dtype) == np.float64 else "float32"
+    cols = {KEY_COLUMN: "uint64"}
+    for s in streams:
+        if s.is_sparse:
+            cols[s.name + ".indices"] = "ndarray:int32"
+            cols[s.name + ".values"] = f"ndarray:{vt}"
+            cols[s.name + ".offsets"] = "ndarray:int64"
+        else:
+            cols[s.name] = f"ndarray:{vt}"
+    return cols
+
+
+@lru_cache(maxsize=1 << 14)
+def _shape_head(shape: tuple) -> bytes:
+    """MosaicML's dynamic-shape prefix: one byte ``ndim << 2 | shape dtype``, then the shape."""
+    top = max(shape) if shape else 0
+    code, dt = (0, "<u1") if top < 256 else (1, "<u2") if top < 65536 else (2, "<u4") if top < 1 << 32 else (3, "<u8")
+    return bytes([(len(shape) << 2) | code]) + np.array(shape, dtype=dt).tobytes()
+
+
+class MDSWriter(AtomicWriter):
+    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
+                 total: int | None = None, precision="float", checksums: bool = False, storage_options=None):
+        self._streams = check_streams(streams)
+        names = {s.name for s in self._streams}
+        if KEY_COLUMN in names:
+            raise ValueError(f"'{KEY_COLUMN}' is the MDS column of the sequence key: rename the stream")
+        self.dtype = resolve_precision(precision)
+        if shard_size is not None and int(shard_size) >= 1 << 32:
+            raise ValueError("MDS shard_size must be below 4 GiB (sample offsets are uint32)")
+        self.path = str(path)
+        self.checksums = bool(checksums)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total, default_size=DEFAULT_SHARD_SIZE)
+        self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
+                                    what="MDS directory")
+        cols = columns_of(self._streams, self.dtype)
+        self.column_names = sorted(cols)
+        self.column_encodings = [cols[c] for c in self.column_names]
+        self.column_sizes = [8 if e == "uint64" else None for e in self.column_encodings]
+        self.size_limit = int(shard_size) if shard_size is not None else DEFAULT_SHARD_SIZE
+        self.hashes = ["sha1"] if self.checksums else []
+        self._config = {"version": 2, "format": FORMAT, "compression": None, "hashes": self.hashes,
+                        "size_limit": self.size_limit, "column_names": self.column_names,
+                        "column_encodings": self.column_encodings, "column_sizes": self.column_sizes}
+        self._config_bytes = json.dumps(self._config, sort_keys=True).encode()
+        self._shards: list[dict] = []
+        self._counts: list[dict] = []
+        self._samples: list[bytes] = []
+        self._shard = -1
+        self.sequences_written = 0
+
+    @property
+    def streams(self):
+        return list(self._streams)
+
+    def _switch(self, shard: int) -> None:
+        while self._shard < shard:
+            self._flush()
+            self._shard += 1
+            self._counts.append({"name": shard_name(self._shard), "sequences": 0, "samples": 0})
+
+    def _flush(self) -> None:
+        if self._shard < 0:
+            return
+        samples = self._samples
+        n = len(samples)
+        head = 4 + 4 * (n + 1) + len(self._config_bytes)
+        offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in samples], out=offs[1:])
+        offs += head
+        if offs[-1] >= 1 << 32:
+            raise ValueError(f"MDS shard {self._shard} would exceed 4 GiB: use a smaller shard_size")
+        data = b"".join([np.uint32(n).tobytes(), offs.astype("<u4").tobytes(), self._config_bytes] + samples)
+        name = shard_name(self._shard)
+        self._dir.write_file(name, data)
+        hashes = {algo: hashlib.new(algo, data).hexdigest() for algo in self.hashes}
+        info = {"samples": n, "raw_data": {"basename": name, "bytes": len(data), "hashes": hashes}, "zip_data": None}
+        info.update(self._config)
+        self._shards.append(info)
+        self._samples = []
+
+    def write_chunk(self, chunk: ChunkData) -> None:
+        n = len(chunk)
+        if n == 0:
+            return
+        per_col = {}  # column -> (source array, per-sequence element bounds, shapes per sequence)
+        for spec in self._streams:
+            col = chunk.columns.get(spec.name)
+            if col is None:
+                raise ValueError(f"chunk has no stream '{spec.name}'")
+            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
+                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            so = col.seq_offsets.astype(np.int64)
+            counts = np.diff(so)
+            if spec.is_sparse:
+                ptr = col.indptr.astype(np.int64)
+                nb = ptr[so]
+                nnz = np.diff(nb)
+                c1 = counts + 1
+                rows = np.arange(int(c1.sum()), dtype=np.int64) - np.repeat(np.arange(n, dtype=np.int64), c1)
+                rel = (ptr[rows] - np.repeat(nb[:-1], c1)).astype("<i8")
+                per_col[spec.name + ".indices"] = (np.ascontiguousarray(col.indices, dtype="<i4"), nb, nnz, None)
+                per_col[spec.name + ".values"] = (np.ascontiguousarray(col.values, dtype=self.dtype), nb, nnz, None)
+                per_col[spec.name + ".offsets"] = (rel, so + np.arange(n + 1), c1, None)
+            else:
+                vals = np.ascontiguousarray(col.values, dtype=self.dtype).reshape(-1)
+                per_col[spec.name] = (vals, so * spec.dim, counts, spec.dim)
+        keys = chunk.keys.astype("<u8")
+        order = [c for c in self.column_names if c != KEY_COLUMN]
+        # per column, per sequence: the encoded bytes (shape prefix + values)
+        encoded = []
+        for c in order:
+            src, bounds, lens, dim = per_col[c]
+            raw = memoryview(src.view(np.uint8))
+            isz = src.dtype.itemsize
+            b = (bounds * isz).tolist()
+            shapes = lens.tolist()
+            if dim is None:
+                encoded.append([_shape_head((k,)) + raw[b[i]:b[i + 1]] for i, k in enumerate(shapes)])
+            else:
+                encoded.append([_shape_head((k, dim)) + raw[b[i]:b[i + 1]] for i, k in enumerate(shapes)])
+        key_pos = self.column_names.index(KEY_COLUMN)
+        key_bytes = keys.tobytes()
+        samples = []
+        head = struct.Struct(f"<{len(encoded)}I")
+        for i in range(n):
+            parts = [e[i] for e in encoded]
+            cols = parts[:key_pos] + [key_bytes[8 * i:8 * i + 8]] + parts[key_pos:]
+            samples.append(head.pack(*map(len, parts)) + b"".join(cols))
+        sizes = np.array([len(s) + 4 for s in samples], dtype=np.int64)
+        lengths = chunk.lengths
+        for shard, a, b in self._cutter.assign(sizes):
+            self._switch(shard)
+            self._samples.extend(samples[a:b])
+            self._counts[-1]["sequences"] += b - a
+            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+        self.sequences_written += n
+
+    def close(self) -> None:
+        try:
+            if self._shard < 0:
+                self._switch(0)
+            self._flush()
+            index = {"version": 2, "shards": self._shards,
+                     "recordkit": {"format": FORMAT, "version": 1,
+                                   "streams": streams_to_json(self._streams, self.dtype),
+                                   "sequences": self.sequences_written, "shards": self._counts}}
+            self._dir.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
+            self._dir.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        self._samples = []
+        self._dir.discard()

@@ -1,0 +1,139 @@
+"""OFRecord records converted feature by feature (no ``--stream``): WebDataset or TFRecord.
+
+A record store is not a set of streams: an ImageNet-style OFRecord holds an encoded image and
+a label per record. Forcing it through streams would decode (or densify) what the target can
+hold as it is. So each record becomes one sample / one ``tf.train.Example`` with its features
+kept by kind:
+
+* WebDataset (a '/' in a feature name becomes '_': WebDataset would read a path): a numeric feature F becomes ``KEY.F.npy`` (a 1-D array of the list's own type); a
+  bytes feature ``KEY.F.bin`` (``KEY.F.I.bin`` for the I-th of several values); an image feature
+  (``image_features``) is copied unchanged as ``KEY.jpg`` / ``KEY.png`` (by the bytes' magic
+  number; ``KEY.F.jpg`` when several features are images).
+* TFRecord: a ``tf.train.Example`` with the same features: float_list stays float_list,
+  double_list is narrowed to float_list (with a warning), int32/int64 lists become int64_list,
+  bytes (images included) stay bytes_list, byte for byte.
+
+The key is the record's int64 ``key`` feature when it has one, else its position.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from recordkit.errors import FormatError, RecordkitWarning, UsageError
+
+
+def image_extension(data: bytes) -> str | None:
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpg"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    return None
+
+
+def iter_records(path, storage_options=None):
+    """(part path, frame offset, record index, {name: Feature}) of every record, in part order."""
+    from recordkit.formats.ofrecord import codec
+    from recordkit.formats.ofrecord.dataset import part_paths, scan_part
+    from recordkit.storage import open_source
+    for part in part_paths(path, storage_options=storage_options):
+        src = open_source(part, storage_options=storage_options)
+        try:
+            index = scan_part(src)
+            data = src.pread(0, index.size)
+        finally:
+            src.close()
+        err = index.error()
+        for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
+            yield part, off - 8, i, codec.decode(data[off:off + n], path=part, offset=off - 8, index=i)
+        if err is not None:
+            raise err
+
+
+def count_records(path, storage_options=None) -> int:
+    from recordkit.formats.ofrecord.dataset import load_index, part_paths
+    return sum(len(load_index(p, storage_options=storage_options))
+               for p in part_paths(path, storage_options=storage_options))
+
+
+def convert_records(src, dst, target: str, *, image_features=(), parts=None, shard_size=None, storage_options=None,
+                    checksums: bool = False) -> int:
+    """Convert an OFRecord data set record by record; the number of records written."""
+    if target not in ("webdataset", "tfrecord"):
+        raise UsageError(f"OFRecord records convert feature by feature to webdataset or tfrecord; for {target} "
+                         f"declare the streams (--stream NAME=FORMAT:DIM:FEATURE)")
+    images = list(image_features or ())
+    total = count_records(src, storage_options) if parts else None
+    opts = dict(parts=parts, shard_size=shard_size, total=total, checksums=checksums, storage_options=storage_options)
+    if target == "webdataset":
+        from recordkit.formats.webdataset import WebDatasetWriter
+        writer = WebDatasetWriter(dst, [], **opts)
+    else:
+        from recordkit.formats.tfrecord import TFRecordWriter
+        writer = TFRecordWriter(dst, [], **opts)
+    narrowed = warned = False
+    n = 0
+    with writer:
+        for part, offset, index, rec in iter_records(src, storage_options):
+            key = n
+            kf = rec.get("key")
+            if kf is not None and kf.kind == "int64_list" and len(kf) == 1:
+                key = int(np.asarray(kf.value).view(np.uint64)[0])
+            for name in images:
+                f = rec.get(name)
+                if f is None or f.kind != "bytes_list":
+                    what = "missing" if f is None else f"a {f.kind}, not a bytes_list"
+                    raise FormatError(part, f"image feature '{name}' is {what}", offset=offset, record=f"record {index}")
+            if target == "webdataset":
+                writer.write_sample(key, _members(rec, images, part, offset, index))
+            else:
+                feats = {}
+                for name, f in rec.items():
+                    if f.kind == "bytes_list":
+                        feats[name] = ("bytes_list", list(f.value))
+                    elif f.kind in ("float_list", "double_list"):
+                        narrowed |= f.kind == "double_list"
+                        feats[name] = ("float_list", np.asarray(f.value, dtype=np.float32))
+                    else:
+                        feats[name] = ("int64_list", np.asarray(f.value, dtype=np.int64))
+                if narrowed and not warned:
+                    warnings.warn(f"{src}: double_list features narrowed to TFRecord's float32 float_list",
+                                  RecordkitWarning, stacklevel=2)
+                    warned = True
+                writer.write_example(feats)
+            n += 1
+    return n
+
+
+def member_field(name: str) -> str:
+    """A feature name as a member field: '/' would make WebDataset read a path, so it becomes '_'."""
+    return name.replace("/", "_")
+
+
+def _members(rec, images, part, offset, index) -> dict:
+    members = {}
+    for feature, f in sorted(rec.items()):
+        name = member_field(feature)
+        if feature in images:
+            for i, blob in enumerate(f.value):
+                ext = image_extension(blob)
+                if ext is None:
+                    raise FormatError(part, f"image feature '{feature}' value {i} is neither JPEG nor PNG "
+                                            f"(starts {bytes(blob[:8])!r})", offset=offset, record=f"record {index}")
+                stem = "" if len(images) == 1 and len(f.value) == 1 else (
+                    name + "." if len(f.value) == 1 else f"{name}.{i}.")
+                members[stem + ext] = bytes(blob)
+        elif f.kind == "bytes_list":
+            if len(f.value) == 1:
+                members[name + ".bin"] = bytes(f.value[0])
+            else:
+                for i, blob in enumerate(f.value):
+                    members[f"{name}.{i}.bin"] = bytes(blob)
+        else:
+            members[name + ".npy"] = np.asarray(f.value)
+    if len(members) != sum(len(f.value) if (n in images or f.kind == "bytes_list") and len(f.value) != 1 else 1
+                           for n, f in rec.items()):
+        raise FormatError(part, "two features map to the same member name (a '/' became '_')", offset=offset,
+                          record=f"record {index}")
+    return members

@@ -1,0 +1,207 @@
+"""What the shard-directory formats (WebDataset, TFRecord, MDS) share: where to cut shards,
+the ``__recordkit__.json`` description a data set keeps of itself, and reading whole shards.
+
+**Cutting.** A shard never splits a sequence. ``parts=N`` with the total number of
+sequences known cuts N contiguous runs of about equal sequence counts (so the shards read in
+name order give the source order, which round robin would not); ``shard_size`` (bytes) starts a
+new shard after the sequence that reaches it.
+
+**The description** (``__recordkit__.json`` in the data set's directory, beside the shards,
+never inside one: a tar member would be a sample to WebDataset's own reader) records the
+stream declarations (``streams_to_json``), so reading back needs no ``--stream``, and each
+shard's sequence and sample counts, so a reader describes its chunks without decoding them
+and notices a shard that lost records.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from recordkit.engine.streams import streams_from_json
+from recordkit.errors import FormatError
+from recordkit.storage import location, open_source
+
+META_NAME = "__recordkit__.json"
+META_VERSION = 1
+
+
+class ShardCutter:
+    """Decides, sequence by sequence, which shard each sequence goes to."""
+
+    def __init__(self, *, parts: int | None = None, shard_size: int | None = None, total: int | None = None,
+                 default_size: int = 256 << 20):
+        if parts is not None and int(parts) < 1:
+            raise ValueError(f"parts must be >= 1, not {parts}")
+        if shard_size is not None and int(shard_size) <= 0:
+            raise ValueError(f"shard_size must be positive, not {shard_size}")
+        if parts is not None and int(parts) > 1 and total is None:
+            raise ValueError("parts=N needs the total number of sequences (total=...) to cut contiguous shards")
+        self.parts = None if parts is None else int(parts)
+        self.total = None if total is None else int(total)
+        self.shard_size = int(shard_size) if shard_size is not None else (None if parts else default_size)
+        self.shard = 0          # index of the shard being filled
+        self.in_shard = 0       # sequences in it so far
+        self.bytes_in_shard = 0
+        self.seen = 0           # sequences assigned so far
+
+    def _limit(self, shard: int) -> int | None:
+        """Sequences that shard ``shard`` holds under ``parts`` (balanced, the first ones one more)."""
+        if not self.parts or self.total is None:
+            return None
+        base, extra = divmod(self.total, self.parts)
+        return base + (1 if shard < extra else 0)
+
+    def assign(self, sizes: np.ndarray) -> list[tuple[int, int, int]]:
+        """Runs ``(shard, start, end)`` of consecutive sequences of a chunk, given each one's size in
+        bytes; a new shard number means: close the previous shard first."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        n = len(sizes)
+        runs = []
+        start = 0
+        while start < n:
+            end = n
+            limit = self._limit(self.shard)
+            if limit is not None:
+                if self.in_shard >= limit and self.shard + 1 < self.parts:
+                    self._next()
+                    continue
+                if self.shard + 1 < self.parts:
+                    end = min(n, start + max(limit - self.in_shard, 0))
+            if self.shard_size is not None:
+                if self.in_shard and self.bytes_in_shard >= self.shard_size:
+                    self._next()
+                    continue
+                cum = np.cumsum(sizes[start:end])
+                # close after the first sequence that brings the shard to shard_size or more
+                k = int(np.searchsorted(cum, self.shard_size - self.bytes_in_shard, side="left")) + 1
+                end = min(end, start + max(k, 1))
+            if end <= start:
+                end = start + 1
+            runs.append((self.shard, start, end))
+            self.bytes_in_shard += int(sizes[start:end].sum())
+            self.in_shard += end - start
+            self.seen += end - start
+            start = end
+        return runs
+
+    def _next(self) -> None:
+        self.shard += 1
+        self.in_shard = 0
+        self.bytes_in_shard = 0
+
+
+def describe(fmt: str, streams, precision, shards: list[dict], **extra) -> bytes:
+    """The ``__recordkit__.json`` text of a data set."""
+    from recordkit.engine.streams import streams_to_json
+    doc = {"format": fmt, "version": META_VERSION, "streams": streams_to_json(streams, precision),
+           "sequences": int(sum(s["sequences"] for s in shards)), "shards": shards}
+    doc.update(extra)
+    return json.dumps(doc, indent=1).encode()
+
+
+def read_description(directory: str, fmt: str, storage_options=None) -> dict | None:
+    """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none); a malformed
+    one is a located ``FormatError``."""
+    path = location.join(directory, META_NAME)
+    if not location.isfile(path, storage_options):
+        return None
+    data = read_whole(path, storage_options)
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise FormatError(path, f"not valid JSON: {e}", offset=getattr(e, "pos", None)) from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise FormatError(path, f"not a recordkit {fmt} description (its 'format' is "
+                                f"{doc.get('format') if isinstance(doc, dict) else None!r})")
+    try:
+        doc["streams"] = streams_from_json(doc.get("streams"))
+    except (TypeError, ValueError) as e:
+        raise FormatError(path, f"bad stream declarations: {e}") from None
+    shards = doc.get("shards")
+    if not isinstance(shards, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("sequences"), int)
+            and isinstance(s.get("samples"), int) and s["sequences"] >= 0 and s["samples"] >= 0
+            and "/" not in s["name"] and s["name"] not in ("", ".", "..") for s in shards):
+        raise FormatError(path, "'shards' must be a list of {name, sequences, samples}")
+    return doc
+
+
+def read_whole(path: str, storage_options=None, cache_dir=None) -> bytes:
+    """A whole file (a shard is one chunk); a file that shrinks while read is a located error."""
+    src = open_source(path, storage_options=storage_options, cache_dir=cache_dir)
+    try:
+        size = src.size
+        data = src.pread(0, size)
+    finally:
+        src.close()
+    if len(data) != size:
+        raise FormatError(path, f"file shrank while being read: expected {size} bytes, got {len(data)}",
+                          offset=len(data))
+    return data
+
+
+def sequence_lengths_of(streams, counts: dict) -> np.ndarray:
+    """A sequence's length for minibatch sizing: the ``defines_mb_size`` stream's sample count,
+    else the longest stream's (``counts``: stream name -> per-sequence sample counts)."""
+    defining = [s.name for s in streams if s.defines_mb_size]
+    if defining:
+        return np.asarray(counts[defining[0]], dtype=np.int64)
+    return np.max(np.vstack([np.asarray(counts[s.name], dtype=np.int64) for s in streams]), axis=0)
+
+
+def offsets(counts) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def resolve_streams(path, recorded, requested):
+    """(streams exposed, {stream name: field in the data set}, keeps_alias) for a bridge reader.
+
+    The data set names its fields after the streams' names; its description (``recorded``)
+    also keeps each stream's original alias (a CTF file's short name), which the reader
+    exposes, so converting back writes the original names (``keeps_alias``). ``requested``
+    streams (``--stream NAME=FORMAT:DIM:FIELD``) select the data set's field FIELD (the
+    alias, default NAME) and name it NAME, as for CBF.
+    """
+    from recordkit.engine.streams import StreamSpec, check_streams
+    from recordkit.errors import UsageError
+    if requested is None:
+        return list(recorded), {s.name: s.name for s in recorded}, True
+    requested = check_streams(requested)
+    if recorded is None:
+        return requested, {s.name: s.alias for s in requested}, False
+    known = {s.name: s for s in recorded}
+    out = []
+    for s in requested:
+        k = known.get(s.alias)
+        if k is None:
+            raise UsageError(f"{path}: no stream '{s.alias}' in the data set (it has: {', '.join(known) or 'none'})")
+        if k.format != s.format or k.dim != s.dim:
+            raise UsageError(f"{path}: stream '{s.name}' is declared {s.format} dim {s.dim}, the data set's "
+                             f"'{s.alias}' is {k.format} dim {k.dim}")
+        out.append(StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size or k.defines_mb_size, dtype=k.dtype))
+    return out, {s.name: s.alias for s in requested}, False
+
+
+def gather_ranges(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """``arr[starts[i]:starts[i]+lens[i]]`` for every i, concatenated (ranges ascending, not
+    overlapping): an index for few bytes, a mask over ``arr`` for many."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(lens, dtype=np.int64)
+    nz = lens > 0
+    if not nz.any():
+        return np.zeros(0, dtype=arr.dtype)
+    s, ln = starts[nz], lens[nz]
+    e = s + ln
+    if np.any(s[1:] < e[:-1]):
+        raise ValueError("ranges overlap or are not in order")
+    total = int(ln.sum())
+    if total < 16 * len(ln):  # tiny ranges (one-hot indices): one index over their bytes
+        first = np.zeros(len(ln), dtype=np.int64)
+        np.cumsum(ln[:-1], out=first[1:])
+        return arr[np.repeat(s - first, ln) + np.arange(total, dtype=np.int64)]
+    # larger ranges: slices joined (a pass over the whole buffer would cost more than the ranges)
+    data = arr.base if isinstance(arr.base, bytes) and arr.dtype == np.uint8 else arr.tobytes()
+    return np.frombuffer(b"".join([data[a:b] for a, b in zip(s.tolist(), e.tolist())]), dtype=np.uint8)

@@ -1,0 +1,310 @@
+"""TFRecordReader: a directory of TFRecord files of ``tf.train.SequenceExample`` as a Deserializer.
+
+One chunk per file. Streams come from ``__recordkit__.json`` beside the parts, else from the
+``__recordkit__`` context feature of the first record (``writer.py``); files written by other
+tools need ``streams`` (alias = the feature list name; sparse streams read ``ALIAS.indices``
+and ``ALIAS.values``). The sequence key is the context feature ``key`` (int64_list of one
+value) where every record has one, else the record's position in the data set.
+
+Both CRCs of every record are checked. A truncated file, a wrong CRC, a record that is not a
+SequenceExample, a missing feature list, a sample of the wrong length: each is a
+``FormatError`` with the file, the record's byte offset and its index.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
+from recordkit.errors import FormatError
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
+                                         sequence_lengths_of)
+from recordkit.formats.tfrecord import fastread, framing
+from recordkit.formats.tfrecord.writer import FORMAT, KEY_FEATURE, META_FEATURE
+from recordkit.storage import location, open_source
+
+
+def looks_like(path, storage_options=None) -> bool:
+    if location.isdir(path, storage_options):
+        return any(n.endswith((".tfrecord", ".tfrecords")) for n in location.listdir(path, storage_options))
+    return str(path).endswith((".tfrecord", ".tfrecords"))
+
+
+def part_paths(path, storage_options=None) -> list[str]:
+    if not location.isdir(path, storage_options):
+        return [path]
+    names = sorted(n for n in location.listdir(path, storage_options) if n.endswith((".tfrecord", ".tfrecords")))
+    if not names:
+        raise FormatError(path, "no .tfrecord files in the directory")
+    return [location.join(path, n) for n in names]
+
+
+def _schema():
+    from recordkit.formats.tfrecord import schema
+    return schema
+
+
+class TFRecordReader(ClosingReader):
+    def __init__(self, path, streams=None, *, precision=None, verify_crc: bool = True, storage_options=None,
+                 cache_dir=None):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        self.verify_crc = bool(verify_crc)
+        location.ensure_regular(self.path, storage_options)
+        is_dir = location.isdir(self.path, storage_options)
+        doc = read_description(self.path, FORMAT, storage_options) if is_dir else None
+        self.description = doc
+        if doc is not None:
+            self.paths = []
+            for s in doc["shards"]:
+                p = location.join(self.path, s["name"])
+                if not location.isfile(p, storage_options):
+                    raise FormatError(p, f"part listed in {META_NAME} is missing")
+                self.paths.append(p)
+            recorded = doc["streams"]
+            counts = [(s["sequences"], s["samples"]) for s in doc["shards"]]
+        else:
+            self.paths = part_paths(self.path, storage_options)
+            recorded = self._streams_in_first_record()
+            counts = None
+        if streams is None and recorded is None:
+            raise FormatError(self.paths[0], f"no stream description ({META_NAME} or a '{META_FEATURE}' context "
+                                             f"feature; not written by recordkit?): declare the streams "
+                                             f"(--stream NAME=FORMAT:DIM[:FEATURE_LIST])", offset=0,
+                              record="record 0")
+        streams, self._fields, self.keeps_alias = resolve_streams(self.path, recorded, streams)
+        self.dtype = resolve_precision(precision) if precision is not None else np.dtype(np.float32)
+        self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
+                         for s in streams]
+        if counts is None:
+            counts = []
+            for p in self.paths:
+                offs, _ = framing.scan(read_whole(p, **self._storage), p, verify=False)
+                counts.append((len(offs), len(offs)))
+        self._chunks, self._first = [], [0]
+        for i, (p, (nseq, nsamp)) in enumerate(zip(self.paths, counts)):
+            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, self._size(p)))
+            self._first.append(self._first[-1] + nseq)
+
+    def _size(self, path) -> int:
+        src = open_source(path, **self._storage)
+        try:
+            return src.size
+        finally:
+            src.close()
+
+    def _streams_in_first_record(self):
+        """The declarations in the first record's ``__recordkit__`` context feature, if any."""
+        path = self.paths[0]
+        src = open_source(path, **self._storage)
+        try:
+            head = src.pread(0, 12)
+            if len(head) < 12:
+                return None
+            n = int.from_bytes(head[:8], "little")
+            if n > min(src.size, 64 << 20):
+                return None
+            data = src.pread(12, n)
+        finally:
+            src.close()
+        msg = _schema().SequenceExample()
+        try:
+            msg.ParseFromString(data)
+        except Exception:  # noqa: BLE001 - a damaged first record is reported when its chunk loads
+            return None
+        f = msg.context.feature.get(META_FEATURE) if META_FEATURE in msg.context.feature else None
+        if f is None or f.WhichOneof("kind") != "bytes_list" or len(f.bytes_list.value) != 1:
+            return None
+        try:
+            return streams_from_json(json.loads(f.bytes_list.value[0])["streams"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise FormatError(path, f"bad '{META_FEATURE}' context feature: {e}", offset=0, record="record 0") from None
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        return self.load_chunk(chunk_id).keys
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        path = self.paths[chunk_id]
+        data = read_whole(path, **self._storage)
+        first = self._first[chunk_id]
+        offs, lens = framing.scan(data, path, verify=self.verify_crc)
+        n = len(offs)
+        expected = self._chunks[chunk_id].num_sequences
+        if self.description is not None and n != expected:
+            raise FormatError(path, f"the file holds {n} records, {META_NAME} says {expected} "
+                                    f"(file replaced or truncated?)", offset=len(data))
+        try:
+            return self._load_fast(chunk_id, data, offs, lens, first)
+        except fastread.NotCanonical:
+            pass  # not the canonical layout, or damaged: protobuf decodes it (and locates problems)
+        schema = _schema()
+        buf = memoryview(data)
+        msgs = []
+        for k in range(n):
+            msg = schema.SequenceExample()
+            o = int(offs[k])
+            try:
+                msg.ParseFromString(buf[o:o + int(lens[k])])
+            except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+                raise FormatError(path, f"record is not a tf.train.SequenceExample: {e}", offset=o - 12,
+                                  record=f"record {k}") from None
+            msgs.append(msg)
+        where = [(path, int(offs[k]) - 12, k) for k in range(n)]
+        cols, counts = {}, {}
+        for spec in self._streams:
+            col = self._sparse(spec, msgs, where) if spec.is_sparse else self._dense(spec, msgs, where)
+            cols[spec.name] = col
+            counts[spec.name] = np.diff(col.seq_offsets)
+        keys = self._keys(msgs, first)
+        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
+        return ChunkData(chunk_id, keys, lengths, cols)
+
+    def _load_fast(self, chunk_id, data, offs, lens, first) -> ChunkData:
+        """``fastread``: the whole file column-wise (raises ``NotCanonical`` to fall back)."""
+        arr = np.frombuffer(data, dtype=np.uint8)
+        wanted = []
+        for spec in self._streams:
+            f = self._fields[spec.name]
+            wanted += [f + ".indices", f + ".values"] if spec.is_sparse else [f]
+        keys, starts, ends = fastread.walk_records(data, offs, lens, [w.encode() for w in wanted],
+                                                   KEY_FEATURE.encode())
+        n = len(offs)
+        cols, counts, j = {}, {}, 0
+        for spec in self._streams:
+            if spec.is_sparse:
+                ci, pi, li = fastread.sample_payloads(arr, starts[:, j], ends[:, j], 0x1A)
+                cv, pv, lv = fastread.sample_payloads(arr, starts[:, j + 1], ends[:, j + 1], 0x12)
+                j += 2
+                if not np.array_equal(ci, cv) or np.any(lv % 4):
+                    raise fastread.NotCanonical
+                values = fastread.gather(arr, pv, lv).view("<f4")
+                idx, per = fastread.decode_varints(fastread.gather(arr, pi, li), li)
+                if not np.array_equal(per, lv // 4) or (len(idx) and int(idx.max()) >= spec.dim):
+                    raise fastread.NotCanonical  # the protobuf path reports which record
+                col = SparseColumn(values.astype(self.dtype), idx.astype(np.int32), offsets(per), offsets(ci),
+                                   spec.dim)
+                counts[spec.name] = ci
+            else:
+                c, ps, pl = fastread.sample_payloads(arr, starts[:, j], ends[:, j], 0x12)
+                j += 1
+                if np.any(pl != 4 * spec.dim):
+                    raise fastread.NotCanonical
+                flat = fastread.gather(arr, ps, pl).view("<f4").astype(self.dtype)
+                col = DenseColumn(flat.reshape(-1, spec.dim), offsets(c))
+                counts[spec.name] = c
+            cols[spec.name] = col
+        if n and all(k is not None for k in keys):
+            key_arr = np.array(keys, dtype=np.uint64)
+        else:
+            key_arr = np.arange(first, first + n, dtype=np.uint64)
+        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
+        return ChunkData(chunk_id, key_arr, lengths, cols)
+
+    @staticmethod
+    def _keys(msgs, first):
+        found = []
+        for m in msgs:
+            ctx = m.context.feature
+            if KEY_FEATURE not in ctx:
+                break
+            f = ctx[KEY_FEATURE]
+            if f.WhichOneof("kind") != "int64_list" or len(f.int64_list.value) != 1:
+                break
+            found.append(f.int64_list.value[0])
+        if len(found) == len(msgs):
+            return np.array(found, dtype=np.int64).view(np.uint64)
+        return np.arange(first, first + len(msgs), dtype=np.uint64)
+
+    @staticmethod
+    def _list(msg, name, where, spec):
+        fl = msg.feature_lists.feature_list
+        if name not in fl:
+            path, offset, k = where
+            raise FormatError(path, f"no feature list '{name}' (stream '{spec.name}')", offset=offset,
+                              record=f"record {k}")
+        return fl[name].feature
+
+    @staticmethod
+    def _values(feature, want, where, name, j):
+        kind = feature.WhichOneof("kind")
+        if kind == want or (want == "float_list" and kind == "int64_list"):
+            return getattr(feature, kind).value
+        if kind is None:
+            return ()
+        path, offset, k = where
+        raise FormatError(path, f"feature list '{name}', sample {j}: a {kind}, expected a {want}", offset=offset,
+                          record=f"record {k}")
+
+    def _dense(self, spec, msgs, where) -> DenseColumn:
+        name = self._fields[spec.name]
+        parts, counts = [], np.zeros(len(msgs), dtype=np.int64)
+        for k, msg in enumerate(msgs):
+            feats = self._list(msg, name, where[k], spec)
+            for j, f in enumerate(feats):
+                v = self._values(f, "float_list", where[k], name, j)
+                if len(v) != spec.dim:
+                    path, offset, kk = where[k]
+                    raise FormatError(path, f"feature list '{name}', sample {j}: {len(v)} values, expected dim "
+                                            f"{spec.dim}", offset=offset, record=f"record {kk}")
+                parts.append(v)
+            counts[k] = len(feats)
+        flat = np.array(parts, dtype=self.dtype).reshape(-1, spec.dim) if parts else np.zeros((0, spec.dim), self.dtype)
+        return DenseColumn(flat, offsets(counts))
+
+    def _sparse(self, spec, msgs, where) -> SparseColumn:
+        field = self._fields[spec.name]
+        ni, nv = field + ".indices", field + ".values"
+        ind, val, nnz = [], [], []
+        counts = np.zeros(len(msgs), dtype=np.int64)
+        for k, msg in enumerate(msgs):
+            fi = self._list(msg, ni, where[k], spec)
+            fv = self._list(msg, nv, where[k], spec)
+            if len(fi) != len(fv):
+                path, offset, kk = where[k]
+                raise FormatError(path, f"'{ni}' has {len(fi)} samples, '{nv}' has {len(fv)}", offset=offset,
+                                  record=f"record {kk}")
+            for j in range(len(fi)):
+                a = self._values(fi[j], "int64_list", where[k], ni, j)
+                b = self._values(fv[j], "float_list", where[k], nv, j)
+                if len(a) != len(b):
+                    path, offset, kk = where[k]
+                    raise FormatError(path, f"sample {j}: {len(a)} indices, {len(b)} values", offset=offset,
+                                      record=f"record {kk}")
+                ind.extend(a)
+                val.extend(b)
+                nnz.append(len(a))
+            counts[k] = len(fi)
+        indices = np.array(ind, dtype=np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
+            bad = int(np.flatnonzero((indices < 0) | (indices >= spec.dim))[0])
+            row = int(np.searchsorted(np.cumsum(nnz), bad, side="right"))
+            seq = int(np.searchsorted(np.cumsum(counts), row, side="right"))
+            path, offset, k = where[seq]
+            raise FormatError(path, f"'{ni}': index {int(indices[bad])} outside [0, {spec.dim})", offset=offset,
+                              record=f"record {k}")
+        return SparseColumn(np.array(val, dtype=self.dtype), indices.astype(np.int32), offsets(np.array(nnz, np.int64)),
+                            offsets(counts), spec.dim)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def __iter__(self):
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,224 @@
+"""TFRecordWriter: sequences in, a directory of ``part-NNNNN.tfrecord`` files out.
+
+One ``tf.train.SequenceExample`` per sequence:
+
+* context ``key``: int64_list with the sequence key (``recordkit cat``'s ``key``; keys above
+  2^63 - 1 are stored as their two's complement, as protobuf's int64 holds them);
+* dense stream NAME: feature list ``NAME``, one float_list of DIM values per sample;
+* sparse stream NAME: feature lists ``NAME.indices`` (int64_list per sample) and ``NAME.values``
+  (float_list per sample).
+
+TFRecord's float_list is float32: float64 data is narrowed, with a warning before writing.
+The first record of every part also carries the context feature ``__recordkit__`` (a
+bytes_list holding the stream declarations as JSON), so a part alone still reads back
+without ``--stream``; ``__recordkit__.json`` beside the parts adds each part's counts.
+TensorFlow's parsers ignore context features their spec does not name.
+
+Records are encoded column-wise (``wire.py``) and framed with CRC-32C (``framing.py``); the
+directory is written aside and published whole (``StagedDirectory``).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from functools import lru_cache
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
+from recordkit.errors import RecordkitWarning
+from recordkit.formats.closing import AtomicWriter
+from recordkit.formats.sharding import META_NAME, ShardCutter, describe
+from recordkit.formats.staged_directory import StagedDirectory
+from recordkit.formats.tfrecord import wire
+from recordkit.formats.tfrecord.framing import FrameEncoder
+
+FORMAT = "tfrecord"
+META_FEATURE = "__recordkit__"
+KEY_FEATURE = "key"
+DEFAULT_SHARD_SIZE = 256 << 20
+
+
+def part_name(i: int) -> str:
+    return f"part-{i:05d}.tfrecord"
+
+
+def owns(name: str) -> bool:
+    import re
+    return name == META_NAME or re.fullmatch(r"part-\d{5,}\.tfrecord", name) is not None
+
+
+varint = lru_cache(maxsize=1 << 16)(wire.varint_bytes)
+
+
+@lru_cache(maxsize=256)
+def _entry_head(name: bytes, body_len: int) -> bytes:
+    return wire.entry(name, body_len)
+
+
+@lru_cache(maxsize=16)
+def _key_feature_prefix(n: int) -> bytes:
+    """``Feature{int64_list{value: [k]}}`` up to the key's varint of ``n`` bytes."""
+    return b"\x1a" + varint(2 + n) + b"\x0a" + varint(n)
+
+
+@lru_cache(maxsize=16)
+def _context_prefix(n: int) -> bytes:
+    """``context: Features{feature: {"key": ...}}`` up to the key's varint of ``n`` bytes."""
+    kf_len = len(_key_feature_prefix(n)) + n
+    ctx_len = len(_entry_head(KEY_FEATURE.encode(), kf_len)) + kf_len
+    return b"\x0a" + varint(ctx_len) + _entry_head(KEY_FEATURE.encode(), kf_len) + _key_feature_prefix(n)
+
+
+def feature_list_names(spec) -> list[str]:
+    return [spec.name + ".indices", spec.name + ".values"] if spec.is_sparse else [spec.name]
+
+
+class TFRecordWriter(AtomicWriter):
+    def __init__(self, path, streams=None, *, parts: int | None = None, shard_size: int | None = None,
+                 total: int | None = None, precision="float", checksums: bool = False, storage_options=None):
+        self._streams = check_streams(streams) if streams else []  # none: records via write_example
+        self.source_dtype = resolve_precision(precision)
+        if self.source_dtype == np.float64:
+            warnings.warn(f"{path}: TFRecord's float_list holds float32: the float64 values are narrowed to "
+                          f"float32 (values beyond float32's range become inf, others lose digits)",
+                          RecordkitWarning, stacklevel=2)
+        self.dtype = np.dtype(np.float32)
+        self.path = str(path)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total, default_size=DEFAULT_SHARD_SIZE)
+        self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
+                                    what="TFRecord directory")
+        self._frames = FrameEncoder()
+        self._shard = -1
+        self._file = None
+        self._counts: list[dict] = []
+        self._meta_feature = json.dumps({"format": FORMAT, "streams": streams_to_json(self._streams, "float")},
+                                        separators=(",", ":")).encode()
+        self._names = [[n.encode() for n in feature_list_names(s)] for s in self._streams]
+        self.sequences_written = 0
+        self._fresh = False  # the next record is the first of its part
+
+    @property
+    def streams(self):
+        return list(self._streams)
+
+    def _switch(self, shard: int) -> None:
+        while self._shard < shard:
+            self._close_shard()
+            self._shard += 1
+            self._file = self._dir.open(part_name(self._shard))
+            self._counts.append({"name": part_name(self._shard), "sequences": 0, "samples": 0})
+            self._fresh = True
+
+    def _close_shard(self) -> None:
+        if self._file is not None:
+            self._file.commit()
+            self._file = None
+
+    def _bodies(self, chunk):
+        """Per feature list, in record order: (name, bytes, per-sequence offsets)."""
+        out = []
+        for spec, names in zip(self._streams, self._names):
+            col = chunk.columns.get(spec.name)
+            if col is None:
+                raise ValueError(f"chunk has no stream '{spec.name}'")
+            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
+                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            if spec.is_sparse:
+                (ib, io), (vb, vo) = wire.sparse_feature_lists(col.indices, col.values.astype(np.float32, copy=False),
+                                                               col.indptr, col.seq_offsets)
+                out.append((names[0], ib, io))
+                out.append((names[1], vb, vo))
+            else:
+                body, off = wire.dense_feature_list(col.values.astype(np.float32, copy=False), col.seq_offsets)
+                out.append((names[0], body, off))
+        return out
+
+    def write_chunk(self, chunk: ChunkData) -> None:
+        n = len(chunk)
+        if n == 0:
+            return
+        bodies = self._bodies(chunk)
+        approx = np.full(n, 40, dtype=np.int64)
+        for _, _, off in bodies:
+            approx += np.diff(off) + 16
+        keys = chunk.keys.astype(np.uint64).tolist()
+        lengths = chunk.lengths
+        for shard, a, b in self._cutter.assign(approx):
+            self._switch(shard)
+            self._write_run(bodies, keys, a, b)
+            self._counts[-1]["sequences"] += b - a
+            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+        self.sequences_written += n
+
+    def _write_run(self, bodies, keys, a: int, b: int) -> None:
+        views = [(name, memoryview(body), off.tolist()) for name, body, off in bodies]
+        frame = self._frames.frame
+        # the key varints of the run at once; per record only slices and cached prefixes
+        kmat, klen = wire.varint_matrix(np.array(keys[a:b], dtype=np.uint64), width=10)
+        kflat = wire.compact(kmat, klen).tobytes()
+        kcum = [0] + np.cumsum(klen).tolist()
+        out = []
+        for i in range(a, b):
+            kv = kflat[kcum[i - a]:kcum[i - a + 1]]
+            if self._fresh:
+                ctx = self._context(kv, with_meta=True)
+                self._fresh = False
+                prefix = b"\x0a" + varint(len(ctx)) + ctx
+            else:
+                prefix = _context_prefix(len(kv)) + kv
+            parts = [prefix, b"\x12", None]
+            fl_len = 0
+            for name, body, off in views:
+                s0, s1 = off[i], off[i + 1]
+                head = _entry_head(name, s1 - s0)
+                parts.append(head)
+                parts.append(body[s0:s1])
+                fl_len += len(head) + s1 - s0
+            parts[2] = varint(fl_len)
+            out.append(frame(b"".join(parts)))
+        self._file.write(b"".join(out))
+
+    def _context(self, kv: bytes, with_meta: bool) -> bytes:
+        kf = _key_feature_prefix(len(kv)) + kv
+        ctx = _entry_head(KEY_FEATURE.encode(), len(kf)) + kf
+        if with_meta:
+            mf = wire.bytes_feature(self._meta_feature)
+            ctx += wire.entry(META_FEATURE.encode(), len(mf)) + mf
+        return ctx
+
+    def write_example(self, features: dict, *, samples: int = 1) -> None:
+        """One ``tf.train.Example`` record: ``{name: (kind, values)}`` with kind ``bytes_list``,
+        ``float_list`` or ``int64_list`` (records converted feature by feature)."""
+        from recordkit.formats.tfrecord import schema
+        ex = schema.Example()
+        for name, (kind, values) in features.items():
+            getattr(ex.features.feature[name], kind).value.extend(
+                values if kind == "bytes_list" else np.asarray(values).tolist())
+        data = ex.SerializeToString(deterministic=True)
+        for shard, _, _ in self._cutter.assign(np.array([len(data) + 16])):
+            self._switch(shard)
+        self._fresh = False
+        self._file.write(self._frames.frame(data))
+        self._counts[-1]["sequences"] += 1
+        self._counts[-1]["samples"] += samples
+        self.sequences_written += 1
+
+    def close(self) -> None:
+        try:
+            if self._shard < 0:
+                self._switch(0)  # no sequences: one empty part
+            self._close_shard()
+            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts))
+            self._dir.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._file.discard()
+            self._file = None
+        self._dir.discard()

@@ -1,0 +1,390 @@
+"""WebDatasetReader: a directory of tar shards as a Deserializer (one chunk per shard).
+
+Samples map to sequences as ``writer.py`` describes. The streams come from the data set's
+``__recordkit__.json``; a WebDataset written by other tools has none, and then ``streams``
+must be given (the alias of each is the member field: ``KEY.ALIAS.npy``, or
+``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``). Members that no stream
+names (images, labels, ...) are skipped.
+
+Every problem is a ``FormatError`` naming the shard, the byte offset of the member's header
+and the sample: a truncated shard, a damaged header (checksum), a sample without one of its
+stream's members, an array of the wrong shape or type, sparse offsets that do not add up,
+a shard holding fewer samples than the description says.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.streams import StreamSpec, resolve_precision
+from recordkit.errors import FormatError
+from recordkit.formats.closing import ClosingReader
+from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
+                                         resolve_streams, sequence_lengths_of)
+from recordkit.formats.webdataset import npy, tar
+from recordkit.formats.webdataset.writer import FORMAT
+from recordkit.storage import location, open_source
+
+
+def looks_like(path, storage_options=None) -> bool:
+    """A directory holding ``*.tar`` shards (or a recordkit WebDataset description), or a ``.tar`` file."""
+    if location.isdir(path, storage_options):
+        names = location.listdir(path, storage_options)
+        if META_NAME in names:
+            return True
+        return any(n.endswith(".tar") for n in names)
+    return str(path).endswith(".tar")
+
+
+def shard_paths(path, storage_options=None) -> list[str]:
+    if not location.isdir(path, storage_options):
+        return [path]
+    names = sorted(n for n in location.listdir(path, storage_options) if n.endswith(".tar"))
+    if not names:
+        raise FormatError(path, "no .tar shards in the directory")
+    return [location.join(path, n) for n in names]
+
+
+class WebDatasetReader(ClosingReader):
+    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
+        self.path = path if isinstance(path, str) else os.fspath(path)
+        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        location.ensure_regular(self.path, storage_options)
+        is_dir = location.isdir(self.path, storage_options)
+        doc = read_description(self.path, FORMAT, storage_options) if is_dir else None
+        self.description = doc
+        stored = None
+        if doc is not None:
+            stored = doc["streams"]
+            self.paths = []
+            for s in doc["shards"]:
+                p = location.join(self.path, s["name"])
+                if not location.isfile(p, storage_options):
+                    raise FormatError(p, f"shard listed in {META_NAME} is missing")
+                self.paths.append(p)
+        else:
+            if not streams:
+                where = location.join(self.path, META_NAME) if is_dir else self.path
+                raise FormatError(where, f"no {META_NAME} stream description (not written by recordkit?): "
+                                         "declare the streams (--stream NAME=FORMAT:DIM[:FIELD])")
+            self.paths = shard_paths(self.path, storage_options)
+        self._streams, self._fields, self.keeps_alias = resolve_streams(self.path, stored, streams)
+        if precision is not None:
+            self.dtype = resolve_precision(precision)
+        else:
+            dts = {s.dtype for s in self._streams if s.dtype is not None}
+            self.dtype = dts.pop() if len(dts) == 1 else np.dtype(np.float32)
+        self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
+                         for s in self._streams]
+        if doc is not None:
+            counts = [(s["sequences"], s["samples"]) for s in doc["shards"]]
+        else:
+            counts = [self._count(p) for p in self.paths]
+        self._chunks = []
+        self._first = [0]
+        for i, (p, (nseq, nsamp)) in enumerate(zip(self.paths, counts)):
+            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, self._size(p)))
+            self._first.append(self._first[-1] + nseq)
+
+    def _size(self, path) -> int:
+        src = open_source(path, **self._storage)
+        try:
+            return src.size
+        finally:
+            src.close()
+
+    def _count(self, path) -> tuple[int, int]:
+        """Samples in a shard without a description: scan it (samples counted as sequences;
+        sample counts are those of one stream, known only after decoding: use the sequences)."""
+        names, _, _, _ = tar.scan(read_whole(path, **self._storage), path)
+        keys = _split(names)[0]
+        n = len(_group_starts(keys)) - 1
+        return n, n
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
+        return self.load_chunk(chunk_id).keys
+
+    def load_chunk(self, chunk_id: int, **_) -> ChunkData:
+        path = self.paths[chunk_id]
+        data = read_whole(path, **self._storage)
+        fast = tar.scan_fast(data, path)
+        split = _split_fast(fast[0]) if fast is not None else None
+        if split is not None:
+            names, offs, sizes, hdr_offs = fast
+            keys, fields, bounds = split
+        else:
+            names, offs, sizes, hdr_offs = tar.scan(data, path)
+            keys, fields = _split(names)
+            bounds = _group_starts(keys)
+        n = len(bounds) - 1
+        expected = self._chunks[chunk_id].num_sequences
+        if self.description is not None and n != expected:
+            raise FormatError(path, f"the shard holds {n} samples, {META_NAME} says {expected} "
+                                    f"(shard replaced or truncated?)", offset=len(data))
+        cols, counts = self._columns_fast(data, fields, bounds, offs, sizes, n)
+        if cols is None:
+            if split is not None:  # the checked path works on lists
+                keys = list(keys.tolist())
+                fields = [f.decode("utf-8", "replace") for f in fields.tolist()]
+                bounds = list(bounds.tolist())
+            cols, counts = self._columns_checked(data, keys, fields, bounds, offs, sizes, hdr_offs, path, n)
+        first = self._first[chunk_id]
+        sample_keys = [keys[b] for b in list(bounds)[:-1]]
+        if all(k.isdigit() and len(k) <= 20 for k in sample_keys) and (n == 0 or max(map(int, sample_keys)) < 2**64):
+            key_arr = np.array([int(k) for k in sample_keys], dtype=np.uint64)
+        else:
+            key_arr = np.arange(first, first + n, dtype=np.uint64)
+        lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
+        return ChunkData(chunk_id, key_arr, lengths, cols)
+
+    # -- the fast path: whole columns at once ---------------------------------------------------------
+    def _columns_fast(self, data, fields, bounds, offs, sizes, n):
+        """Every stream's column with NumPy over all members at once, or (None, None) when anything
+        is off (a missing or repeated member, an unusual header...): the checked path then finds
+        and locates the problem."""
+        arr = np.frombuffer(data, dtype=np.uint8)
+        farr = fields if isinstance(fields, np.ndarray) else np.array([f.encode() for f in fields], dtype=object)
+        barr = np.asarray(bounds, dtype=np.int64)
+        cols, counts = {}, {}
+        try:
+            for spec in self._streams:
+                f = self._fields[spec.name]
+                if spec.is_sparse:
+                    got = [self._arrays(arr, data, farr, barr, n, f + x, offs, sizes)
+                           for x in (".indices.npy", ".values.npy", ".offsets.npy")]
+                    if any(g is None for g in got):
+                        return None, None
+                    col = self._sparse_fast(spec, *got, n)
+                else:
+                    got = self._arrays(arr, data, farr, barr, n, f + ".npy", offs, sizes)
+                    if got is None:
+                        return None, None
+                    col = self._dense_fast(spec, *got)
+                if col is None:
+                    return None, None
+                cols[spec.name] = col
+                counts[spec.name] = np.diff(col.seq_offsets)
+        except (npy.NpyError, ValueError, TypeError):
+            return None, None
+        return cols, counts
+
+    @staticmethod
+    def _arrays(arr, data, farr, barr, n, field, offs, sizes):
+        """(dtype, shapes, values) of member ``field`` of every sample, or None."""
+        idx = np.flatnonzero(farr == field.encode())
+        if len(idx) != n or (n and not np.array_equal(np.searchsorted(barr, idx, side="right") - 1, np.arange(n))):
+            return None
+        if n == 0:
+            return None, [], np.zeros(0, np.uint8)
+        o, sz = offs[idx], sizes[idx]
+        if np.any(sz < 10):
+            return None
+        head = arr[o[:, None] + np.arange(10)]
+        if not (head[:, :6] == np.frombuffer(npy.MAGIC, np.uint8)).all() or np.any(head[:, 6] != 1):
+            return None
+        hlen = head[:, 8].astype(np.int64) | (head[:, 9].astype(np.int64) << 8)
+        starts = o + 10 + hlen
+        parsed = [npy.parse_text(data[a:b]) for a, b in zip((o + 10).tolist(), starts.tolist())]
+        dtype = parsed[0][0]
+        if any(p[0] != dtype for p in parsed):
+            return None
+        nbytes = np.array([p[2] for p in parsed], dtype=np.int64)
+        if np.any(starts + nbytes > o + sz):
+            return None
+        values = gather_ranges(arr, starts, nbytes).view(dtype)
+        return dtype, [p[1] for p in parsed], values
+
+    def _dense_fast(self, spec, dtype, shapes, values):
+        if shapes and dtype is not None and dtype.kind not in "fiu":
+            return None
+        counts = np.zeros(len(shapes), dtype=np.int64)
+        for i, shape in enumerate(shapes):
+            if len(shape) == 2 and shape[1] == spec.dim:
+                counts[i] = shape[0]
+            elif shape == (spec.dim,):
+                counts[i] = 1
+            else:
+                return None
+        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse_fast(self, spec, ind, val, off, n):
+        (di, si, vi), (dv, sv, vv), (do, so, vo) = ind, val, off
+        if n == 0:
+            return SparseColumn(np.zeros(0, self.dtype), np.zeros(0, np.int32), np.zeros(1, np.int64),
+                                np.zeros(1, np.int64), spec.dim)
+        if di.kind not in "iu" or do.kind not in "iu" or dv.kind not in "fiu":
+            return None
+        if any(len(x) != 1 for x in si) or any(len(x) != 1 for x in sv) or any(len(x) != 1 for x in so):
+            return None
+        nnz = np.array([x[0] for x in si], dtype=np.int64)
+        if not np.array_equal(nnz, np.array([x[0] for x in sv], dtype=np.int64)):
+            return None
+        noff = np.array([x[0] for x in so], dtype=np.int64)
+        if np.any(noff < 1):
+            return None
+        offs_all = vo.astype(np.int64)
+        last = np.cumsum(noff) - 1
+        first = last - noff + 1
+        base = np.concatenate([[0], np.cumsum(nnz)[:-1]])
+        if np.any(offs_all[first] != 0) or np.any(offs_all[last] != nnz):
+            return None
+        d = np.diff(offs_all)
+        inside = np.ones(len(d), dtype=bool)
+        inside[last[:-1]] = False  # the step from one sample's last offset to the next one's first
+        if np.any(d[inside] < 0):
+            return None
+        indices = vi.astype(np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
+            return None
+        rows = offs_all + np.repeat(base, noff)
+        keep = np.ones(len(rows), dtype=bool)
+        keep[last] = False
+        indptr = np.concatenate([rows[keep], [int(nnz.sum())]])
+        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(noff - 1), spec.dim)
+
+    # -- the checked path: sample by sample, every problem located ------------------------------------
+    def _columns_checked(self, data, keys, fields, bounds, offs, sizes, hdr_offs, path, n):
+        # field -> member index, per sample
+        samples = [dict(zip(fields[bounds[i]:bounds[i + 1]], range(bounds[i], bounds[i + 1]))) for i in range(n)]
+        buf = memoryview(data)
+        cols, counts = {}, {}
+        for spec in self._streams:
+            if spec.is_sparse:
+                col = self._sparse(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)
+            else:
+                col = self._dense(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)
+            cols[spec.name] = col
+            counts[spec.name] = np.diff(col.seq_offsets)
+        return cols, counts
+
+    def _member(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
+        j = samples[i].get(field)
+        if j is None:
+            raise FormatError(path, f"sample '{keys[bounds[i]].decode(errors='replace')}' has no member "
+                                    f"'{field}' (stream '{spec.name}')", offset=int(hdr_offs[bounds[i]]),
+                              record=f"sample {i}")
+        try:
+            dtype, shape, start, nbytes = npy.parse(buf, int(offs[j]), int(sizes[j]))
+        except npy.NpyError as e:
+            raise FormatError(path, f"member '{keys[j].decode(errors='replace')}.{field}': {e}",
+                              offset=int(hdr_offs[j]), record=f"sample {i}") from None
+        return j, dtype, shape, start, nbytes
+
+    def _bad(self, path, hdr_offs, j, i, keys, field, what):
+        return FormatError(path, f"member '{keys[j].decode(errors='replace')}.{field}': {what}",
+                           offset=int(hdr_offs[j]), record=f"sample {i}")
+
+    def _dense(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> DenseColumn:
+        field = self._fields[spec.name] + ".npy"
+        parts, counts = [], np.zeros(len(samples), dtype=np.int64)
+        for i in range(len(samples)):
+            j, dtype, shape, start, nbytes = self._member(spec, field, samples, i, keys, bounds, buf, offs, sizes,
+                                                          hdr_offs, path)
+            if dtype.kind not in "fiu":
+                raise self._bad(path, hdr_offs, j, i, keys, field, f"dtype {dtype} is not numeric")
+            if len(shape) == 1 and shape[0] == spec.dim:
+                shape = (1, spec.dim)
+            if len(shape) != 2 or shape[1] != spec.dim:
+                raise self._bad(path, hdr_offs, j, i, keys, field,
+                                f"shape {shape}, expected (samples, {spec.dim}) for dense stream '{spec.name}'")
+            arr = np.frombuffer(buf, dtype=dtype, count=shape[0] * shape[1], offset=start)
+            parts.append(arr)
+            counts[i] = shape[0]
+        flat = np.concatenate(parts).astype(self.dtype, copy=False) if parts else np.zeros(0, self.dtype)
+        return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+
+    def _sparse(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> SparseColumn:
+        f = self._fields[spec.name]
+        fi, fv, fo = f + ".indices.npy", f + ".values.npy", f + ".offsets.npy"
+        ind_parts, val_parts, ptr_parts = [], [], []
+        counts = np.zeros(len(samples), dtype=np.int64)
+        base = 0
+        for i in range(len(samples)):
+            got = {}
+            for f in (fi, fv, fo):
+                j, dtype, shape, start, nbytes = self._member(spec, f, samples, i, keys, bounds, buf, offs, sizes,
+                                                              hdr_offs, path)
+                if len(shape) != 1 or dtype.kind not in ("iu" if f != fv else "fiu"):
+                    raise self._bad(path, hdr_offs, j, i, keys, f, f"expected a 1-D {'numeric' if f == fv else 'integer'} "
+                                                                   f"array, got {dtype} {shape}")
+                got[f] = (j, np.frombuffer(buf, dtype=dtype, count=shape[0], offset=start))
+            (ji, ind), (jv, val), (jo, off) = got[fi], got[fv], got[fo]
+            if len(ind) != len(val):
+                raise self._bad(path, hdr_offs, jv, i, keys, fv, f"{len(val)} values for {len(ind)} indices")
+            if len(off) < 1 or off[0] != 0 or off[-1] != len(ind) or (len(off) > 1 and np.any(np.diff(off) < 0)):
+                raise self._bad(path, hdr_offs, jo, i, keys, fo,
+                                f"offsets must rise from 0 to the {len(ind)} stored values (CSR row pointers)")
+            if len(ind) and (int(ind.min()) < 0 or int(ind.max()) >= spec.dim):
+                raise self._bad(path, hdr_offs, ji, i, keys, fi, f"sparse index outside [0, {spec.dim})")
+            ind_parts.append(ind)
+            val_parts.append(val)
+            ptr_parts.append(off[:-1].astype(np.int64) + base)
+            base += len(ind)
+            counts[i] = len(off) - 1
+        ptr = np.concatenate(ptr_parts + [np.array([base], dtype=np.int64)])
+        values = np.concatenate(val_parts).astype(self.dtype) if val_parts else np.zeros(0, self.dtype)
+        indices = np.concatenate(ind_parts).astype(np.int32) if ind_parts else np.zeros(0, np.int32)
+        return SparseColumn(values, indices, ptr, offsets(counts), spec.dim)
+
+    def iter_chunks(self, threads: int = 1, **_):
+        for info in self._chunks:
+            yield self.load_chunk(info.id)
+
+    def __iter__(self):
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+    def close(self) -> None:
+        pass
+
+
+_SPLIT = re.compile(rb"^((?:.*/)?[^/.]*)\.(.*)$", re.S)
+
+
+def _split(names):
+    """WebDataset's grouping: key = the member path up to the first dot of its base name."""
+    keys, fields = [], []
+    for name in names:
+        m = _SPLIT.match(name)
+        if m is None:
+            keys.append(name)
+            fields.append("")
+        else:
+            keys.append(m.group(1))
+            fields.append(m.group(2).decode("utf-8", "replace"))
+    return keys, fields
+
+
+def _split_fast(names):
+    """``_split`` + ``_group_starts`` column-wise for plain names (no '/'; each with a dot), else None."""
+    if len(names) == 0 or (np.char.find(names, b"/") >= 0).any():
+        return None
+    parts = np.char.partition(names, b".")
+    if (parts[:, 1] != b".").any():
+        return None
+    keys, fields = parts[:, 0], parts[:, 2]
+    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    bounds = np.concatenate([[0], change, [len(keys)]]).astype(np.int64)
+    return keys, fields, bounds
+
+
+def _group_starts(keys) -> list[int]:
+    bounds = [0]
+    for i in range(1, len(keys)):
+        if keys[i] != keys[i - 1]:
+            bounds.append(i)
+    if keys:
+        bounds.append(len(keys))
+    return bounds if keys else [0]

@@ -1,0 +1,223 @@
+"""WebDatasetWriter: sequences in, a directory of ``shard-NNNNNN.tar`` out.
+
+One WebDataset sample per sequence, its members named ``KEY.FIELD`` (KEY = the sequence key
+``recordkit cat`` prints; WebDataset groups consecutive members by the part before the first
+dot):
+
+* dense stream NAME: ``KEY.NAME.npy``, a (samples, DIM) array;
+* sparse stream NAME: ``KEY.NAME.indices.npy`` (int32), ``KEY.NAME.values.npy`` and
+  ``KEY.NAME.offsets.npy`` (int64, samples + 1: CSR row pointers).
+
+Values keep their precision (float32 or float64). The stream declarations and each shard's
+sequence/sample counts go to ``__recordkit__.json`` beside the shards (``formats/sharding.py``),
+never into a shard, where WebDataset would take it for a sample. The directory is written
+aside and published whole (``StagedDirectory``).
+
+``write_sample(key, members)`` writes any other sample (``{field: bytes or array}``), which is
+how records convert feature by feature and encoded images are copied unchanged.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.streams import check_streams, resolve_precision
+from recordkit.formats.closing import AtomicWriter
+from recordkit.formats.sharding import META_NAME, ShardCutter, describe
+from recordkit.formats.staged_directory import StagedDirectory
+from recordkit.formats.webdataset import npy, tar
+
+FORMAT = "webdataset"
+DEFAULT_SHARD_SIZE = 256 << 20
+
+
+def shard_name(i: int) -> str:
+    return f"shard-{i:06d}.tar"
+
+
+def owns(name: str) -> bool:
+    """Entries of a directory that belong to a WebDataset data set written here."""
+    import re
+    return name == META_NAME or re.fullmatch(r"shard-\d{6,}\.tar", name) is not None
+
+
+class WebDatasetWriter(AtomicWriter):
+    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
+                 total: int | None = None, precision="float", checksums: bool = False, storage_options=None,
+                 mtime: int | None = None):
+        self._streams = check_streams(streams) if streams else []
+        for s in self._streams:
+            if "/" in s.name or s.name.startswith("."):
+                raise ValueError(f"stream name {s.name!r} cannot name a tar member field")
+        self.dtype = resolve_precision(precision)
+        self.path = str(path)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total, default_size=DEFAULT_SHARD_SIZE)
+        self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
+                                    what="WebDataset directory")
+        self._headers = tar.HeaderBuilder(mtime)
+        self._shard = -1
+        self._file = None
+        self._counts: list[dict] = []
+        self.sequences_written = 0
+        self._extra_fields: set[str] = set()
+
+    @property
+    def streams(self):
+        return list(self._streams)
+
+    # -- shards -------------------------------------------------------------------------------------
+    def _switch(self, shard: int) -> None:
+        while self._shard < shard:
+            self._close_shard()
+            self._shard += 1
+            self._file = self._dir.open(shard_name(self._shard))
+            self._counts.append({"name": shard_name(self._shard), "sequences": 0, "samples": 0})
+
+    def _close_shard(self) -> None:
+        if self._file is not None:
+            self._file.write(tar.END)
+            self._file.commit()
+            self._file = None
+
+    # -- stream data --------------------------------------------------------------------------------
+    def write_chunk(self, chunk: ChunkData) -> None:
+        n = len(chunk)
+        if n == 0:
+            return
+        members = self._members(chunk)  # per member column: (field suffix, header per seq, sources)
+        m = len(members)
+        keys = [b"%d" % k for k in chunk.keys.tolist()]
+        data_sizes = np.empty((n, m), dtype=np.int64)
+        for j, (_, hdrs, starts, _) in enumerate(members):
+            data_sizes[:, j] = np.fromiter((len(h) for h in hdrs), dtype=np.int64, count=n) + np.diff(starts)
+        seq_bytes = (tar.BLOCK + tar.padded(data_sizes)).sum(axis=1)
+        lengths = chunk.lengths
+        for shard, a, b in self._cutter.assign(seq_bytes):
+            self._switch(shard)
+            self._write_run(members, keys, data_sizes, a, b)
+            self._counts[-1]["sequences"] += b - a
+            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+        self.sequences_written += n
+
+    def _members(self, chunk):
+        """Per member kind: (field, npy header per sequence, byte starts per sequence (n+1), source bytes)."""
+        out = []
+        for spec in self._streams:
+            col = chunk.columns.get(spec.name)
+            if col is None:
+                raise ValueError(f"chunk has no stream '{spec.name}'")
+            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
+                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            counts = np.diff(col.seq_offsets).tolist()
+            if not spec.is_sparse:
+                vals = np.ascontiguousarray(col.values, dtype=self.dtype)
+                row = spec.dim * self.dtype.itemsize
+                table = {c: npy.header(self.dtype, (c, spec.dim)) for c in set(counts)}
+                hdrs = [table[c] for c in counts]
+                out.append((spec.name + ".npy", hdrs, col.seq_offsets.astype(np.int64) * row,
+                            vals.reshape(-1).view(np.uint8)))
+                continue
+            so = col.seq_offsets.astype(np.int64)
+            ptr = col.indptr.astype(np.int64)
+            nnz_bounds = ptr[so]
+            nnz = np.diff(nnz_bounds).tolist()
+            ind = np.ascontiguousarray(col.indices, dtype=np.int32)
+            vals = np.ascontiguousarray(col.values, dtype=self.dtype)
+            # CSR row pointers of each sequence relative to its first sample: rows so[i] .. so[i+1]
+            # (samples + 1 of them), i.e. row r of the concatenation is r - (sequences before it)
+            c1 = np.asarray(counts, dtype=np.int64) + 1
+            rows = np.arange(int(c1.sum()), dtype=np.int64) - np.repeat(np.arange(len(counts), dtype=np.int64), c1)
+            rel = ptr[rows] - np.repeat(nnz_bounds[:-1], c1)
+            rel_starts = (so + np.arange(len(so))) * 8
+            ti = {k: npy.header(np.dtype(np.int32), (k,)) for k in set(nnz)}
+            tv = {k: npy.header(self.dtype, (k,)) for k in set(nnz)}
+            to = {c: npy.header(np.dtype(np.int64), (c + 1,)) for c in set(counts)}
+            out.append((spec.name + ".indices.npy", [ti[k] for k in nnz], nnz_bounds * 4, ind.view(np.uint8)))
+            out.append((spec.name + ".values.npy", [tv[k] for k in nnz], nnz_bounds * self.dtype.itemsize,
+                        vals.view(np.uint8)))
+            out.append((spec.name + ".offsets.npy", [to[c] for c in counts], rel_starts,
+                        rel.astype("<i8").view(np.uint8)))
+        return out
+
+    def _write_run(self, members, keys, data_sizes, a: int, b: int) -> None:
+        m = len(members)
+        fields = [f.encode() for f, *_ in members]
+        names = [k + b"." + f for k in keys[a:b] for f in fields]
+        sizes = data_sizes[a:b].reshape(-1)
+        hdrs = self._headers.build(names, sizes)
+        spans = tar.BLOCK + tar.padded(sizes)
+        pos = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(spans, out=pos[1:])
+        out = np.zeros(int(pos[-1]), dtype=np.uint8)
+        out.reshape(-1, tar.BLOCK)[pos[:-1] // tar.BLOCK] = hdrs  # members start on block boundaries
+        view = memoryview(out)
+        starts_by_member = [st.tolist() for _, _, st, _ in members]
+        srcs = [memoryview(src) for *_, src in members]
+        heads = [h for _, h, _, _ in members]
+        p_list = (pos[:-1] + tar.BLOCK).tolist()
+        k = 0
+        for i in range(a, b):
+            for j in range(m):
+                p = p_list[k]
+                h = heads[j][i]
+                q = p + len(h)
+                view[p:q] = h
+                st = starts_by_member[j]
+                s0, s1 = st[i], st[i + 1]
+                view[q:q + s1 - s0] = srcs[j][s0:s1]
+                k += 1
+        self._file.write(view)
+
+    # -- any sample ---------------------------------------------------------------------------------
+    def write_sample(self, key, members: dict, *, samples: int = 1) -> None:
+        """One sample of arbitrary members: ``{field: bytes | numpy array}`` (arrays become ``.npy``;
+        the field should then end in ``.npy``). Used for records converted feature by feature."""
+        keyb = str(key).encode()
+        if b"." in keyb or b"/" in keyb:
+            raise ValueError(f"sample key {key!r} contains '.' or '/'")
+        names, blobs = [], []
+        for field, value in members.items():
+            if isinstance(value, np.ndarray):
+                arr = np.ascontiguousarray(value)
+                if arr.dtype.byteorder == ">":
+                    arr = arr.astype(arr.dtype.newbyteorder("<"))
+                blob = npy.header(arr.dtype, arr.shape) + arr.tobytes()
+            else:
+                blob = bytes(value)
+            names.append(keyb + b"." + field.encode())
+            blobs.append(blob)
+            self._extra_fields.add(field)
+        sizes = np.array([len(x) for x in blobs], dtype=np.int64)
+        total = int((tar.BLOCK + tar.padded(sizes)).sum())
+        for shard, _, _ in self._cutter.assign(np.array([total])):
+            self._switch(shard)
+        hdrs = self._headers.build(names, sizes)
+        parts = []
+        for h, blob in zip(hdrs, blobs):
+            parts.append(h.tobytes())
+            parts.append(blob)
+            parts.append(bytes(-len(blob) % tar.BLOCK))
+        self._file.write(b"".join(parts))
+        self._counts[-1]["sequences"] += 1
+        self._counts[-1]["samples"] += samples
+        self.sequences_written += 1
+
+    # -- end ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        try:
+            if self._shard < 0:
+                self._switch(0)  # an empty data set is one empty shard, still a valid tar
+            self._close_shard()
+            extra = {"fields": sorted(self._extra_fields)} if self._extra_fields else {}
+            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, self.dtype, self._counts, **extra))
+            self._dir.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._file.discard()
+            self._file = None
+        self._dir.discard()

@@ -1,0 +1,243 @@
+"""TFRecord: recordkit's files read by the ``tfrecord`` package (every value compared with
+``recordkit cat``) and parsed by protobuf as the same messages protobuf itself builds; files
+written by the ``tfrecord`` package read by recordkit; CRC framing; records as tf.train.Example;
+bad input as located errors. (TensorFlow itself: tools/bridge/tf_check.py.)"""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from bridge_corpus import STREAMS, cat_records, cli, make_ctf
+from recordkit import StreamSpec
+from recordkit.errors import FormatError, RecordkitError
+from recordkit.formats.tfrecord import TFRecordReader, TFRecordWriter, framing, schema
+
+tfr = pytest.importorskip("tfrecord")
+
+
+@pytest.fixture
+def converted(tmp_path, capsys):
+    corpus = make_ctf(tmp_path / "c.ctf")
+    out = tmp_path / "tfr"
+    assert cli(capsys, "convert", corpus, out, "--to", "tfrecord", *STREAMS, "--parts", "3")[0] == 0
+    return corpus, out
+
+
+def parts(out):
+    return sorted(str(out / n) for n in os.listdir(out) if n.endswith(".tfrecord"))
+
+
+def test_the_tfrecord_package_reads_every_value_that_recordkit_cat_prints(converted, capsys):
+    corpus, out = converted
+    want = cat_records(capsys, corpus, *STREAMS)
+    got = []
+    for p in parts(out):
+        got += list(tfr.reader.sequence_loader(p, None, {"key": "int"},
+                                               {"feat": "float", "lab.indices": "int", "lab.values": "float"}))
+    assert [int(np.int64(c["key"][0]).view(np.uint64)) for c, _ in got] == [r["key"] for r in want]
+    for (ctx, fl), r in zip(got, want):
+        np.testing.assert_array_equal(np.array(fl["feat"]).reshape(-1, 4),
+                                      np.array(r["feat"], dtype=np.float32).reshape(-1, 4))
+        assert len(fl["lab.indices"]) == len(fl["lab.values"]) == len(r["lab"])
+        for ind, val, x in zip(fl["lab.indices"], fl["lab.values"], r["lab"]):
+            assert ind.tolist() == x["indices"] and val.tolist() == np.float32(x["values"]).tolist()
+
+
+def _message_for(seq_key, feat, lab_rows, meta=None):
+    """The SequenceExample built with protobuf's own API."""
+    m = schema.SequenceExample()
+    m.context.feature["key"].int64_list.value.append(int(np.uint64(seq_key).view(np.int64)))
+    if meta is not None:
+        m.context.feature["__recordkit__"].bytes_list.value.append(meta)
+    fl = m.feature_lists.feature_list
+    for row in feat:
+        fl["feat"].feature.add().float_list.value.extend(row.tolist())
+    fl["lab.indices"].SetInParent()
+    fl["lab.values"].SetInParent()
+    for ind, val in lab_rows:
+        fl["lab.indices"].feature.add().int64_list.value.extend(ind)
+        fl["lab.values"].feature.add().float_list.value.extend(val)
+    return m
+
+
+def test_records_parse_to_the_messages_protobuf_builds(converted):
+    corpus, out = converted
+    from recordkit.formats.ctf import CTFReader
+    seqs = list(CTFReader(corpus, [StreamSpec("feat", "dense", 4, "F"), StreamSpec("lab", "sparse", 50, "L")]))
+    records = []
+    for p in parts(out):
+        data = open(p, "rb").read()
+        offs, lens = framing.scan(data, p)
+        first = True
+        for o, n in zip(offs, lens):
+            m = schema.SequenceExample()
+            m.ParseFromString(data[o:o + n])
+            records.append((m, first))
+            first = False
+    assert len(records) == len(seqs)
+    for (m, first), s in zip(records, seqs):
+        lab = s["lab"]
+        rows = [(lab.indices[a:b].tolist(), lab.data[a:b].tolist()) for a, b in zip(lab.indptr[:-1], lab.indptr[1:])]
+        meta = m.context.feature["__recordkit__"].bytes_list.value[0] if first else None
+        assert m == _message_for(s.key, s["feat"], rows, meta)
+        # and protobuf's own bytes for that message parse back to it (no unknown fields left)
+        again = schema.SequenceExample()
+        again.ParseFromString(m.SerializeToString())
+        assert again == m
+    meta = json.loads(records[0][0].context.feature["__recordkit__"].bytes_list.value[0])
+    assert meta["streams"][1] == {"name": "lab", "alias": "L", "format": "sparse", "dim": 50, "precision": "float"}
+
+
+def test_files_written_by_the_tfrecord_package_read_with_declared_streams(tmp_path):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "data.tfrecord"
+    w = tfr.TFRecordWriter(str(path))
+    expect = []
+    for i in range(6):
+        n = int(rng.integers(1, 4))
+        x = rng.normal(size=(n, 3)).astype(np.float32)
+        ids = [rng.integers(0, 20, size=int(rng.integers(0, 3))).tolist() for _ in range(n)]
+        w.write({"key": (1000 + i, "int")},
+                {"x": ([row.tolist() for row in x], "float"),
+                 "w.indices": (ids, "int"), "w.values": ([[1.0] * len(a) for a in ids], "float")})
+        expect.append((1000 + i, x, ids))
+    w.close()
+    with pytest.raises(FormatError, match="no stream description"):
+        TFRecordReader(str(path))
+    r = TFRecordReader(str(path), [StreamSpec("x", "dense", 3), StreamSpec("w", "sparse", 20)])
+    seqs = list(r)
+    assert [s.key for s in seqs] == [k for k, _, _ in expect]
+    for s, (_, x, ids) in zip(seqs, expect):
+        np.testing.assert_array_equal(s["x"], x)
+        assert [s["w"].indices[a:b].tolist() for a, b in zip(s["w"].indptr[:-1], s["w"].indptr[1:])] == ids
+
+
+def test_framing_matches_tensorflows_crc32c_and_mask():
+    # CRC-32C("123456789") = 0xE3069283; TensorFlow's mask: rotate right 15, add 0xa282ead8
+    from crc32c import crc32c
+    c = crc32c(b"123456789")
+    assert c == 0xE3069283
+    assert framing.masked_crc(b"123456789") == ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    frame = framing.FrameEncoder().frame(b"abc")
+    assert frame[:8] == (3).to_bytes(8, "little") and frame[12:15] == b"abc" and len(frame) == 19
+    # the tfrecord package's own framing agrees with ours on a whole file
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".tfrecord") as f:
+        w = tfr.TFRecordWriter(f.name)
+        w.write({"a": (1, "int")})
+        w.close()
+        data = open(f.name, "rb").read()
+    offs, lens = framing.scan(data, "x")
+    assert framing.FrameEncoder().frame(data[offs[0]:offs[0] + lens[0]]) == data
+
+
+def test_records_convert_to_examples_with_their_kinds(tmp_path, capsys):
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(str(tmp_path / "of")) as w:
+        w.write({"img": b"\xff\xd8\xff\xe0 not really decoded", "label": np.array([3], np.int32),
+                 "emb": np.array([0.5, 0.25], np.float64), "f": np.array([1.5], np.float32)})
+    out = tmp_path / "tfr"
+    code, _, err = cli(capsys, "convert", tmp_path / "of", out, "--to", "tfrecord")
+    assert code == 0 and "narrowed" in err
+    got = list(tfr.reader.tfrecord_loader(parts(out)[0], None, {"img": "byte", "label": "int", "emb": "float",
+                                                                "f": "float"}))
+    assert bytes(got[0]["img"]) == b"\xff\xd8\xff\xe0 not really decoded"
+    assert got[0]["label"].tolist() == [3] and got[0]["emb"].tolist() == [0.5, 0.25] and got[0]["f"].tolist() == [1.5]
+
+
+def _small(tmp_path):
+    out = tmp_path / "t"
+    from recordkit.formats.ctf import CTFReader
+    src = tmp_path / "s.ctf"
+    src.write_text("1 |a 1 2 |b 0:1\n2 |a 3 4\n3 |a 5 6 |b 1:2 1:3\n")
+    streams = [StreamSpec("a", "dense", 2), StreamSpec("b", "sparse", 4)]
+    with TFRecordWriter(str(out), streams) as w:
+        for c in CTFReader(str(src), streams).iter_chunks():
+            w.write_chunk(c)
+    return out, out / "part-00000.tfrecord"
+
+
+def test_wrong_crcs_and_truncation_are_located_errors(tmp_path):
+    out, part = _small(tmp_path)
+    good = part.read_bytes()
+    first_len = int.from_bytes(good[:8], "little")
+    second = 12 + first_len + 4
+    cases = [(second + 12 + 3, "data CRC mismatch", second, "record 1"),
+             (second + 1, "length CRC mismatch", second, "record 1"),
+             (9, "length CRC mismatch", 0, "record 0"),
+             (12 + first_len + 1, "data CRC mismatch", 0, "record 0")]
+    for pos, match, offset, record in cases:
+        data = bytearray(good)
+        data[pos] ^= 0x04
+        part.write_bytes(bytes(data))
+        with pytest.raises(FormatError, match=match) as e:
+            TFRecordReader(str(out)).load_chunk(0)
+        assert (e.value.offset, e.value.record, e.value.path) == (offset, record, str(part))
+    for cut in range(1, len(good)):
+        part.write_bytes(good[:cut])
+        with pytest.raises(FormatError) as e:
+            TFRecordReader(str(out)).load_chunk(0)
+        assert e.value.path == str(part) and e.value.offset is not None
+
+
+def test_a_record_that_is_not_a_sequence_example_or_lacks_a_feature_list(tmp_path):
+    out, part = _small(tmp_path)
+    enc = framing.FrameEncoder()
+    ex = schema.SequenceExample()
+    ex.context.feature["key"].int64_list.value.append(1)
+    ex.feature_lists.feature_list["a"].feature.add().float_list.value.extend([1.0, 2.0])
+    part.write_bytes(enc.frame(ex.SerializeToString()))
+    import json as _json
+    desc = _json.loads((out / "__recordkit__.json").read_text())
+    desc["shards"][0]["sequences"] = 1
+    (out / "__recordkit__.json").write_text(_json.dumps(desc))
+    with pytest.raises(FormatError, match="no feature list 'b.indices'") as e:
+        TFRecordReader(str(out)).load_chunk(0)
+    assert e.value.record == "record 0" and e.value.offset == 0
+    part.write_bytes(enc.frame(b"\xff\xff\xff"))
+    with pytest.raises(FormatError, match="not a tf.train.SequenceExample"):
+        TFRecordReader(str(out)).load_chunk(0)
+    ex.feature_lists.feature_list["a"].feature.add().float_list.value.extend([1.0])
+    ex.feature_lists.feature_list["b.indices"].SetInParent()
+    ex.feature_lists.feature_list["b.values"].SetInParent()
+    part.write_bytes(enc.frame(ex.SerializeToString()))
+    with pytest.raises(FormatError, match="sample 1: 1 values, expected dim 2"):
+        TFRecordReader(str(out)).load_chunk(0)
+
+
+def test_random_damage_gives_only_located_errors(tmp_path):
+    out, part = _small(tmp_path)
+    good = part.read_bytes()
+    rng = np.random.default_rng(5)
+    for verify in (True, False):
+        for _ in range(300):
+            data = bytearray(good)
+            for _ in range(int(rng.integers(1, 4))):
+                data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+            part.write_bytes(bytes(data))
+            try:
+                TFRecordReader(str(out), verify_crc=verify).load_chunk(0)
+            except RecordkitError as e:
+                assert str(part) in str(e)
+
+
+def test_the_column_wise_decoder_and_protobuf_give_the_same_chunks(converted, monkeypatch):
+    from recordkit.formats.tfrecord import fastread
+    _, out = converted
+    fast = [TFRecordReader(str(out)).load_chunk(i) for i in range(3)]
+
+    def refuse(*a, **k):
+        raise fastread.NotCanonical
+
+    monkeypatch.setattr(TFRecordReader, "_load_fast", refuse)
+    slow = [TFRecordReader(str(out)).load_chunk(i) for i in range(3)]
+    for a, b in zip(fast, slow):
+        assert a.keys.tolist() == b.keys.tolist() and a.lengths.tolist() == b.lengths.tolist()
+        for name in ("feat", "lab"):
+            ca, cb = a.columns[name], b.columns[name]
+            np.testing.assert_array_equal(ca.values, cb.values)
+            np.testing.assert_array_equal(ca.seq_offsets, cb.seq_offsets)
+            if name == "lab":
+                np.testing.assert_array_equal(ca.indices, cb.indices)
+                np.testing.assert_array_equal(ca.indptr, cb.indptr)
