@@ -14,6 +14,7 @@ WARNINGS_SHOWN_PER_KIND = 20  # beyond this a kind of warning is counted, not pr
 
 
 def register(sub) -> None:
+    from recordkit.cli import argtypes
     from recordkit.formats.validate import VALIDATORS
     p = sub.add_parser("validate", help="check every record of a data set (any format) and report every problem",
                        description="Read every file completely and report every problem with its location: "
@@ -25,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (an OFRecord data set) to check")
     p.add_argument("--format", choices=sorted(VALIDATORS), default=None,
                    help="the format of every PATH (default: recognised from the content)")
-    p.add_argument("--max-errors", type=int, default=None, metavar="N",
+    p.add_argument("--max-errors", type=argtypes.positive_int, default=None, metavar="N",
                    help="stop after N errors (default: check everything)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: problems, counts by kind, what was checked")
@@ -41,19 +42,19 @@ def register(sub) -> None:
     g.add_argument("--defines-mb-size", metavar="NAME", help="the stream whose sample count is the sequence length")
     g.add_argument("--precision", choices=["float", "double"], default="float",
                    help="parse values as float32 (default) or float64 (an overflow is checked at that precision)")
-    g.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES", help="index chunk size (32 MiB)")
+    g.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES", help="index chunk size (32 MiB)")
     g = p.add_argument_group("OFRecord")
-    g.add_argument("--data-part-num", type=int, default=None, metavar="N",
+    g.add_argument("--data-part-num", type=argtypes.positive_int, default=None, metavar="N",
                    help="check exactly parts 0..N-1 (default: every PREFIX<digits> file of the directory)")
     g.add_argument("--part-name-prefix", default="part-", metavar="PREFIX")
-    g.add_argument("--part-name-suffix-length", type=int, default=-1, metavar="K",
+    g.add_argument("--part-name-suffix-length", type=argtypes.suffix_length, default=-1, metavar="K",
                    help="digits of the part number, zero padded (-1: no padding), as OneFlow")
     g = p.add_argument_group("SINGA stores")
     g.add_argument("--store", choices=["kvfile", "binfile", "textfile", "csv"], default=None,
                    help="the store kind (default: sniffed); csv: a CSVInputLayer text file (needs --csv-dim)")
     g.add_argument("--records", choices=["auto", "yes", "no"], default="auto",
                    help="check the values as SINGA records (auto: when the first value is one)")
-    g.add_argument("--csv-dim", type=int, default=None, metavar="N", help="CSV: values per line after the label")
+    g.add_argument("--csv-dim", type=argtypes.positive_int, default=None, metavar="N", help="CSV: values per line after the label")
     g.add_argument("--csv-separator", default=",", metavar="SEP")
     g.add_argument("--csv-no-label", action="store_true", help="CSV: lines have no label column")
     from recordkit.cli.sources import add_storage_arguments

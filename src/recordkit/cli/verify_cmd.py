@@ -15,6 +15,7 @@ SELF_DESCRIBED = ("cbf", "singa")
 
 
 def register(sub) -> None:
+    from recordkit.cli import argtypes
     p = sub.add_parser("verify", help="prove a conversion lossless: compare every sequence of SRC and DST",
                        description="Compare every sequence of SRC and DST in storage order: keys (when both "
                                    "sides store keys), sample counts and values per stream, exactly (where DST "
@@ -24,7 +25,7 @@ def register(sub) -> None:
                                    "only DST is read and compared with the manifest's keys, lengths and digests.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="SRC DST, or only DST with --manifest")
     p.add_argument("--manifest", metavar="FILE", help="compare DST with this manifest instead of a SRC")
-    p.add_argument("--max-differences", type=int, default=10, metavar="N",
+    p.add_argument("--max-differences", type=argtypes.positive_int, default=10, metavar="N",
                    help="differences to print (all are counted; default 10)")
     p.add_argument("--keys", choices=["auto", "yes", "no"], default="auto",
                    help="match sequences by key: auto (when both sides store keys, else by position), yes, "
@@ -37,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--precision", choices=["float", "double"], default=None,
                    help="read CTF sides at this precision (default: the other side's)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
-    p.add_argument("--chunk-size", type=int, default=32 << 20, metavar="BYTES", help="CTF index chunk size")
+    p.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES", help="CTF index chunk size")
     from recordkit.cli.sources import add_storage_arguments
     add_storage_arguments(p)
     p.set_defaults(run=run)
