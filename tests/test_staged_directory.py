@@ -27,9 +27,9 @@ def write(path, data: bytes) -> None:
 
 
 def test_a_new_target_appears_with_every_staged_file(tmp_path):
-    with StagedDirectory(tmp_path / "set", owns=OWNED) as staged:
-        write(staged.join("a.bin"), b"A")
-        write(staged.join("b.bin"), b"B")
+    with StagedDirectory(tmp_path / "set", OWNED, foreign="keep") as staged:
+        write(staged.path("a.bin"), b"A")
+        write(staged.path("b.bin"), b"B")
         assert not (tmp_path / "set").exists()
     assert sorted(os.listdir(tmp_path)) == ["set"]
     assert (tmp_path / "set" / "a.bin").read_bytes() == b"A"
@@ -42,8 +42,8 @@ def test_an_existing_target_keeps_what_is_not_the_sets_and_loses_owned_files_the
     write(target / "b.bin", b"old B")
     write(target / "job.conf", b"mine")
     write(target / "sub" / "x", b"x")
-    with StagedDirectory(target, owns=OWNED) as staged:
-        write(staged.join("a.bin"), b"new A")
+    with StagedDirectory(target, OWNED, foreign="keep") as staged:
+        write(staged.path("a.bin"), b"new A")
     assert sorted(os.listdir(target)) == ["a.bin", "job.conf", "sub"]
     assert (target / "a.bin").read_bytes() == b"new A"
     assert (target / "job.conf").read_bytes() == b"mine" and (target / "sub" / "x").read_bytes() == b"x"
@@ -55,8 +55,8 @@ def test_a_failure_leaves_the_old_set_and_no_staging_directory(tmp_path):
     target.mkdir()
     write(target / "a.bin", b"old")
     discarded_targets()
-    with pytest.raises(RuntimeError), StagedDirectory(target, owns=OWNED) as staged:
-        write(staged.join("a.bin"), b"new")
+    with pytest.raises(RuntimeError), StagedDirectory(target, OWNED, foreign="keep") as staged:
+        write(staged.path("a.bin"), b"new")
         raise RuntimeError("writer failed")
     assert os.listdir(tmp_path) == ["set"] and (target / "a.bin").read_bytes() == b"old"
     assert discarded_targets() == [str(target)]
@@ -68,8 +68,8 @@ def test_the_working_directory_is_published_file_by_file(tmp_path, monkeypatch):
     write(target / "b.bin", b"old B")
     write(target / "keep", b"k")
     monkeypatch.chdir(target)
-    with StagedDirectory(target, owns=OWNED) as staged:
-        write(staged.join("a.bin"), b"A")
+    with StagedDirectory(target, OWNED, foreign="keep") as staged:
+        write(staged.path("a.bin"), b"A")
     assert sorted(os.listdir(target)) == ["a.bin", "keep"]
     assert sorted(os.listdir(tmp_path)) == ["set"]
 
@@ -77,13 +77,13 @@ def test_the_working_directory_is_published_file_by_file(tmp_path, monkeypatch):
 def test_a_target_that_is_a_file_is_refused(tmp_path):
     write(tmp_path / "f", b"")
     with pytest.raises(NotADirectoryError, match="not a directory"):
-        StagedDirectory(tmp_path / "f", owns=OWNED)
+        StagedDirectory(tmp_path / "f", OWNED, foreign="keep")
 
 
 def test_a_killed_writers_staging_directory_is_removed_by_the_next_writer_a_live_ones_is_kept(tmp_path):
     target = tmp_path / "set"
     code = ("import sys, time\nfrom recordkit.staged_directory import StagedDirectory\n"
-            "s = StagedDirectory(sys.argv[1], owns=lambda n: True)\nprint(s.path, flush=True)\n"
+            "s = StagedDirectory(sys.argv[1], lambda n: True, foreign='keep')\nprint(s.staging, flush=True)\n"
             "time.sleep(60)\n")
     live = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)
     killed = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)
@@ -94,8 +94,8 @@ def test_a_killed_writers_staging_directory_is_removed_by_the_next_writer_a_live
         old = time.time() - 3600
         os.utime(killed_dir, (old, old))
         os.utime(live_dir, (old, old))
-        with StagedDirectory(target, owns=OWNED) as staged:
-            write(staged.join("a.bin"), b"A")
+        with StagedDirectory(target, OWNED, foreign="keep") as staged:
+            write(staged.path("a.bin"), b"A")
         assert not os.path.exists(killed_dir)
         assert os.path.isdir(live_dir)
     finally:

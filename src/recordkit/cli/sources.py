@@ -90,7 +90,7 @@ def open_ctf(args, path=None, streams=None):
 def _selection(args):
     """--stream texts as a selection of a self-describing data set's streams (None: all)."""
     selection = None
-    if args.stream:
+    if getattr(args, "stream", None):
         selection = []
         for text in args.stream:
             try:
@@ -131,7 +131,8 @@ def open_source(args, path=None):
     if kind in ("ctf", "ofrecord", "kvfile", "binfile", "csv"):  # ofrecord/singa: their commands' own paths
         return open_ctf(args, path)
     try:
-        return registry.get(kind).open_reader(path, _selection(args), precision=args.precision, **storage(args))
+        return registry.get(kind).open_reader(path, _selection(args), precision=getattr(args, "precision", None),
+                                              **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise

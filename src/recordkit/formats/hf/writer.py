@@ -61,7 +61,7 @@ class HFWriter(AtomicWriter):
     def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
                  precision="float", checksums: bool = False, storage_options=None,
                  total_sequences: int | None = None, **_):
-        from recordkit.formats.staging import StagedDirectory
+        from recordkit.staged_directory import StagedDirectory
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
@@ -90,7 +90,7 @@ class HFWriter(AtomicWriter):
         from recordkit.storage import location
         if self.checksums and location.is_url(self.path):
             raise ValueError("checksum sidecars for a Hugging Face directory are written for local outputs only")
-        self._dir = StagedDirectory(self.path, storage_options=storage_options, owned=_is_data_file)
+        self._dir = StagedDirectory(self.path, _is_data_file, storage_options=storage_options, what="Hugging Face dataset")
         self.sequences_written = 0
         self._part = -1
         self._parts: list[tuple[str, AtomicFile]] = []  # (staged name, file) in order; names fixed at close

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import stat
 import struct
-import tempfile
 
-from recordkit.atomic import AtomicFile, _umask, exchange, fsync_directory
+from recordkit.atomic import AtomicFile
+from recordkit.staged_directory import StagedDirectory
 from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.ofrecord import codec
@@ -58,22 +56,15 @@ class OFRecordWriter(AtomicWriter):
         self.directory = directory if isinstance(directory, str) else os.fspath(directory)
         self.storage_options = storage_options
         self.checksums = bool(checksums)
-        self._staging = None
-        if location.is_url(self.directory):
-            location.makedirs(self.directory, storage_options)
-        else:
-            parent, name = os.path.split(os.path.abspath(self.directory))
-            if os.path.exists(self.directory) and not os.path.isdir(self.directory):
-                raise NotADirectoryError(f"{self.directory}: exists and is not a directory")
-            os.makedirs(parent, exist_ok=True)
-            self._staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".staging", dir=parent)
+        self.prefix = part_name_prefix
+        self._dir = StagedDirectory(self.directory, self._is_data_set_entry, storage_options=storage_options,
+                                    foreign="keep", what="OFRecord data set")
         self.num_parts = int(num_parts)
         self.sharding = sharding
         self.total = total
         # the declarations are rendered now: a bad one fails before any record is written
         self._streams_doc = None if streams is None else streams_document(streams, precision, key_feature=key_feature)
         self.exact_total = bool(exact_total)
-        self.prefix = part_name_prefix
         self.suffix_length = part_name_suffix_length
         self._files: dict[int, AtomicFile] = {}
         self.records_written = 0
@@ -97,8 +88,7 @@ class OFRecordWriter(AtomicWriter):
         part = self._part_of(self.records_written)
         f = self._files.get(part)
         if f is None:
-            where = self._staging or self.directory
-            f = self._files[part] = AtomicFile(location.join(where, part_name(self.prefix, part, self.suffix_length)),
+            f = self._files[part] = AtomicFile(self._dir.path(part_name(self.prefix, part, self.suffix_length)),
                                                storage_options=self.storage_options, checksums=self.checksums)
         f.write(frame(payload))
         self.records_written += 1
@@ -115,13 +105,9 @@ class OFRecordWriter(AtomicWriter):
                 names.append(part_name(self.prefix, part, self.suffix_length))
             self._files.clear()
             if self._streams_doc is not None:
-                with AtomicFile(location.join(self._staging or self.directory, STREAMS_SIDECAR),
-                                storage_options=self.storage_options) as f:
+                with AtomicFile(self._dir.path(STREAMS_SIDECAR), storage_options=self.storage_options) as f:
                     f.write(self._streams_doc)
-            if self._staging is not None:
-                self._publish_staged(len(names))
-            else:
-                self._remove_stale_parts(len(names))
+            self._dir.commit()  # the whole data set at once (other entries of the directory kept)
         except BaseException:
             self.abort()
             raise
@@ -133,82 +119,8 @@ class OFRecordWriter(AtomicWriter):
         return (re.fullmatch(rf"(?:{digits}(?:\.rkcrc)?|\.{digits}\.rkidx)", name) is not None
                 or name == STREAMS_SIDECAR)
 
-    def _publish_staged(self, written: int) -> None:
-        target, staging = self.directory, self._staging
-        parent = os.path.dirname(os.path.abspath(target))
-        if not os.path.exists(target):
-            os.chmod(staging, 0o777 & ~_umask())  # mkdtemp made it private
-            os.rename(staging, target)
-            self._staging = None
-            fsync_directory(parent)
-            return
-        if not self._swappable(target):
-            self._publish_part_by_part(written)
-            return
-        os.chmod(staging, stat.S_IMODE(os.stat(target).st_mode))
-        moved_later = []
-        for entry in os.scandir(target):  # keep what is not the data set's (hard links: no copy, no gap)
-            if self._is_data_set_entry(entry.name):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                moved_later.append(entry.name)
-                continue
-            try:
-                os.link(entry.path, os.path.join(staging, entry.name), follow_symlinks=False)
-            except OSError:
-                shutil.copy2(entry.path, os.path.join(staging, entry.name), follow_symlinks=False)
-        if exchange(staging, target):
-            fsync_directory(parent)
-            for name in moved_later:
-                os.rename(os.path.join(staging, name), os.path.join(target, name))
-            shutil.rmtree(staging, ignore_errors=True)
-            self._staging = None
-        else:  # no atomic exchange on this system
-            self._publish_part_by_part(written)
-
-    @staticmethod
-    def _swappable(target: str) -> bool:
-        """Swap only a plain directory: not a symlink (the link would be replaced, not its target),
-        not a mount point (hard links cannot cross it), not the working directory (the process
-        would be left in the deleted old one)."""
-        if os.path.islink(target) or os.path.ismount(target):
-            return False
-        try:
-            return not os.path.samefile(target, os.getcwd())
-        except OSError:
-            return True
-
-    def _publish_part_by_part(self, written: int) -> None:
-        """The weaker publication: each part renamed into the target (whole), the set not atomic."""
-        staging, target = self._staging, self.directory
-        for name in sorted(os.listdir(staging)):
-            if self._is_data_set_entry(name):
-                os.replace(os.path.join(staging, name), os.path.join(target, name))
-        self._remove_stale_parts(written)
-        shutil.rmtree(staging, ignore_errors=True)
-        self._staging = None
-
-    def _remove_stale_parts(self, written: int) -> None:
-        """Parts beyond the ones just written belong to an older data set: remove them, so that
-        re-writing a directory with fewer parts does not leave records of the old one behind.
-        (Used where the data set cannot be swapped as a whole.)"""
-        pattern = re.compile(re.escape(self.prefix) + r"(\d+)$")
-        from recordkit.storage.checksum import sidecar_path
-        if self._streams_doc is None:  # the old data set's declarations would describe the new one
-            location.remove(location.join(self.directory, STREAMS_SIDECAR), self.storage_options)
-        for name in location.listdir(self.directory, self.storage_options):
-            m = pattern.match(name)
-            if m and int(m.group(1)) >= written:
-                stale = location.join(self.directory, name)
-                location.remove(sidecar_path(stale), self.storage_options)
-                location.remove(stale, self.storage_options)
-
     def abort(self) -> None:
-        from recordkit.atomic import note_discarded
         for f in self._files.values():
             f.discard()
         self._files.clear()
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            note_discarded(self.directory, instead_of=self._staging)
-            self._staging = None
+        self._dir.discard()

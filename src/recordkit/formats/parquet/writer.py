@@ -8,7 +8,7 @@ knows its chunks' sizes without decoding them.
 One file is written through ``AtomicFile`` (temporary beside the target, renamed when
 complete). With ``parts=N`` or ``shard_size=S`` the output is a directory: parts hold
 consecutive runs of sequences (``parts`` needs ``total_sequences`` to balance them), and the
-directory is written aside and put in place whole (``formats/staging.py``).
+directory is written aside and put in place whole (``recordkit/staged_directory.py``).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class ParquetWriter(AtomicWriter):
         self._dir = None
         self._bounds = None  # sequence index where each part ends
         if parts is not None or shard_size is not None:
-            from recordkit.formats.staging import StagedDirectory
+            from recordkit.staged_directory import StagedDirectory
             if shard_size is None:
                 if total_sequences is None:
                     raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
@@ -71,7 +71,7 @@ class ParquetWriter(AtomicWriter):
             else:
                 self._shard = int(shard_size)
             self._nparts = int(parts) if parts is not None else None
-            self._dir = StagedDirectory(self.path, storage_options=storage_options, owned=_is_part)
+            self._dir = StagedDirectory(self.path, _is_part, storage_options=storage_options, what="Parquet part directory")
         self._part = -1
         self._file = None
         self._writer = None

@@ -146,15 +146,15 @@ def prepare_cifar10(src_dir, out_dir, progress: bool = True) -> dict[str, int]:
         raise FormatError(src, "the CIFAR-10 training batches hold no images (the mean would be 0/0)")
     mean_acc = np.zeros(CIFAR_IMAGE_BYTES, dtype=np.float32)
     results = {}
-    with StagedDirectory(out, owns=CIFAR_OUTPUTS.__contains__) as staged, \
+    with StagedDirectory(out, CIFAR_OUTPUTS.__contains__, foreign="keep") as staged, \
             _progress(sum(train_counts) + sum(test_counts), "cifar10", progress) as bar:
-        n_train = _write_cifar_store(staged.join("train_data.bin"), train, train_counts, bar, mean_acc)
+        n_train = _write_cifar_store(staged.path("train_data.bin"), train, train_counts, bar, mean_acc)
         results[str(out / "train_data.bin")] = n_train
         mean = (mean_acc / np.float32(n_train)).astype(np.float32)  # float32 / float(count)
-        with _KVFileOut(staged.join("image_mean.bin")) as mean_out:
+        with _KVFileOut(staged.path("image_mean.bin")) as mean_out:
             mean_out.write("mean", encode_mean_record(mean.reshape(CIFAR_SHAPE)))
         results[str(out / "image_mean.bin")] = 1
-        results[str(out / "test_data.bin")] = _write_cifar_store(staged.join("test_data.bin"), test, test_counts, bar)
+        results[str(out / "test_data.bin")] = _write_cifar_store(staged.path("test_data.bin"), test, test_counts, bar)
     return results
 
 
@@ -234,6 +234,6 @@ def prepare_mnist(src_dir, out_dir, progress: bool = True) -> dict[str, int]:
         for name in (images, labels):
             if not (src / name).is_file() and not (src / (name + ".gz")).is_file():
                 raise FormatError(src / name, "MNIST IDX file is missing (nor is there a .gz)")
-    with StagedDirectory(out, owns={target for _, _, target in MNIST_PAIRS}.__contains__) as staged:
-        return {str(out / target): convert_mnist(src / images, src / labels, staged.join(target), progress)
+    with StagedDirectory(out, {target for _, _, target in MNIST_PAIRS}.__contains__, foreign="keep") as staged:
+        return {str(out / target): convert_mnist(src / images, src / labels, staged.path(target), progress)
                 for images, labels, target in MNIST_PAIRS}

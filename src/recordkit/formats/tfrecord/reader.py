@@ -50,6 +50,7 @@ def _schema():
 
 
 class TFRecordReader(ClosingReader):
+    keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, verify_crc: bool = True, storage_options=None,
                  cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)

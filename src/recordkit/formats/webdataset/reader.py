@@ -50,6 +50,7 @@ def shard_paths(path, storage_options=None) -> list[str]:
 
 
 class WebDatasetReader(ClosingReader):
+    keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)

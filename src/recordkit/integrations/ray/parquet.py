@@ -5,7 +5,7 @@ mapping's columns (``formats/parquet/arrow.py``: dense ``list<fixed_size_list<fl
 sparse ``list<struct<indices, values>>``, ``key``, the stream declarations in the schema
 metadata) by a ``map_batches`` step, and ``Dataset.write_parquet`` writes one
 ``part-TTTTT.parquet`` per write task (task order = data order, ``preserve_order``). A local
-directory is written aside and put in place whole (``formats/staging.py``); on a URL the files
+directory is written aside and put in place whole (``recordkit/staged_directory.py``); on a URL the files
 appear one by one, as Ray writes them.
 """
 from __future__ import annotations
@@ -51,15 +51,15 @@ def write_parquet(dataset, output, streams, *, precision="float", storage_option
     ``(paths, sequences)``."""
     from ray.data import DataContext
     from recordkit.errors import UsageError
-    from recordkit.formats.staging import StagedDirectory
+    from recordkit.staged_directory import StagedDirectory
     from recordkit.integrations.ray._errors import recordkit_cause
     from recordkit.storage import location
     if checksums:
         raise UsageError("--engine ray --to parquet writes no checksum sidecars; convert with the local engine, "
                          "or run `recordkit checksum create` on the parts afterwards")
     streams = check_streams(streams)
-    staged = StagedDirectory(output, storage_options=storage_options,
-                             owned=lambda n: n.startswith("part-") and n.endswith(".parquet"))
+    staged = StagedDirectory(output, lambda n: n.startswith("part-") and n.endswith(".parquet"),
+                             storage_options=storage_options, what="Parquet part directory")
     where = staged.staging or staged.target
     ctx = DataContext.get_current()
     before = ctx.execution_options.preserve_order
