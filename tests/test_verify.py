@@ -128,7 +128,7 @@ def test_missing_sequences_and_changed_lengths_are_differences(ctf, tmp_path, ca
 
 def test_reordered_ofrecord_parts_are_matched_by_key(ctf, tmp_path, capsys):
     d = tmp_path / "of"
-    assert run(capsys, "convert", ctf, d, "--to", "ofrecord", "--parts", "3", *S)[0] == 0  # round robin
+    assert run(capsys, "convert", ctf, d, "--to", "ofrecord", "--parts", "3", "--part-order", "round-robin", *S)[0] == 0
     code, _, err = run(capsys, "verify", ctf, d, *S)
     assert code == 0 and "keys compared" in err and "at another position in DST" in err
     (d / "part-00002").unlink()
@@ -180,7 +180,7 @@ def test_manifest_of_a_double_conversion_and_of_reordered_parts(ctf, tmp_path, c
     assert run(capsys, "convert", ctf, tmp_path / "f.cbf", *S)[0] == 0
     code, out, _ = run(capsys, "verify", "--manifest", man, tmp_path / "f.cbf")  # float32 copy != double manifest
     assert code == 1 and "digest" in out
-    assert run(capsys, "convert", ctf, tmp_path / "of", "--to", "ofrecord", "--parts", "4", *S,
+    assert run(capsys, "convert", ctf, tmp_path / "of", "--to", "ofrecord", "--parts", "4", "--part-order", "round-robin", *S,
                "--manifest", tmp_path / "om")[0] == 0
     code, _, err = run(capsys, "verify", "--manifest", tmp_path / "om", tmp_path / "of", *S)
     assert code == 0 and "matched by key" in err
@@ -241,7 +241,7 @@ def test_a_changed_record_in_reordered_parts_is_located_by_key(ctf, tmp_path, ca
     from recordkit.formats.ofrecord.dataset import OFRecordDataset
     from recordkit.formats.ofrecord.writer import frame
     d = tmp_path / "of"
-    assert run(capsys, "convert", ctf, d, "--to", "ofrecord", "--parts", "3", *S)[0] == 0
+    assert run(capsys, "convert", ctf, d, "--to", "ofrecord", "--parts", "3", "--part-order", "round-robin", *S)[0] == 0
     part = d / "part-00001"
     ds = OFRecordDataset(part, index_sidecar=False)
     recs = [{k: f.value for k, f in ds[i].items()} for i in range(len(ds))]

@@ -152,6 +152,8 @@ def _report(args, result) -> None:
           f"({result.input_bytes / 1e6:.1f} MB in {result.seconds:.2f} s, {result.mb_per_second:.1f} MB/s)",
           file=sys.stderr)
     report_tolerated(result.reader)
+    for note in result.notes:
+        print(f"recordkit: note: {note}", file=sys.stderr)
 
 
 BRIDGE_TARGETS = ("webdataset", "tfrecord", "mds")  # record-level targets of _records_to_bridge

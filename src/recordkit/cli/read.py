@@ -31,7 +31,7 @@ def add_read_arguments(p) -> None:
     p.add_argument("--window-samples", type=argtypes.positive_int, default=None, metavar="SAMPLES",
                    help="randomization window in samples instead")
     p.add_argument("--seed", type=argtypes.seed, default=0, help="randomization seed (sweep k uses seed + k)")
-    p.add_argument("--max-memory", type=memory_size, default="auto", metavar="SIZE",
+    p.add_argument("--max-memory", default="auto", metavar="SIZE",
                    help="bound on the chunks held at once (window + prefetch), e.g. 512MB or 2GiB; the window is "
                         "reduced to fit and the choice reported (default auto: 25%% of the memory available; "
                         "none: unbounded)")
@@ -87,7 +87,7 @@ def build_source(args):
                                     max_sweeps=sweeps, frame_mode=args.frame_mode,
                                     truncation_length=args.truncation_length, trace_level=args.trace_level,
                                     epoch_size=getattr(args, "epoch_size", None),
-                                    max_memory=getattr(args, "max_memory", "auto"))
+                                    max_memory=memory_bound(args))
 
 
 def memory_size(text):
@@ -106,8 +106,13 @@ def memory_size(text):
 
 
 def memory_bound(args):
-    """``--max-memory`` as MinibatchSource takes it: "auto", None or bytes (already parsed)."""
-    return getattr(args, "max_memory", "auto")
+    """``--max-memory`` as MinibatchSource takes it: "auto", None (``none``) or bytes; a bad size is a
+    usage error (exit 2, one line)."""
+    from recordkit.errors import UsageError
+    try:
+        return memory_size(getattr(args, "max_memory", "auto") or "auto")
+    except Exception as e:  # argparse.ArgumentTypeError
+        raise UsageError(f"--max-memory: {e}") from None
 
 
 def run(args) -> int:

@@ -104,8 +104,9 @@ def open_cbf(args, path=None):
     """A CBF file, or a directory of CBF parts (what ``convert --engine ray OUT.cbf`` writes)."""
     from recordkit.formats.cbf.parts import open_cbf_data_set
     try:
-        return open_cbf_data_set(path or args.path, _selection(args), precision=args.precision,
-                                 trace_level=args.trace_level, allow_empty_streams=allowed_empty(args), **storage(args))
+        reader = open_cbf_data_set(path or args.path, _selection(args), precision=args.precision,
+                                   trace_level=args.trace_level, allow_empty_streams=allowed_empty(args),
+                                   **storage(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise

@@ -46,7 +46,8 @@ def register(sub) -> None:
     g = p.add_argument_group("OFRecord")
     g.add_argument("--data-part-num", type=argtypes.positive_int, default=None, metavar="N",
                    help="check exactly parts 0..N-1 (default: every PREFIX<digits> file of the directory)")
-    g.add_argument("--part-name-prefix", default="part-", metavar="PREFIX")
+    g.add_argument("--part-name-prefix", type=argtypes.non_empty, default="part-", metavar="PREFIX",
+                   help="OFRecord: part file names start with PREFIX, then the part number (default part-)")
     g.add_argument("--part-name-suffix-length", type=argtypes.suffix_length, default=-1, metavar="K",
                    help="digits of the part number, zero padded (-1: no padding), as OneFlow")
     g = p.add_argument_group("SINGA stores")
@@ -55,7 +56,8 @@ def register(sub) -> None:
     g.add_argument("--records", choices=["auto", "yes", "no"], default="auto",
                    help="check the values as SINGA records (auto: when the first value is one)")
     g.add_argument("--csv-dim", type=argtypes.positive_int, default=None, metavar="N", help="CSV: values per line after the label")
-    g.add_argument("--csv-separator", default=",", metavar="SEP")
+    g.add_argument("--csv-separator", type=argtypes.non_empty, default=",", metavar="SEP",
+                   help="CSV: field separator (default ',')")
     g.add_argument("--csv-no-label", action="store_true", help="CSV: lines have no label column")
     from recordkit.cli.sources import add_storage_arguments
     add_storage_arguments(p)

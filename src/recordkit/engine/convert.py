@@ -58,6 +58,7 @@ class Conversion:
     seconds: float
     estimate: SizeEstimate | None
     reader: object = None  # the (closed) deserializer: error budget summary, streams
+    notes: list = field(default_factory=list)  # one-line facts for the user (e.g. ids renumbered by CBF)
 
     @property
     def mb_per_second(self) -> float:
@@ -303,30 +304,38 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         from recordkit.formats.cbf import from_ctf
         if from_ctf.supports(reader, resolve_precision(precision)):
             # CBF holds everything CTF does but ids: the estimate needs no sample
-            est = SizeEstimate(input_bytes, 0, total_sequences,
-                               dropped=[f"sequence keys ({target} numbers sequences by position)"]
-                               if _keys_are_ids(reader) else [])
-            _warn_dropped(est, source, target)
+            est = SizeEstimate(input_bytes, 0, total_sequences)
             written = from_ctf.convert(reader, dst, chunk_size=chunk_size or (32 << 20), threads=threads,
                                        progress=progress, storage_options=storage_options, checksums=checksums)
-            return Conversion(source, dst, target, written, input_bytes, time.perf_counter() - t0, est, reader)
+            ids = _SequenceIds(reader)
+            if ids.carried:
+                ids.add(reader.index.keys)  # the fast path writes the indexed sequences in order
+            summary = reader.summary() if hasattr(reader, "summary") else {}
+            renumbered = bool(getattr(reader, "errors_counted", 0)) or bool(summary.get("empty_sequences", 0))
+            return Conversion(source, dst, target, written, input_bytes, time.perf_counter() - t0, est, reader,
+                              ids.note(source, dst, renumbered=renumbered))
     chunks = _iter_chunks(reader, threads)
     try:
         first = next(chunks, None)
         est = None
         if first is not None:
-            est = estimate(reader, first, target, precision, input_bytes=input_bytes)
+            est = _without_keys(estimate(reader, first, target, precision, input_bytes=input_bytes), target)
             check_estimate(est, source, target, allow_densify=allow_densify)
         writer = fmt.open_writer(dst, out_streams, precision=precision, parts=parts, shard_size=shard_size,
                                  chunk_size=chunk_size, checksums=checksums, storage_options=storage_options,
                                  total_sequences=total_sequences, part_order=part_order)
+        ids = _SequenceIds(reader) if target == "cbf" else None
         with writer:
             if first is not None:
                 writer.write_chunk(first)
+                if ids is not None:
+                    ids.add(first.keys)
                 if progress is not None:
                     progress(_chunk_bytes(reader, first))
                 for chunk in chunks:
                     writer.write_chunk(chunk)
+                    if ids is not None:
+                        ids.add(chunk.keys)
                     if progress is not None:
                         progress(_chunk_bytes(reader, chunk))
     finally:
@@ -334,7 +343,47 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         if close is not None:
             close()
     return Conversion(source, dst, target, writer.sequences_written, input_bytes, time.perf_counter() - t0, est,
-                      reader)
+                      reader, ids.note(source, dst) if ids is not None else [])
+
+
+class _SequenceIds:
+    """Whether the input's sequence ids survive into CBF, which has no key field: a CBF file's
+    keys are the ordinals 0..N-1, so ids that are anything else are lost (the conversion says so
+    in one note). Only inputs whose keys are ids are judged (CTF with ids, OFRecord records with
+    a ``key`` feature); positions and line numbers are not ids."""
+
+    def __init__(self, reader):
+        self.carried = _keys_are_ids(reader)
+        self.count = 0
+        self.ordinal = True  # every key so far equals its position
+        self.first = self.last = None
+
+    def add(self, keys) -> None:
+        n = len(keys)
+        if not n:
+            return
+        if self.ordinal and not np.array_equal(np.asarray(keys, dtype=np.uint64),
+                                               np.arange(self.count, self.count + n, dtype=np.uint64)):
+            self.ordinal = False
+        if self.first is None:
+            self.first = int(keys[0])
+        self.last = int(keys[-1])
+        self.count += n
+
+    def note(self, source, dst, *, renumbered: bool = False) -> list[str]:
+        """The note when the ids are not already 0..N-1 (``renumbered``: sequences were dropped, so
+        the keys after them shift)."""
+        if not self.carried or self.first is None or (self.ordinal and not renumbered):
+            return []
+        return [f"CBF has no sequence ids: the sequences of {source} (ids {self.first}..{self.last}) are keyed "
+                f"by position 0..N-1 in {dst}; CTF and OFRecord output keep the ids"]
+
+
+def _without_keys(est: SizeEstimate, target: str) -> SizeEstimate:
+    """CBF's lost ids are the note's business (it knows whether they were 0..N-1 anyway)."""
+    if target == "cbf":
+        est.dropped = [d for d in est.dropped if not d.startswith("sequence keys")]
+    return est
 
 
 def _warn_dropped(est: SizeEstimate, source: str, target: str) -> None:

@@ -15,24 +15,25 @@ from __future__ import annotations
 from typing import Iterator
 
 from recordkit.compat.oneflow import _random
-from recordkit.formats.ofrecord.reader import OFRecordReader, balanced_split
+from recordkit.formats.ofrecord.reader import OFRecordReader
 
 
 class OneFlowOrderReader(OFRecordReader):
     _order: tuple = (0, None)  # (epoch, global part order of that epoch): the shuffles are cumulative
 
-    def parts_for_epoch(self, epoch: int) -> list[str]:
-        if self.shuffle_after_epoch:
-            done, order = self._order
-            if order is None or epoch < done:
-                done, order = 0, list(self.paths)
-            order = list(order)
-            for e in range(done + 1, epoch + 1):
-                _random.std_shuffle(order, _random.MT19937(_random.ONEFLOW_DATASET_SEED + e))
-            self._order = (epoch, order)
-        else:
-            order = self.paths
-        return [order[i] for i in balanced_split(len(order), self.world_size, self.rank)]
+    def _part_order(self, epoch: int) -> list[str]:
+        """The global part order of ``epoch`` as OneFlow shuffles it (``std::shuffle`` over
+        ``std::mt19937``, cumulatively); the base class splits it among the ranks."""
+        if not self.shuffle_after_epoch:
+            return list(self.paths)
+        done, order = self._order
+        if order is None or epoch < done:
+            done, order = 0, list(self.paths)
+        order = list(order)
+        for e in range(done + 1, epoch + 1):
+            _random.std_shuffle(order, _random.MT19937(_random.ONEFLOW_DATASET_SEED + e))
+        self._order = (epoch, order)
+        return list(order)
 
     def frames(self) -> Iterator[tuple]:
         stream = self._stream()
