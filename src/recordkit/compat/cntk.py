@@ -104,10 +104,10 @@ class CBFDeserializer(dict):
         super().__init__(type="CNTKBinaryDeserializer", file=str(filename), input=inputs)
 
     def build(self, precision=None, trace_level: int = 1, max_errors: int = 0):
-        from recordkit.formats.cbf import CBFReader
+        from recordkit.formats.cbf.parts import open_cbf_data_set  # a file, or a directory of CBF parts
         selection = {name: cfg["alias"] for name, cfg in self["input"].items()} or None
-        return CBFReader(self["file"], selection, precision=self.get("precision", precision),
-                         keep_data_in_memory=bool(self.get("keepDataInMemory", False)))
+        return open_cbf_data_set(self["file"], selection, precision=self.get("precision", precision),
+                                 keep_data_in_memory=bool(self.get("keepDataInMemory", False)))
 
 
 class StreamInformation:
