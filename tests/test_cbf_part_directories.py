@@ -103,3 +103,25 @@ def test_inspect_describes_a_part_directory(capsys, data):
     ref = json.loads(run(capsys, "inspect", one, "--json")[1])
     assert info["sequences"] == ref["sequences"] == 37 and info["samples"] == ref["samples"]
     assert info["sequence_lengths"] == ref["sequence_lengths"]
+
+
+def test_cntk_compat_and_brainscript_open_a_part_directory(data):
+    from recordkit.compat.cntk import CBFDeserializer, MinibatchSource, StreamDef, StreamDefs
+    one, parts = data
+    counts = []
+    for path in (one, parts):
+        src = MinibatchSource(CBFDeserializer(str(path), StreamDefs(x=StreamDef(field="x", shape=3))),
+                              randomize=False, max_sweeps=1)
+        n = 0
+        while True:
+            mb = src.next_minibatch(10)
+            if not mb:
+                break
+            n += mb[src.streams.x].num_sequences
+        counts.append(n)
+    assert counts == [37, 37]
+    import recordkit
+    cfg = f"""Train = [ reader = [ readerType = "CNTKBinaryReader"; file = "{parts}"; randomize = false
+        input = [ x = [ alias = "x" ] ] ] ]"""
+    source = recordkit.from_config(cfg, section="Train", max_sweeps=1)
+    assert sum(mb.num_sequences for mb in source.minibatches(10)) == 37

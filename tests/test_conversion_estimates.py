@@ -93,3 +93,20 @@ def test_library_refusal_is_a_usage_error_and_allow_densify_passes(tmp_path):
     with pytest.warns(RecordkitWarning, match="written dense"):
         result = conversion.convert(str(src), tmp_path / "x.kv", "kvfile", ISSUE_STREAMS[1::2], allow_densify=True)
     assert result.sequences == 10 and result.estimate.growth > 10
+
+
+def test_a_deserializer_without_byte_sizes_is_not_refused_but_still_warned_about(tmp_path):
+    """A Deserializer passed in (not a path) whose chunks report no sizes: the growth cannot be judged."""
+    from recordkit.engine.convert import open_source
+    from recordkit.engine.deserializer import ChunkInfo
+    src = tagging_corpus(tmp_path / "s.ctf", n=5)
+    inner = open_source(str(src), streams=ISSUE_STREAMS[1::2])
+
+    class NoSizes:
+        streams = inner.streams
+        chunks = [ChunkInfo(c.id, c.num_sequences, c.num_samples) for c in inner.chunks]
+        load_chunk = staticmethod(inner.load_chunk)
+
+    with pytest.warns(RecordkitWarning, match="written dense"):
+        result = conversion.convert(NoSizes(), tmp_path / "x.kv", "kvfile")
+    assert result.sequences == 5 and result.estimate.growth == 0.0

@@ -95,3 +95,15 @@ def test_detection_by_content_for_each_registered_layout(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert sniff(empty) == "ofrecord"  # whose reader then says no part files are there
+
+
+def test_factories_get_only_the_options_they_name():
+    seen = {}
+
+    def writer(path, streams, *, parts=None, precision="float", checksums=False, **storage):
+        seen.update(dict(parts=parts, precision=precision, checksums=checksums, storage=storage))
+        return "w"
+
+    assert registry._call(writer, "out", [], parts=3, precision="double", total_sequences=10, chunk_size=5,
+                          storage_options={"anon": True}, cache_dir=None) == "w"
+    assert seen == {"parts": 3, "precision": "double", "checksums": False, "storage": {"storage_options": {"anon": True}}}

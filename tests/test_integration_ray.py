@@ -365,7 +365,7 @@ def test_ray_conversion_reports_bad_input_with_its_location(cluster, tmp_path, c
 
 def test_ray_engine_refuses_outputs_it_cannot_write(cluster, data, tmp_path, capsys):
     assert main(["convert", str(data), str(tmp_path / "out.ctf"), "--engine", "ray", *STREAM_ARGS]) == 2
-    assert "cbf or ofrecord" in capsys.readouterr().err
+    assert "cbf, ofrecord or parquet" in capsys.readouterr().err
 
 
 def test_ray_engine_without_ray_says_how_to_install_it(data, tmp_path, capsys, monkeypatch):

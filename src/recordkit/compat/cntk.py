@@ -171,7 +171,7 @@ class CBFDeserializer(dict):
         super().__init__(type="CNTKBinaryDeserializer", file=str(filename), input=inputs)
 
     def build(self, precision=None, trace_level: int = 1, max_errors: int = 0):
-        from recordkit.formats.cbf import CBFReader
+        from recordkit.formats.cbf.parts import open_cbf_data_set as CBFReader  # a file, or a directory of CBF parts
         precision = self.get("precision", precision)
         keep = bool(self.get("keepDataInMemory", False))
         trace = int(self.get("traceLevel", trace_level))

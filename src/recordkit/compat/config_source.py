@@ -29,10 +29,10 @@ def build_deserializer(d, base_dir: str | None = None):
                          chunk_size=d.chunk_size, cache_index=d.cache_index,
                          keep_data_in_memory=d.keep_data_in_memory)
     if d.type == CBF_TYPE:
-        from recordkit.formats.cbf import CBFReader
+        from recordkit.formats.cbf.parts import open_cbf_data_set  # a file, or a directory of CBF parts
         selection = {s.name: s.alias for s in d.streams} or None
-        return CBFReader(path, selection, precision=d.precision, keep_data_in_memory=d.keep_data_in_memory,
-                         trace_level=d.trace_level)
+        return open_cbf_data_set(path, selection, precision=d.precision, keep_data_in_memory=d.keep_data_in_memory,
+                                 trace_level=d.trace_level)
     raise ValueError(f"deserializer type {d.type!r} is not supported")
 
 

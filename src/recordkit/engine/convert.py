@@ -44,7 +44,9 @@ class SizeEstimate:
 
     @property
     def growth(self) -> float:
-        return self.output_bytes / max(self.input_bytes, 1)
+        """Output over input bytes (0 when the input's size is unknown: a Deserializer that reports
+        no byte sizes, whose growth cannot be judged)."""
+        return self.output_bytes / self.input_bytes if self.input_bytes > 0 else 0.0
 
 
 @dataclass
@@ -224,7 +226,9 @@ def check_estimate(est: SizeEstimate, source: str, target: str, *, allow_densify
             + (": " + "; ".join(what) if what else "")
             + ". Pass --allow-densify (allow_densify=True) to convert anyway.")
     if what:
-        warnings.warn(f"{source} -> {target}: " + "; ".join(what) + f" (estimated {size}, {est.growth:,.1f}x)",
+        sized = f"estimated {size}, {est.growth:,.1f}x" if est.input_bytes > 0 else \
+            f"estimated output about {_mb(est.output_bytes)}"
+        warnings.warn(f"{source} -> {target}: " + "; ".join(what) + f" ({sized})",
                       RecordkitWarning, stacklevel=3)
 
 

@@ -13,9 +13,10 @@ command stay free of pyarrow, datasets and the like until a path in that format 
 (``tests/test_cli_startup.py``).
 
 Reader factories take ``(path, streams=None, *, precision=None, storage_options=None,
-cache_dir=None, **options)`` and ignore options that are not theirs; writer factories take
-``(path, streams, *, precision="float", parts=None, shard_size=None, chunk_size=None,
-checksums=False, storage_options=None, total_sequences=None, **options)``.
+cache_dir=None, ...)``; writer factories ``(path, streams, *, precision="float", parts=None,
+shard_size=None, checksums=False, storage_options=None, ...)`` and may name ``chunk_size`` and
+``total_sequences`` (the input's sequence count, to balance ``parts``). Each gets only the
+options its signature names (``_call``).
 """
 from __future__ import annotations
 
@@ -72,13 +73,31 @@ class Format:
         if self.reader is None:
             raise UsageError(f"recordkit does not read {self.name} data")
         self.require("reading")
-        return _load(self.reader)(path, streams, **options)
+        return _call(_load(self.reader), path, streams, **options)
 
     def open_writer(self, path, streams, **options):
         if self.writer is None:
             raise UsageError(f"recordkit does not write {self.name} data")
         self.require("writing")
-        return _load(self.writer)(path, streams, **options)
+        return _call(_load(self.writer), path, streams, **options)
+
+
+_STORAGE = ("storage_options", "cache_dir")
+
+
+def _call(factory, *args, **options):
+    """``factory(*args, **options)`` with only the options it names: a conversion offers every option
+    it has (``parts``, ``total_sequences``, CTF's ``max_errors``...) and each codec takes its own. A
+    factory with ``**kwargs`` also gets the storage options (``**storage``, forwarded to the files)."""
+    import inspect
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory(*args, **options)
+    taken = {k: v for k, v in options.items() if k in params and params[k].kind is not inspect.Parameter.VAR_KEYWORD}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        taken.update({k: v for k, v in options.items() if k in _STORAGE and k not in taken and v is not None})
+    return factory(*args, **taken)
 
 
 def _load(ref: str):
