@@ -133,22 +133,29 @@ def walk_records(buf: bytes, offs, lens, wanted: list[bytes], key_name: bytes):
 def _varints_at(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray):
     """Vectorized varint at each ``pos`` (none may run to ``limit``): (values, positions after)."""
     size = len(arr)
-    value = np.zeros(len(pos), dtype=np.uint64)
-    done = np.zeros(len(pos), dtype=bool)
-    after = np.zeros(len(pos), dtype=np.int64)
-    for k in range(10):
-        p = pos + k
-        if np.any(~done & (p >= np.minimum(limit, size))):
+    if len(pos) == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    lim = np.minimum(limit, size)
+    if np.any(pos >= lim):
+        raise NotCanonical
+    b = arr[pos]
+    value = (b & 0x7F).astype(np.uint64)
+    after = pos + 1
+    rest = np.flatnonzero(b >= 0x80)  # most lengths and indices fit one byte: only the others go on
+    k = 1
+    while len(rest):
+        if k >= 10:
             raise NotCanonical
-        b = arr[np.minimum(p, size - 1)].astype(np.uint64)
-        live = ~done
-        value[live] |= (b[live] & np.uint64(0x7F)) << np.uint64(7 * k)
-        stop = live & (b < 0x80)
-        after[stop] = p[stop] + 1
-        done |= stop
-        if done.all():
-            return value, after
-    raise NotCanonical
+        p = pos[rest] + k
+        if np.any(p >= lim[rest]):
+            raise NotCanonical
+        bk = arr[p]
+        value[rest] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        stop = bk < 0x80
+        after[rest[stop]] = p[stop] + 1
+        rest = rest[~stop]
+        k += 1
+    return value, after
 
 
 def sample_payloads(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, list_tag: int):
