@@ -86,12 +86,13 @@ SNIPPET = textwrap.dedent("""
         else:
             from recordkit.formats.mds import MDSReader
             r = MDSReader(out)
+        c0 = cpu()
         t0 = time.perf_counter()
         src = MinibatchSource(r, randomize=False, max_sweeps=1)
         n = 0
         while (mb := src.next_minibatch(2048)) is not None:
             n += int(mb.lengths.sum())
-        return time.perf_counter() - t0, n
+        return time.perf_counter() - t0, n, cpu() - c0
 
     targets = ["cbf"] + formats
     conv = {f: [] for f in targets}
@@ -103,12 +104,15 @@ SNIPPET = textwrap.dedent("""
             conv_cpu[f].append(c)
     result = {"bytes_in": os.path.getsize(path), "convert_s": conv, "convert_cpu_s": conv_cpu,
               "bytes_out": {f: size(out_of(f)) for f in targets}, "read_s": {}, "samples": {}}
+    result["read_cpu_s"] = {}
     for f in targets:
-        best = None
+        best = best_cpu = None
         for _ in range(repeat):
-            dt, n = read(f)
+            dt, n, c = read(f)
             best = dt if best is None else min(best, dt)
+            best_cpu = c if best_cpu is None else min(best_cpu, c)
         result["read_s"][f] = best
+        result["read_cpu_s"][f] = best_cpu
         result["samples"][f] = n
     for f in targets:
         out = out_of(f)
@@ -142,8 +146,8 @@ def main(argv=None):
     meta = gen.generate(args.data_dir, args.mb, only=names, force=False)
     rows = []
     print("| corpus | target | convert MB/s (CTF input) | vs CTF->CBF | CPU s | vs CTF->CBF (CPU) | output MB "
-          "| read samples/s (MinibatchSource) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "| read samples/s (MinibatchSource) | read CPU s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         ctf = gen.corpus_path(args.data_dir, name)
         print(f"[{name}] converting ...", file=sys.stderr, flush=True)
@@ -160,10 +164,11 @@ def main(argv=None):
             cpu_s = min(r["convert_cpu_s"][f])
             sps = r["samples"][f] / r["read_s"][f]
             print(f"| {name} | {f} | {speed:.0f} | {speed / base:.2f}x | {cpu_s:.2f} | {base_cpu / cpu_s:.2f}x "
-                  f"| {r['bytes_out'][f] / 1e6:.0f} | {sps:,.0f} |")
+                  f"| {r['bytes_out'][f] / 1e6:.0f} | {sps:,.0f} | {r['read_cpu_s'][f]:.2f} |")
             rows.append({"corpus": name, "target": f, "convert_mb_s": speed, "vs_cbf": speed / base,
                          "convert_cpu_s": cpu_s, "vs_cbf_cpu": base_cpu / cpu_s,
-                         "bytes_out": r["bytes_out"][f], "read_samples_s": sps, "samples": r["samples"][f]})
+                         "bytes_out": r["bytes_out"][f], "read_samples_s": sps, "read_cpu_s": r["read_cpu_s"][f],
+                         "samples": r["samples"][f]})
         sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:

@@ -1,7 +1,7 @@
 """Fault injection (issue 8): SIGKILL a writer at a random moment, the target stays whole.
 
 A child process writes a data set slowly with each writer (CTF, CBF, OFRecord parts,
-SINGA KVFile create and append); the parent kills it after a random short delay. The
+SINGA KVFile create and append, WebDataset / TFRecord / MDS shard directories); the parent kills it after a random short delay. The
 final path must then hold exactly the previous content or exactly the complete new
 content (byte for byte), a SINGA append must never damage the tuples already there, and
 no file other than the final names and the writers' hidden temporaries may appear. The
@@ -30,8 +30,21 @@ from recordkit.formats.ctf import CTFWriter
 from recordkit.formats.cbf import CBFWriter
 from recordkit.formats.ofrecord.writer import OFRecordWriter
 from recordkit.formats import singa
+from recordkit.engine.chunk import ChunkData, DenseColumn
 
 STREAMS = [StreamSpec("x", "dense", 3)]
+BRIDGE = ("webdataset", "tfrecord", "mds")
+
+
+def bridge_writer(kind, target):
+    if kind == "webdataset":
+        from recordkit.formats.webdataset import WebDatasetWriter
+        return WebDatasetWriter(target, STREAMS, shard_size=3000, mtime=0)  # fixed mtime: same bytes every run
+    if kind == "tfrecord":
+        from recordkit.formats.tfrecord import TFRecordWriter
+        return TFRecordWriter(target, STREAMS, shard_size=600)
+    from recordkit.formats.mds import MDSWriter
+    return MDSWriter(target, STREAMS, shard_size=600)
 
 def write_generation(kind, target, gen, n, pause, ready=lambda: None):
     if kind == "ctf":
@@ -44,6 +57,8 @@ def write_generation(kind, target, gen, n, pause, ready=lambda: None):
         w = singa.open(target, "create", "kvfile")
     elif kind == "singa_append":
         w = singa.open(target, "append", "kvfile")
+    elif kind in BRIDGE:
+        w = bridge_writer(kind, target)
     ready()
     for i in range(n):
         v = np.full((1, 3), gen * 1000 + i, np.float32)
@@ -51,6 +66,9 @@ def write_generation(kind, target, gen, n, pause, ready=lambda: None):
             w.write({"x": v})
         elif kind == "ofrecord":
             w.write({"x": v.ravel(), "y": gen * 1000 + i, "pad": b"p" * 200})
+        elif kind in BRIDGE:
+            w.write_chunk(ChunkData(-1, np.array([i], np.uint64), np.array([1]),
+                                    {"x": DenseColumn(v, np.array([0, 1]))}))
         else:
             w.write(f"g{gen}-{i:04d}".encode(), v.tobytes() * 20)
         if pause:
@@ -69,7 +87,7 @@ if __name__ == "__main__":
 
 N, PAUSE = 60, 0.004
 TRIALS = 4
-WRITERS = ["ctf", "cbf", "ofrecord", "singa_create", "singa_append"]
+WRITERS = ["ctf", "cbf", "ofrecord", "singa_create", "singa_append", "webdataset", "tfrecord", "mds"]
 _ns: dict = {}
 exec(compile(CHILD_SRC, "<writer child>", "exec"), _ns)
 write_generation = _ns["write_generation"]
@@ -86,11 +104,11 @@ def snapshot(target):
 
 
 def temporaries(directory):
-    return sorted(n for n in os.listdir(directory) if n.startswith(".") and n.endswith(".part"))
+    return sorted(n for n in os.listdir(directory) if n.startswith(".") and n.endswith((".part", ".staging")))
 
 
 def target_in(d, kind):
-    return os.path.join(d, "ds" if kind == "ofrecord" else "out.dat")
+    return os.path.join(d, "ds" if kind in ("ofrecord", "webdataset", "tfrecord", "mds") else "out.dat")
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +187,7 @@ def test_killed_writer_leaves_old_or_new_content(kind, expected, trials):
             assert final in (old, new), f"partial file after SIGKILL at {res['delay']:.3f}s: {res}"
             outcome = "old" if final == old else "new"
         # no stray names: only the final names and hidden *.part temporaries
-        finals = set(old) | set(new)
+        finals = set(old) | set(new) | ({"ds"} if kind in ("webdataset", "tfrecord", "mds") else set())
         strays = [n for n in res["visible"] if n not in finals and n not in res["leftover"]]
         assert not strays, strays
         outcomes.append((round(res["delay"], 3), res["returncode"], outcome, len(res["leftover"])))

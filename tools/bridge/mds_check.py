@@ -56,6 +56,8 @@ def check_stage(work: str) -> dict:
     # the other way: MosaicML writes (its writer refuses empty arrays: every sample has entries)
     rng = np.random.default_rng(13)
     theirs = os.path.join(work, "mds_written")
+    import shutil
+    shutil.rmtree(theirs, ignore_errors=True)  # MosaicML's writer refuses a non-empty directory
     truth = []
     columns = {"key": "uint64", "x": "ndarray:float32", "w.indices": "ndarray:int32", "w.values": "ndarray:float32",
                "w.offsets": "ndarray:int64"}

@@ -133,22 +133,29 @@ def walk_records(buf: bytes, offs, lens, wanted: list[bytes], key_name: bytes):
 def _varints_at(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray):
     """Vectorized varint at each ``pos`` (none may run to ``limit``): (values, positions after)."""
     size = len(arr)
-    value = np.zeros(len(pos), dtype=np.uint64)
-    done = np.zeros(len(pos), dtype=bool)
-    after = np.zeros(len(pos), dtype=np.int64)
-    for k in range(10):
-        p = pos + k
-        if np.any(~done & (p >= np.minimum(limit, size))):
+    if len(pos) == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    lim = np.minimum(limit, size)
+    if np.any(pos >= lim):
+        raise NotCanonical
+    b = arr[pos]
+    value = (b & 0x7F).astype(np.uint64)
+    after = pos + 1
+    rest = np.flatnonzero(b >= 0x80)  # most lengths and indices fit one byte: only the others go on
+    k = 1
+    while len(rest):
+        if k >= 10:
             raise NotCanonical
-        b = arr[np.minimum(p, size - 1)].astype(np.uint64)
-        live = ~done
-        value[live] |= (b[live] & np.uint64(0x7F)) << np.uint64(7 * k)
-        stop = live & (b < 0x80)
-        after[stop] = p[stop] + 1
-        done |= stop
-        if done.all():
-            return value, after
-    raise NotCanonical
+        p = pos[rest] + k
+        if np.any(p >= lim[rest]):
+            raise NotCanonical
+        bk = arr[p]
+        value[rest] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        stop = bk < 0x80
+        after[rest[stop]] = p[stop] + 1
+        rest = rest[~stop]
+        k += 1
+    return value, after
 
 
 def sample_payloads(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, list_tag: int):
@@ -212,22 +219,11 @@ def sample_payloads(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, list_
 
 def gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The payload bytes ``arr[starts[i]:starts[i]+lens[i]]`` concatenated (ranges in file order)."""
-    nz = lens > 0
-    if not nz.any():
-        return np.zeros(0, dtype=np.uint8)
-    s, e = starts[nz], starts[nz] + lens[nz]
-    if np.any(s[1:] < e[:-1]):
-        raise NotCanonical
-    total = int(lens.sum())
-    if total * 8 < len(arr):  # few payload bytes (one-hot indices): index them, not the whole file
-        ln = lens[nz]
-        first = np.zeros(len(ln), dtype=np.int64)
-        np.cumsum(ln[:-1], out=first[1:])
-        return arr[np.repeat(s - first, ln) + np.arange(total, dtype=np.int64)]
-    delta = np.zeros(len(arr) + 1, dtype=np.int8)
-    delta[s] += 1
-    delta[e] -= 1
-    return arr[np.cumsum(delta[:-1], dtype=np.int8) > 0]
+    from recordkit.formats.sharding import gather_ranges
+    try:
+        return gather_ranges(arr, starts, lens)
+    except ValueError:
+        raise NotCanonical from None
 
 
 def decode_varints(flat: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -235,20 +231,133 @@ def decode_varints(flat: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.n
     uint64, values per payload)."""
     if len(flat) == 0:
         return np.zeros(0, np.uint64), np.zeros(len(lens), np.int64)
-    term = flat < 0x80
     bounds = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=bounds[1:])
+    v_end = np.flatnonzero(flat < 0x80)
     nz = lens > 0
-    if np.any(~term[bounds[1:][nz] - 1]):
+    if len(v_end) == 0 or v_end[-1] != len(flat) - 1 or np.any(flat[bounds[1:][nz] - 1] >= 0x80):
         raise NotCanonical  # a varint runs past its payload
-    cterm = np.zeros(len(flat) + 1, dtype=np.int64)
-    np.cumsum(term, out=cterm[1:])
-    per = cterm[bounds[1:]] - cterm[bounds[:-1]]
-    v_end = np.flatnonzero(term)
-    v_start = np.concatenate([[0], v_end[:-1] + 1])
+    per = np.searchsorted(v_end, bounds[1:], side="left") - np.searchsorted(v_end, bounds[:-1], side="left")
+    v_start = np.empty_like(v_end)
+    v_start[0] = 0
+    v_start[1:] = v_end[:-1] + 1
     width = v_end - v_start + 1
-    if width.max() > 10:
+    wmax = int(width.max())
+    if wmax > 10:
         raise NotCanonical
-    digit = np.arange(len(flat), dtype=np.int64) - np.repeat(v_start, width)
-    parts = (flat.astype(np.uint64) & np.uint64(0x7F)) << (digit.astype(np.uint64) * np.uint64(7))
-    return np.add.reduceat(parts, v_start), per
+    low = (flat & 0x7F).astype(np.uint64)
+    values = low[v_start]
+    for j in range(1, wmax):
+        more = np.flatnonzero(width > j)
+        values[more] |= low[v_start[more] + j] << np.uint64(7 * j)
+    return values, per
+
+
+def _fields_lockstep(arr, starts, ends, expect_tag=None):
+    """The length-delimited fields inside ranges ``[starts, ends)``, walked for all ranges at once.
+    Returns (owner range, tag, body start, body end) per field, in (range, position) order."""
+    pos = starts.copy()
+    owners, tags, bs, be = [], [], [], []
+    active = np.flatnonzero(pos < ends)
+    while len(active):
+        p = pos[active]
+        lim = ends[active]
+        tag = arr[p]
+        if np.any(tag & 7 != 2) or (expect_tag is not None and np.any(tag != expect_tag)):
+            raise NotCanonical
+        ln, p1 = _varints_at(arr, p + 1, lim)
+        e = p1 + ln.astype(np.int64)
+        if np.any(e > lim):
+            raise NotCanonical
+        owners.append(active)
+        tags.append(tag)
+        bs.append(p1)
+        be.append(e)
+        pos[active] = e
+        active = active[e < lim]
+    if not owners:
+        z = np.zeros(0, np.int64)
+        return z, np.zeros(0, np.uint8), z, z
+    owner = np.concatenate(owners)
+    order = np.argsort(owner, kind="stable")
+    return owner[order], np.concatenate(tags)[order], np.concatenate(bs)[order], np.concatenate(be)[order]
+
+
+def _map_entries(arr, starts, ends):
+    """Map entries (``{key: 1, value: 2}``) inside each range: (owner, name start, name end,
+    value start, value end); the canonical key-then-value order only."""
+    owner, _, es, ee = _fields_lockstep(arr, starts, ends, expect_tag=0x0A)
+    if len(owner) == 0:
+        z = np.zeros(0, np.int64)
+        return owner, z, z, z, z
+    if np.any(arr[es] != 0x0A):
+        raise NotCanonical
+    nlen, n1 = _varints_at(arr, es + 1, ee)
+    ne = n1 + nlen.astype(np.int64)
+    has_value = ne < ee
+    vs = ne.copy()
+    ve = ne.copy()
+    if has_value.any():
+        q = ne[has_value]
+        if np.any(arr[q] != 0x12):
+            raise NotCanonical
+        vlen, v1 = _varints_at(arr, q + 1, ee[has_value])
+        vs[has_value] = v1
+        ve[has_value] = v1 + vlen.astype(np.int64)
+    if np.any(ve != ee):
+        raise NotCanonical
+    return owner, n1, ne, vs, ve
+
+
+def _names_equal(arr, ns, ne, name: bytes) -> np.ndarray:
+    hit = (ne - ns) == len(name)
+    idx = np.flatnonzero(hit)
+    if len(idx) and len(name):
+        got = arr[ns[idx][:, None] + np.arange(len(name))]
+        hit[idx] = (got == np.frombuffer(name, dtype=np.uint8)).all(axis=1)
+    return hit
+
+
+def walk_records_columnwise(arr, offs, lens, wanted: list[bytes], key_name: bytes):
+    """``walk_records`` for all records at once (same results; NotCanonical where it would be)."""
+    n = len(offs)
+    starts = np.full((n, len(wanted)), -1, dtype=np.int64)
+    ends = np.full((n, len(wanted)), -1, dtype=np.int64)
+    rec, tag, bs, be = _fields_lockstep(arr, offs.astype(np.int64), (offs + lens).astype(np.int64))
+    if np.any((tag != 0x0A) & (tag != 0x12)):
+        raise NotCanonical
+    is_fl = tag == 0x12
+    if len(np.unique(rec[is_fl])) != int(is_fl.sum()):
+        raise NotCanonical  # feature_lists twice in a record: protobuf merges them
+    # feature lists
+    fl_rec = rec[is_fl]
+    owner, ns, ne, vs, ve = _map_entries(arr, bs[is_fl], be[is_fl])
+    for i, name in enumerate(wanted):
+        hit = np.flatnonzero(_names_equal(arr, ns, ne, name))
+        r = fl_rec[owner[hit]]
+        if len(np.unique(r)) != len(r):
+            raise NotCanonical
+        starts[r, i] = vs[hit]
+        ends[r, i] = ve[hit]
+    # the key: context entry key_name -> Feature{int64_list (3){value (1) packed: one varint}}
+    keys = np.zeros(n, dtype=np.uint64)
+    found = np.zeros(n, dtype=bool)
+    is_ctx = tag == 0x0A
+    if is_ctx.any():
+        c_rec = rec[is_ctx]
+        owner, ns, ne, vs, ve = _map_entries(arr, bs[is_ctx], be[is_ctx])
+        hit = np.flatnonzero(_names_equal(arr, ns, ne, key_name) & (ve > vs))
+        if len(hit):
+            s, e = vs[hit], ve[hit]
+            good = arr[s] == 0x1A
+            l1, p1 = _varints_at(arr, s + 1, e + 1)
+            good &= p1 + l1.astype(np.int64) == e
+            good &= arr[np.minimum(p1, len(arr) - 1)] == 0x0A
+            l2, p2 = _varints_at(arr, np.where(good, p1 + 1, s), e + 1)
+            good &= p2 + l2.astype(np.int64) == e
+            val, p3 = _varints_at(arr, np.where(good, p2, s), e + 1)
+            good &= p3 == e
+            r = c_rec[owner[hit]]
+            keys[r[good]] = val[good]
+            found[r[good]] = True
+    return keys, found, starts, ends

@@ -35,6 +35,7 @@ def masked_crc(data, crc=None) -> int:
 class FrameEncoder:
     def __init__(self):
         self._crc = _crc_function()
+        self.crc = self._crc  # the raw CRC-32C, for callers that mask column-wise
 
     def frame(self, data) -> bytes:
         n = _LEN.pack(len(data))

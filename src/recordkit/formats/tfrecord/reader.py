@@ -180,8 +180,8 @@ class TFRecordReader(ClosingReader):
         for spec in self._streams:
             f = self._fields[spec.name]
             wanted += [f + ".indices", f + ".values"] if spec.is_sparse else [f]
-        keys, starts, ends = fastread.walk_records(data, offs, lens, [w.encode() for w in wanted],
-                                                   KEY_FEATURE.encode())
+        keys, has_key, starts, ends = fastread.walk_records_columnwise(
+            arr, offs, lens, [w.encode() for w in wanted], KEY_FEATURE.encode())
         n = len(offs)
         cols, counts, j = {}, {}, 0
         for spec in self._streams:
@@ -207,8 +207,8 @@ class TFRecordReader(ClosingReader):
                 col = DenseColumn(flat.reshape(-1, spec.dim), offsets(c))
                 counts[spec.name] = c
             cols[spec.name] = col
-        if n and all(k is not None for k in keys):
-            key_arr = np.array(keys, dtype=np.uint64)
+        if n and has_key.all():
+            key_arr = keys
         else:
             key_arr = np.arange(first, first + n, dtype=np.uint64)
         lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
