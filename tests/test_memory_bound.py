@@ -185,3 +185,11 @@ def test_chunks_left_from_the_previous_sweep_are_not_kept_until_their_late_use(t
     while source.next_minibatch(32) is not None:
         most = max(most, len(source._loaded))
     assert most <= 4  # a 2-chunk window, one more across a minibatch, one more across a sweep end
+
+
+def test_dataloader_workers_share_the_default_bound(tmp_path, monkeypatch):
+    torch_data = pytest.importorskip("torch.utils.data")
+    monkeypatch.setattr(plan, "available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(torch_data, "get_worker_info", lambda: type("Info", (), {"num_workers": 4})())
+    source = MinibatchSource(reader(corpus(tmp_path)), randomize=True, max_sweeps=1)
+    assert source.memory.max_memory == (2 << 30) // 4

@@ -74,7 +74,8 @@ class MinibatchSource:
     truncation_length: truncated BPTT (see ``next_minibatch``). num_data_partitions /
     partition_index: the default worker split (else torch.distributed's, else 1/0).
     max_memory: bound on the chunks held at once (window + prefetch), bytes or a size such
-    as "512MB"; "auto" (default): a quarter of the memory available now; None: unbounded (CNTK's
+    as "512MB"; "auto" (default): a quarter of the memory available now (shared by the workers
+    when built in a PyTorch DataLoader worker); None: unbounded (CNTK's
     behaviour; a warning when the estimate exceeds the memory available). When the requested
     window does not fit, the largest one that does is used (a warning says so; ``memory`` holds
     the choice). A window that fits is never changed, so the order is CNTK's for that window.
@@ -149,7 +150,8 @@ class MinibatchSource:
         from recordkit.engine import plan
         from recordkit.errors import RecordkitWarning
         if isinstance(max_memory, str) and max_memory.strip().lower() == "auto":
-            bound, frm = plan.machine_memory_bound(), "machine"
+            # DataLoader workers each build a source: they share the machine's quarter
+            bound, frm = plan.machine_memory_bound() // _torch_worker_count(), "machine"
         elif max_memory is None:
             bound, frm = None, "none"
         else:
@@ -556,6 +558,16 @@ class MinibatchSource:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _torch_worker_count() -> int:
+    """The number of DataLoader workers when this runs in one (torch is never imported here), else 1."""
+    torch = sys.modules.get("torch")
+    try:
+        info = torch.utils.data.get_worker_info() if torch is not None else None
+    except Exception:
+        info = None
+    return max(1, int(getattr(info, "num_workers", 1) or 1))
 
 
 def _torch_distributed_partition():
