@@ -65,6 +65,22 @@ def test_ctf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
         assert 0.8 * real <= est[cid] <= 1.5 * real + 4096, (cid, est[cid], real)
 
 
+def test_cbf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
+    from recordkit.cli.main import main
+    from recordkit.formats.cbf import CBFReader
+    out = tmp_path / "data.cbf"
+    assert main(["convert", str(corpus(tmp_path)), str(out), "--stream", "x=dense:8", "--stream", "y=sparse:1000",
+                 "--output-chunk-size", "4096"]) == 0
+    r = CBFReader(out)
+    est = plan.chunk_bytes(r)
+    assert len(est) >= 5
+    for cid in range(len(r.chunks)):
+        c = r.load_chunk(cid)
+        real = sum(getattr(col, a).nbytes for col in c.columns.values()
+                   for a in ("values", "indices", "indptr", "seq_offsets") if getattr(col, a, None) is not None)
+        assert 0.8 * real <= est[cid] <= 1.3 * real + 4096, (cid, est[cid], real)
+
+
 # -- held chunks ---------------------------------------------------------------------------------
 def test_file_order_without_prefetch_holds_one_chunk_at_a_time():
     order = np.repeat(np.arange(4), 10)
