@@ -397,6 +397,7 @@ class PlanInput:
 
 MAX_LISTED_EPOCHS = 50
 MAX_TIMELINE_SWEEPS = 64
+MAX_TIMELINE_POSITIONS = 20_000_000
 
 
 def _bound(spec) -> tuple[int | None, str]:
@@ -469,7 +470,9 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
     if r.max_samples is not None:
         sweeps_needed = -(-int(r.max_samples) // max(sweep_samples, 1)) if sweep_samples else 1
     finite = sweeps_needed is not None
-    n_sweeps = min(sweeps_needed, MAX_TIMELINE_SWEEPS) if finite else 1
+    # sweeps walked position by position: at most MAX_TIMELINE_SWEEPS and MAX_TIMELINE_POSITIONS in all
+    room = max(1, MAX_TIMELINE_POSITIONS // max(sweep_sequences, 1))
+    n_sweeps = min(sweeps_needed, MAX_TIMELINE_SWEEPS, room) if finite else 1
     total_samples = None
     if finite:
         total_samples = sweeps_needed * sweep_samples if r.max_samples is None else min(
@@ -507,7 +510,8 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         bounds = np.arange(1, min(count, 1_000_000) + 1, dtype=np.int64) * int(r.epoch_size)
         epoch_ends = np.searchsorted(G, bounds, side="left").tolist()
     timeline = {"samples_per_sweep": sweep_samples, "sequences_per_sweep": sweep_sequences,
-                "sweeps": sweeps_needed, "total_samples": total_samples, "minibatch_size": r.minibatch_size,
+                "sweeps": sweeps_needed, "sweeps_shown": n_sweeps, "total_samples": total_samples,
+                "minibatch_size": r.minibatch_size,
                 "epoch_size": r.epoch_size, "partition": [i, n] if r.partition_by == "samples" else
                 [r.partition_index, r.partitions]}
     ends = None
@@ -527,7 +531,8 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         if not finite:
             timeline["note"] = "no end (repeats forever): one sweep shown"
         elif n_sweeps < sweeps_needed:
-            timeline["note"] = f"the first {n_sweeps} sweeps are shown"
+            timeline["note"] = (f"the first {n_sweeps} sweeps are shown (counts of sequences, samples and "
+                                f"minibatches are theirs)")
         epochs = []
         prev, prev_mb = 0, 0
         for e, cut in enumerate(epoch_ends[:MAX_LISTED_EPOCHS]):
