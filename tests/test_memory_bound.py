@@ -209,3 +209,30 @@ def test_dataloader_workers_share_the_default_bound(tmp_path, monkeypatch):
     monkeypatch.setattr(torch_data, "get_worker_info", lambda: type("Info", (), {"num_workers": 4})())
     source = MinibatchSource(reader(corpus(tmp_path)), randomize=True, max_sweeps=1)
     assert source.memory.max_memory == (2 << 30) // 4
+
+
+def test_a_checkpoint_resumes_with_its_window_where_another_bound_chose_another(tmp_path):
+    path = corpus(tmp_path, sequences=900)
+    roomy = MinibatchSource(reader(path), randomize=True, seed=6, max_sweeps=2, max_memory="1GB")
+    for _ in range(5):
+        roomy.next_minibatch(48)
+    state = roomy.get_checkpoint_state()
+    rest = read_all(roomy, 48)
+    small = int(plan.chunk_bytes(reader(path)).sum() * 0.5)
+    with pytest.warns(RecordkitWarning, match="window reduced"):
+        tight = MinibatchSource(reader(path), randomize=True, seed=6, max_sweeps=2, max_memory=small)
+    assert tight.memory.window is not None
+    with pytest.warns(RecordkitWarning, match="checkpoint's randomization window .* is kept"):
+        tight.restore_from_checkpoint(state)
+    assert tight.memory.window is None and not tight.memory.fits
+    assert read_all(tight, 48) == rest
+
+
+def test_a_checkpoint_of_an_explicitly_other_window_is_still_refused(tmp_path):
+    path = corpus(tmp_path)
+    a = MinibatchSource(reader(path), randomize=True, window=5, seed=6, max_sweeps=1, max_memory=None)
+    a.next_minibatch(32)
+    b = MinibatchSource(reader(path), randomize=True, window=3, seed=6, max_sweeps=1, max_memory=None)
+    with pytest.raises(ValueError, match="another randomization setting"):
+        b.restore_from_checkpoint(a.get_checkpoint_state())
+    assert b.randomizer.window == 3

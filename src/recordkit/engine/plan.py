@@ -73,8 +73,12 @@ def available_memory() -> int:
 
 
 def machine_memory_bound() -> int:
-    """The default bound: ``DEFAULT_MEMORY_FRACTION`` of the memory available now."""
-    return max(1, int(available_memory() * DEFAULT_MEMORY_FRACTION))
+    """The default bound: ``DEFAULT_MEMORY_FRACTION`` of the memory available now, rounded down to
+    a multiple of 256 MiB (from 512 MiB on), so that the small changes of available memory
+    between runs on one machine do not change the window (and so the order) it allows."""
+    bound = max(1, int(available_memory() * DEFAULT_MEMORY_FRACTION))
+    step = 256 << 20
+    return bound // step * step if bound >= 2 * step else bound
 
 
 def resident_memory() -> int:

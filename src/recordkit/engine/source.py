@@ -27,6 +27,7 @@ available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -489,7 +490,59 @@ class MinibatchSource:
     def restore_from_checkpoint(self, state: dict) -> None:
         """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
         every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
-        naming the field and leaves this source as it was."""
+        naming the field and leaves this source as it was.
+
+        A checkpoint whose randomization window differs from this source's only because a
+        memory bound chose one of them (a machine with other memory, another ``max_memory``)
+        is continued with the checkpoint's window, so the resumed order is the one it was
+        made with; a warning says so when that window exceeds this source's bound."""
+        adopted = self._checkpoint_window(state)
+        saved = self.randomizer
+        if adopted is not None:
+            self.randomizer = BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
+                                              seed=self.randomizer.seed)
+        try:
+            self._restore(state)
+        except BaseException:
+            self.randomizer = saved
+            raise
+        if adopted is not None:
+            self._adopt_window(adopted[0])
+
+    def _checkpoint_window(self, state):
+        """(the checkpoint's window,) when it is the only difference and a memory bound explains it
+        (no larger than the window asked for here), else None (then the usual check refuses it)."""
+        mine = self._fingerprint()
+        fp = state.get("fingerprint") if isinstance(state, dict) else None
+        if not mine[0] or not isinstance(fp, list) or len(fp) != len(mine) or fp[1] == mine[1]:
+            return None
+        if any(a != b for k, (a, b) in enumerate(zip(fp, mine)) if k != 1):
+            return None
+        w, asked = fp[1], self.memory.window_requested
+        if w is None:  # the whole data set: a bound elsewhere let it be
+            return (None,) if asked is None else None
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            return None
+        return (w,) if asked is None or w <= asked else None
+
+    def _adopt_window(self, window) -> None:
+        from recordkit.engine import plan
+        from recordkit.errors import RecordkitWarning
+        m = self.memory
+        nbytes = plan.chunk_bytes(self.deserializer)
+        est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
+                                 randomize=True, window=window, sample_based=m.sample_based,
+                                 seed=self.randomizer.seed, prefetch=m.prefetch).estimated_bytes
+        fits = m.max_memory is None or est <= m.max_memory
+        self.memory = dataclasses.replace(m, window=window, capped=window != m.window_requested, fits=fits,
+                                          estimated_bytes=est)
+        if not fits:
+            warnings.warn(f"the checkpoint's randomization window ({self.memory.window_text()}) "
+                          f"is kept so the order continues as it "
+                          f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
+                          f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
+
+    def _restore(self, state: dict) -> None:
         facts = SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
                             int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
         st = check_state(state, facts)
