@@ -273,8 +273,19 @@ def estimate_held(chunks, nbytes, loading, *, randomize: bool, window, sample_ba
         return 0
     order = randomizer_for(chunks, randomize=randomize, window=window, sample_based=sample_based, seed=seed,
                            cache=cache).sweep(0).chunk
-    held, _ = held_peak(order, nbytes, prefetch=prefetch, loading=loading, threads=threads)
+    held, _ = held_peak(order, by_id(chunks, nbytes), prefetch=prefetch, loading=by_id(chunks, loading),
+                        threads=threads)
     return held + int(nbytes.max())
+
+
+def by_id(chunks, values: np.ndarray) -> np.ndarray:
+    """Per-chunk values (in ``chunks`` order) indexed by chunk id, as sweep orders name chunks."""
+    ids = [c.id for c in chunks]
+    if ids == list(range(len(ids))):
+        return np.asarray(values, dtype=np.int64)
+    out = np.zeros(max(ids) + 1 if ids else 0, dtype=np.int64)
+    out[ids] = values
+    return out
 
 
 def in_flight(loading: np.ndarray, threads: int) -> int:
@@ -565,8 +576,9 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         steps = None
         if ends is not None:
             steps = ends[ends <= len(share_chunks)]
-        held, held_chunks = held_peak(share_chunks, nbytes, prefetch=choice.prefetch, steps=steps)
-        with_loads, _ = held_peak(share_chunks, nbytes, prefetch=choice.prefetch, steps=steps, loading=loading,
+        held, held_chunks = held_peak(share_chunks, by_id(chunks, nbytes), prefetch=choice.prefetch, steps=steps)
+        with_loads, _ = held_peak(share_chunks, by_id(chunks, nbytes), prefetch=choice.prefetch, steps=steps,
+                                  loading=by_id(chunks, loading),
                                   threads=r.threads)
     else:
         held = held_chunks = with_loads = 0
