@@ -52,7 +52,8 @@ def main():
     ap.add_argument("--chunk-size", default=None, help="index chunk size (default: recordkit's 32 MiB)")
     a = ap.parse_args()
     meta = json.load(open(os.path.join(a.datadir, "streams.json")))["corpora"]
-    print("| corpus | MiB | chunks | read | window used | plan estimate MiB | peak RSS MiB | file-order peak + M | within |")
+    print("| corpus | MiB | chunks | read | window used | plan estimate MiB | peak RSS MiB | file-order peak + M "
+          "| within |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in a.only.split(","):
         m = meta[name]

@@ -183,3 +183,30 @@ def test_plan_epochs_are_the_sources_epochs(tmp_path, partitions, index):
         samples[mb.epoch] += mb.num_samples
     planned = {e["epoch"]: (e["minibatches"], e["samples"]) for e in plan["timeline"]["epochs"] if e["minibatches"]}
     assert planned == {e: (mbs[e], samples[e]) for e in mbs}
+
+
+def test_plan_of_a_composite_source_counts_what_the_source_delivers(tmp_path):
+    from recordkit.engine.composite import CompositeDeserializer
+    from recordkit.engine.plan import PlanInput, make_plan
+    from recordkit.engine.source import MinibatchSource
+    from recordkit.formats.ctf import CTFReader
+    from helpers import dense, sparse
+    rng = np.random.default_rng(2)
+    a, b = [], []
+    for s in range(300):
+        n = int(rng.integers(1, 5))
+        a += [f"{s} |x " + " ".join(f"{v:.2f}" for v in rng.normal(size=5)) for _ in range(n)]
+        b += [f"{s} |y {int(rng.integers(0, 50))}:1" for _ in range(n)]
+    pa, pb = write(tmp_path, "\n".join(a) + "\n", "a.ctf"), write(tmp_path, "\n".join(b) + "\n", "b.ctf")
+
+    def composite():
+        return CompositeDeserializer([CTFReader(pa, [dense("x", 5)], chunk_size=1500),
+                                      CTFReader(pb, [sparse("y", 50)], chunk_size=1500)])
+    plan = make_plan(composite(), PlanInput(randomize=True, window=3, minibatch_size=24, max_sweeps=2))
+    source = MinibatchSource(composite(), randomize=True, window=3, max_sweeps=2)
+    mbs = list(source.minibatches(24))
+    t = plan["timeline"]
+    assert (t["samples_read"], t["sequences_read"], t["minibatches"]) == \
+        (sum(m.num_samples for m in mbs), sum(m.num_sequences for m in mbs), len(mbs))
+    only_a = make_plan(CTFReader(pa, [dense("x", 5)], chunk_size=1500), PlanInput())
+    assert plan["chunks"]["decoded_bytes"] > only_a["chunks"]["decoded_bytes"]  # b's stream is counted too

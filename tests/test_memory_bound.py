@@ -65,6 +65,22 @@ def test_ctf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
         assert 0.8 * real <= est[cid] <= 1.5 * real + 4096, (cid, est[cid], real)
 
 
+def test_cbf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
+    from recordkit.cli.main import main
+    from recordkit.formats.cbf import CBFReader
+    out = tmp_path / "data.cbf"
+    assert main(["convert", str(corpus(tmp_path)), str(out), "--stream", "x=dense:8", "--stream", "y=sparse:1000",
+                 "--output-chunk-size", "4096"]) == 0
+    r = CBFReader(out)
+    est = plan.chunk_bytes(r)
+    assert len(est) >= 5
+    for cid in range(len(r.chunks)):
+        c = r.load_chunk(cid)
+        real = sum(getattr(col, a).nbytes for col in c.columns.values()
+                   for a in ("values", "indices", "indptr", "seq_offsets") if getattr(col, a, None) is not None)
+        assert 0.8 * real <= est[cid] <= 1.3 * real + 4096, (cid, est[cid], real)
+
+
 # -- held chunks ---------------------------------------------------------------------------------
 def test_file_order_without_prefetch_holds_one_chunk_at_a_time():
     order = np.repeat(np.arange(4), 10)
@@ -185,3 +201,38 @@ def test_chunks_left_from_the_previous_sweep_are_not_kept_until_their_late_use(t
     while source.next_minibatch(32) is not None:
         most = max(most, len(source._loaded))
     assert most <= 4  # a 2-chunk window, one more across a minibatch, one more across a sweep end
+
+
+def test_dataloader_workers_share_the_default_bound(tmp_path, monkeypatch):
+    torch_data = pytest.importorskip("torch.utils.data")
+    monkeypatch.setattr(plan, "available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(torch_data, "get_worker_info", lambda: type("Info", (), {"num_workers": 4})())
+    source = MinibatchSource(reader(corpus(tmp_path)), randomize=True, max_sweeps=1)
+    assert source.memory.max_memory == (2 << 30) // 4
+
+
+def test_a_checkpoint_resumes_with_its_window_where_another_bound_chose_another(tmp_path):
+    path = corpus(tmp_path, sequences=900)
+    roomy = MinibatchSource(reader(path), randomize=True, seed=6, max_sweeps=2, max_memory="1GB")
+    for _ in range(5):
+        roomy.next_minibatch(48)
+    state = roomy.get_checkpoint_state()
+    rest = read_all(roomy, 48)
+    small = int(plan.chunk_bytes(reader(path)).sum() * 0.5)
+    with pytest.warns(RecordkitWarning, match="window reduced"):
+        tight = MinibatchSource(reader(path), randomize=True, seed=6, max_sweeps=2, max_memory=small)
+    assert tight.memory.window is not None
+    with pytest.warns(RecordkitWarning, match="checkpoint's randomization window .* is kept"):
+        tight.restore_from_checkpoint(state)
+    assert tight.memory.window is None and not tight.memory.fits
+    assert read_all(tight, 48) == rest
+
+
+def test_a_checkpoint_of_an_explicitly_other_window_is_still_refused(tmp_path):
+    path = corpus(tmp_path)
+    a = MinibatchSource(reader(path), randomize=True, window=5, seed=6, max_sweeps=1, max_memory=None)
+    a.next_minibatch(32)
+    b = MinibatchSource(reader(path), randomize=True, window=3, seed=6, max_sweeps=1, max_memory=None)
+    with pytest.raises(ValueError, match="another randomization setting"):
+        b.restore_from_checkpoint(a.get_checkpoint_state())
+    assert b.randomizer.window == 3

@@ -116,7 +116,10 @@ def render(plan: dict, *, all_chunks: bool = False) -> str:
                    + "per sweep " + ", ".join(f"{x:,}" for x in per[:10]) + (" ..." if len(per) > 10 else ""))
         if t.get("crossing_sweeps"):
             out.append(f"  {t['crossing_sweeps']} minibatch(es) run from one sweep into the next (end_of_sweep)")
-        out.append(f"  this worker reads {t.get('sequences_read', 0):,} sequences, {t.get('samples_read', 0):,} samples")
+        shown = t.get("sweeps_shown")
+        part_of = f" in the first {shown} sweeps" if t["sweeps"] is None or (shown or 0) < t["sweeps"] else ""
+        out.append(f"  this worker reads {t.get('sequences_read', 0):,} sequences, {t.get('samples_read', 0):,} "
+                   f"samples{part_of}")
     if t.get("epoch_size"):
         out.append(f"  epochs of {t['epoch_size']:,} samples" + (f": {t['epochs_total']:,} in all"
                                                                  if t.get("epochs_total") is not None else ""))

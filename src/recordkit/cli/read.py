@@ -27,7 +27,8 @@ def add_read_arguments(p) -> None:
                    help="minibatch size in samples")
     p.add_argument("--randomize", action="store_true", help="CNTK block randomization (default: file order)")
     p.add_argument("--window", type=argtypes.positive_int, default=None, metavar="CHUNKS",
-                   help="randomization window in chunks (default: the whole data set)")
+                   help="randomization window in chunks (default: the whole data set; either is reduced "
+                        "when it does not fit --max-memory)")
     p.add_argument("--window-samples", type=argtypes.positive_int, default=None, metavar="SAMPLES",
                    help="randomization window in samples instead")
     p.add_argument("--seed", type=argtypes.seed, default=0, help="randomization seed (sweep k uses seed + k)")

@@ -73,8 +73,12 @@ def available_memory() -> int:
 
 
 def machine_memory_bound() -> int:
-    """The default bound: ``DEFAULT_MEMORY_FRACTION`` of the memory available now."""
-    return max(1, int(available_memory() * DEFAULT_MEMORY_FRACTION))
+    """The default bound: ``DEFAULT_MEMORY_FRACTION`` of the memory available now, rounded down to
+    a multiple of 256 MiB (from 512 MiB on), so that the small changes of available memory
+    between runs on one machine do not change the window (and so the order) it allows."""
+    bound = max(1, int(available_memory() * DEFAULT_MEMORY_FRACTION))
+    step = 256 << 20
+    return bound // step * step if bound >= 2 * step else bound
 
 
 def resident_memory() -> int:
@@ -269,8 +273,19 @@ def estimate_held(chunks, nbytes, loading, *, randomize: bool, window, sample_ba
         return 0
     order = randomizer_for(chunks, randomize=randomize, window=window, sample_based=sample_based, seed=seed,
                            cache=cache).sweep(0).chunk
-    held, _ = held_peak(order, nbytes, prefetch=prefetch, loading=loading, threads=threads)
+    held, _ = held_peak(order, by_id(chunks, nbytes), prefetch=prefetch, loading=by_id(chunks, loading),
+                        threads=threads)
     return held + int(nbytes.max())
+
+
+def by_id(chunks, values: np.ndarray) -> np.ndarray:
+    """Per-chunk values (in ``chunks`` order) indexed by chunk id, as sweep orders name chunks."""
+    ids = [c.id for c in chunks]
+    if ids == list(range(len(ids))):
+        return np.asarray(values, dtype=np.int64)
+    out = np.zeros(max(ids) + 1 if ids else 0, dtype=np.int64)
+    out[ids] = values
+    return out
 
 
 def in_flight(loading: np.ndarray, threads: int) -> int:
@@ -397,6 +412,7 @@ class PlanInput:
 
 MAX_LISTED_EPOCHS = 50
 MAX_TIMELINE_SWEEPS = 64
+MAX_TIMELINE_POSITIONS = 20_000_000
 
 
 def _bound(spec) -> tuple[int | None, str]:
@@ -469,7 +485,9 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
     if r.max_samples is not None:
         sweeps_needed = -(-int(r.max_samples) // max(sweep_samples, 1)) if sweep_samples else 1
     finite = sweeps_needed is not None
-    n_sweeps = min(sweeps_needed, MAX_TIMELINE_SWEEPS) if finite else 1
+    # sweeps walked position by position: at most MAX_TIMELINE_SWEEPS and MAX_TIMELINE_POSITIONS in all
+    room = max(1, MAX_TIMELINE_POSITIONS // max(sweep_sequences, 1))
+    n_sweeps = min(sweeps_needed, MAX_TIMELINE_SWEEPS, room) if finite else 1
     total_samples = None
     if finite:
         total_samples = sweeps_needed * sweep_samples if r.max_samples is None else min(
@@ -507,7 +525,8 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         bounds = np.arange(1, min(count, 1_000_000) + 1, dtype=np.int64) * int(r.epoch_size)
         epoch_ends = np.searchsorted(G, bounds, side="left").tolist()
     timeline = {"samples_per_sweep": sweep_samples, "sequences_per_sweep": sweep_sequences,
-                "sweeps": sweeps_needed, "total_samples": total_samples, "minibatch_size": r.minibatch_size,
+                "sweeps": sweeps_needed, "sweeps_shown": n_sweeps, "total_samples": total_samples,
+                "minibatch_size": r.minibatch_size,
                 "epoch_size": r.epoch_size, "partition": [i, n] if r.partition_by == "samples" else
                 [r.partition_index, r.partitions]}
     ends = None
@@ -527,7 +546,8 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         if not finite:
             timeline["note"] = "no end (repeats forever): one sweep shown"
         elif n_sweeps < sweeps_needed:
-            timeline["note"] = f"the first {n_sweeps} sweeps are shown"
+            timeline["note"] = (f"the first {n_sweeps} sweeps are shown (counts of sequences, samples and "
+                                f"minibatches are theirs)")
         epochs = []
         prev, prev_mb = 0, 0
         for e, cut in enumerate(epoch_ends[:MAX_LISTED_EPOCHS]):
@@ -556,8 +576,9 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         steps = None
         if ends is not None:
             steps = ends[ends <= len(share_chunks)]
-        held, held_chunks = held_peak(share_chunks, nbytes, prefetch=choice.prefetch, steps=steps)
-        with_loads, _ = held_peak(share_chunks, nbytes, prefetch=choice.prefetch, steps=steps, loading=loading,
+        held, held_chunks = held_peak(share_chunks, by_id(chunks, nbytes), prefetch=choice.prefetch, steps=steps)
+        with_loads, _ = held_peak(share_chunks, by_id(chunks, nbytes), prefetch=choice.prefetch, steps=steps,
+                                  loading=by_id(chunks, loading),
                                   threads=r.threads)
     else:
         held = held_chunks = with_loads = 0

@@ -27,6 +27,7 @@ available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -78,7 +79,8 @@ class MinibatchSource:
     share), as CNTK's randomizer does with ``verbosity``; None: ``recordkit.errors``' default.
     The deserializers report their own chunks and warnings at their own ``trace_level``.
     max_memory: bound on the chunks held at once (window + prefetch), bytes or a size such
-    as "512MB"; "auto" (default): a quarter of the memory available now; None: unbounded (CNTK's
+    as "512MB"; "auto" (default): a quarter of the memory available now (shared by the workers
+    when built in a PyTorch DataLoader worker); None: unbounded (CNTK's
     behaviour; a warning when the estimate exceeds the memory available). When the requested
     window does not fit, the largest one that does is used (a warning says so; ``memory`` holds
     the choice). A window that fits is never changed, so the order is CNTK's for that window.
@@ -155,7 +157,8 @@ class MinibatchSource:
         from recordkit.engine import plan
         from recordkit.errors import RecordkitWarning
         if isinstance(max_memory, str) and max_memory.strip().lower() == "auto":
-            bound, frm = plan.machine_memory_bound(), "machine"
+            # DataLoader workers each build a source: they share the machine's quarter
+            bound, frm = plan.machine_memory_bound() // _torch_worker_count(), "machine"
         elif max_memory is None:
             bound, frm = None, "none"
         else:
@@ -521,7 +524,59 @@ class MinibatchSource:
     def restore_from_checkpoint(self, state: dict) -> None:
         """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
         every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
-        naming the field and leaves this source as it was."""
+        naming the field and leaves this source as it was.
+
+        A checkpoint whose randomization window differs from this source's only because a
+        memory bound chose one of them (a machine with other memory, another ``max_memory``)
+        is continued with the checkpoint's window, so the resumed order is the one it was
+        made with; a warning says so when that window exceeds this source's bound."""
+        adopted = self._checkpoint_window(state)
+        saved = self.randomizer
+        if adopted is not None:
+            self.randomizer = BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
+                                              seed=self.randomizer.seed)
+        try:
+            self._restore(state)
+        except BaseException:
+            self.randomizer = saved
+            raise
+        if adopted is not None:
+            self._adopt_window(adopted[0])
+
+    def _checkpoint_window(self, state):
+        """(the checkpoint's window,) when it is the only difference and a memory bound explains it
+        (no larger than the window asked for here), else None (then the usual check refuses it)."""
+        mine = self._fingerprint()
+        fp = state.get("fingerprint") if isinstance(state, dict) else None
+        if not mine[0] or not isinstance(fp, list) or len(fp) != len(mine) or fp[1] == mine[1]:
+            return None
+        if any(a != b for k, (a, b) in enumerate(zip(fp, mine)) if k != 1):
+            return None
+        w, asked = fp[1], self.memory.window_requested
+        if w is None:  # the whole data set: a bound elsewhere let it be
+            return (None,) if asked is None else None
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            return None
+        return (w,) if asked is None or w <= asked else None
+
+    def _adopt_window(self, window) -> None:
+        from recordkit.engine import plan
+        from recordkit.errors import RecordkitWarning
+        m = self.memory
+        nbytes = plan.chunk_bytes(self.deserializer)
+        est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
+                                 randomize=True, window=window, sample_based=m.sample_based,
+                                 seed=self.randomizer.seed, prefetch=m.prefetch).estimated_bytes
+        fits = m.max_memory is None or est <= m.max_memory
+        self.memory = dataclasses.replace(m, window=window, capped=window != m.window_requested, fits=fits,
+                                          estimated_bytes=est)
+        if not fits:
+            warnings.warn(f"the checkpoint's randomization window ({self.memory.window_text()}) "
+                          f"is kept so the order continues as it "
+                          f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
+                          f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
+
+    def _restore(self, state: dict) -> None:
         facts = SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
                             int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
         st = check_state(state, facts)
@@ -590,6 +645,16 @@ class MinibatchSource:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _torch_worker_count() -> int:
+    """The number of DataLoader workers when this runs in one (torch is never imported here), else 1."""
+    torch = sys.modules.get("torch")
+    try:
+        info = torch.utils.data.get_worker_info() if torch is not None else None
+    except Exception:
+        info = None
+    return max(1, int(getattr(info, "num_workers", 1) or 1))
 
 
 def _torch_distributed_partition():

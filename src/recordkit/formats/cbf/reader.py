@@ -165,14 +165,14 @@ class CBFReader(ClosingReader):
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each chunk (what ``max_memory`` and ``recordkit plan`` count): about
         its bytes in the file (values and indices are stored as they are decoded), scaled when
-        the precision widens, plus the row pointers sparse streams get (an int64 per sample
+        the precision widens, plus what sparse streams' row pointers add (an int64 per sample
         where the file has an int32 count) and per-sequence keys, lengths and offsets."""
         hs = self.header.streams
         n_sparse = sum(1 for s in hs if s.format == "sparse")
         widen = 1.0
         if self.dtype is not None:
             widen = max(1.0, max(self.dtype.itemsize / s.dtype.itemsize for s in hs))
-        return np.array([int(c.size * widen) + n_sparse * (c.num_samples + 1) * 8
+        return np.array([int(c.size * widen) + n_sparse * (c.num_samples + 1) * 4
                          + c.num_sequences * (8 * (len(hs) + 1) + 24) for c in self._chunks], dtype=np.int64)
 
     def _pread(self, offset: int, n: int) -> bytes:
