@@ -143,7 +143,7 @@ json_values = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzzed_checkpoints_give_a_value_error_or_a_working_source(cbf, state, data):
     """Random values in random fields (structurally valid but lying, or nonsense): either the

@@ -54,7 +54,8 @@ if [[ $# -gt 0 ]]; then
 else
     TESTS=(tests/fuzz)
     for f in "$WORK"/tests/test_ctf_*.py "$WORK"/tests/test_cbf.py "$WORK"/tests/test_ofrecord*.py \
-             "$WORK"/tests/test_faults_readers.py; do
+             "$WORK"/tests/test_faults_readers.py "$WORK"/tests/test_engine_*.py "$WORK"/tests/test_kernel_boundaries.py \
+             "$WORK"/tests/test_format_kernel_boundaries.py "$WORK"/tests/test_checkpoint_validation.py; do
         [[ -e "$f" ]] && TESTS+=("${f#"$WORK"/}")
     done
 fi

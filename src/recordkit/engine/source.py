@@ -479,7 +479,10 @@ class MinibatchSource:
 
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
         cids, js, _, sweeps, _ = picked
-        uniq, slot = np.unique(cids, return_inverse=True)
+        if len(cids) and cids[0] == cids[-1] and not (cids != cids[0]).any():  # all from one chunk: no sort
+            uniq, slot = cids[:1], np.zeros(len(cids), dtype=np.int64)
+        else:
+            uniq, slot = np.unique(cids, return_inverse=True)
         chunks = [self._chunk(int(c)) for c in uniq]
         streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
         del chunks

@@ -64,11 +64,11 @@ which would see the same order each time.
 
 Passing minibatches between processes. A DataLoader worker sends each item to the main
 process through a queue; torch moves every tensor's storage into its own shared-memory
-segment and passes one file descriptor per tensor, which costs far more than the copy itself
-for the ~8 tensors of a minibatch. A worker therefore packs an item's arrays into one
-shared-memory buffer (64-byte aligned views) and sends that buffer once; the main process
-gets the same dict of tensors back (``_PackedItem``; nothing changes for the loop). Measured
-in benchmarks/torch_loader.py.
+segment and passes one file descriptor per tensor, which costs milliseconds per minibatch, far
+more than copying its few hundred KB. A worker therefore packs an item's arrays into one
+``bytearray`` (64-byte aligned) that crosses the pipe as one block and is viewed, not copied,
+in the main process: the same dict of tensors (``_PackedItem``; nothing changes for the loop).
+Measured in benchmarks/torch_loader.py.
 
 Sparse tensors sent from DataLoader workers are rebuilt in the main process by
 torch, which warns once that sparse invariant checks are off and that CSR support is
@@ -138,17 +138,51 @@ def to_torch(minibatch) -> dict:
 _ALIGN = 64
 
 
-class _PackedItem(dict):
-    """An item whose tensors are views of one shared buffer; pickles as (buffer, layout), so a
-    queue between processes carries one storage, and unpickles as a plain dict of tensors."""
+class _PackedItem:
+    """An item on its way out of a DataLoader worker: pickles as (one buffer, layout) and unpickles
+    as the plain dict of tensors. Not a Mapping on purpose: the DataLoader's ``default_convert``
+    copies mappings (which would unpack it in the worker) but passes other objects through."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Mapping):
+        self.item = item
 
     def __reduce__(self):
-        return _unpack_item, _pack_item(self)
+        return _unpack_item, _pack_item(self.item)
+
+    # a custom ``collate_fn`` in the worker reads it like the dict it carries
+    def __getitem__(self, key):
+        return self.item[key]
+
+    def __iter__(self):
+        return iter(self.item)
+
+    def __len__(self) -> int:
+        return len(self.item)
+
+    def __contains__(self, key) -> bool:
+        return key in self.item
+
+    def keys(self):
+        return self.item.keys()
+
+    def values(self):
+        return self.item.values()
+
+    def items(self):
+        return self.item.items()
+
+    def get(self, key, default=None):
+        return self.item.get(key, default)
 
 
 def _pack_item(item: Mapping) -> tuple:
     """(buffer, layout): every top-level tensor (CSR components included) copied into one
-    shared-memory uint8 buffer; other values kept in the layout as they are."""
+    ``bytearray`` (64-byte aligned); other values kept in the layout as they are. A bytearray
+    crosses the worker's pipe as one block and is viewed, not copied, on the other side; torch's
+    own path would create a shared-memory segment (and pass a file descriptor) per tensor, which
+    costs milliseconds per minibatch."""
     parts, layout, total = [], [], 0
 
     def place(t: torch.Tensor):
@@ -167,11 +201,12 @@ def _pack_item(item: Mapping) -> tuple:
             layout.append((key, "dense", place(value)))
         else:
             layout.append((key, "value", value))
-    buf = torch.empty(max(total, 1), dtype=torch.uint8).share_memory_()
+    buf = bytearray(max(total, 1))
+    raw = np.frombuffer(buf, dtype=np.uint8)
     for start, t in parts:
         nbytes = t.numel() * t.element_size()
         if nbytes:
-            buf[start:start + nbytes].view(t.dtype).view(t.shape).copy_(t)
+            raw[start:start + nbytes] = t.reshape(-1).view(torch.uint8).numpy()
     return buf, layout
 
 
@@ -181,7 +216,9 @@ def _view(buf: torch.Tensor, spec) -> torch.Tensor:
     return buf[start:start + n].view(dtype).view(shape)
 
 
-def _unpack_item(buf: torch.Tensor, layout) -> dict:
+def _unpack_item(buf, layout) -> dict:
+    with warnings.catch_warnings():  # a bytearray is writable; torch warns for read-only buffers only
+        buf = torch.frombuffer(buf, dtype=torch.uint8) if len(buf) else torch.empty(0, dtype=torch.uint8)
     out = {}
     for key, kind, spec in layout:
         if kind == "dense":
@@ -348,12 +385,11 @@ class MinibatchDataset(IterableDataset):
                 if mb is None:
                     return
                 item = to_torch(mb)
-                if in_worker:  # sent to the main process: one shared buffer instead of one per tensor
-                    item = _PackedItem(item)
                 if self.include_state:
                     item[STATE_KEY] = {"recordkit_torch_state": TORCH_STATE_VERSION, **part,
                                        "source": source.get_checkpoint_state()}
-                yield item
+                # to the main process as one buffer instead of a shared-memory segment per tensor
+                yield _PackedItem(item) if in_worker else item
         finally:
             close = getattr(source, "close", None)
             if close is not None:
