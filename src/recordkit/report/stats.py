@@ -1,0 +1,421 @@
+"""The statistics behind ``recordkit report``: one pass over a data set's chunks.
+
+Every format goes through its compiled reader: CTF/CBF/SINGA record stores as Deserializers
+(``load_chunk`` on two threads, a bounded window ahead), OFRecord parts on the wire
+(``FeatureStats`` for the totals ``recordkit stats`` prints, ``decode_numeric`` for value
+columns). Each chunk's columns are summarized with whole-array NumPy operations; what is
+kept is small and independent of the corpus size (sums per dimension, bincounts, the first
+rows), so a gigabyte costs the parse and a few vector passes.
+
+Where a full pass is not needed it is not made, and the result says so (``notes``): value
+histograms use the first ``sample_rows`` samples, the image grid the first records. Errors
+are collected, not raised: a reader's ``ErrorBudget`` (CTF) or the located ``FormatError``
+of a chunk/record (CBF, OFRecord, SINGA) becomes an entry with its location, the pass goes
+on where the format allows it, and the page shows the first ``max_shown`` of them.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from recordkit.errors import ErrorBudgetExceeded, RecordkitError
+
+SAMPLE_ROWS = 100_000          # rows kept for value histograms
+SAMPLE_BYTES = 64 << 20        # ... at most this many bytes of them per stream
+HIST_DIMS = 4                  # dense dimensions shown as value histograms
+BINCOUNT_DIM = 1 << 22         # sparse index counts as a dense bincount up to this dimension
+CLASS_LIMIT = 1000             # integer labels 0..CLASS_LIMIT-1 count as classes
+IMAGES = 16                    # images in the grid
+
+
+@dataclass
+class Problem:
+    """One error (or warning) found while reading, as the reader located it."""
+    text: str
+    severity: str = "error"    # "error" | "warning" | "fatal" (the pass stopped there)
+
+
+class DenseStats:
+    """A dense stream: ``recordkit stats`` totals, per-dimension mean/std, the first rows
+    (for value histograms) and, when it is one-hot or an integer label, the class counts."""
+
+    kind = "dense"
+
+    def __init__(self, name: str, dim: int, note: str = ""):
+        self.name, self.dim, self.note = name, int(dim), note
+        self.samples = self.nnz = 0
+        self.sum, self.min, self.max = 0.0, None, None
+        self.col_sum = np.zeros(self.dim, np.float64)
+        self.col_sumsq = np.zeros(self.dim, np.float64)
+        self.row_cap = max(1, min(SAMPLE_ROWS, SAMPLE_BYTES // max(8 * self.dim, 1)))
+        self._rows: list[np.ndarray] = []
+        self.rows_kept = 0
+        self.one_hot = self.dim > 1
+        self.integer_labels = self.dim == 1
+        self.class_counts = np.zeros(self.dim if self.dim > 1 else 0, np.int64)
+
+    def add(self, values: np.ndarray) -> None:
+        n = values.shape[0]
+        self.samples += n
+        self.nnz += int(np.count_nonzero(values))
+        if not values.size:
+            return
+        self.sum += float(values.sum(dtype=np.float64))  # as `recordkit stats`: one float64 sum per chunk
+        lo, hi = float(values.min()), float(values.max())
+        self.min = lo if self.min is None else min(self.min, lo)
+        self.max = hi if self.max is None else max(self.max, hi)
+        v64 = values.astype(np.float64, copy=False)
+        self.col_sum += v64.sum(axis=0)
+        self.col_sumsq += np.einsum("ij,ij->j", v64, v64)
+        if self.rows_kept < self.row_cap:
+            take = values[:self.row_cap - self.rows_kept]
+            self._rows.append(np.array(take, dtype=np.float64))
+            self.rows_kept += len(take)
+        if self.one_hot:
+            if np.all((values == 0) | (values == 1)) and np.all(values.sum(axis=1) == 1):
+                self.class_counts += values.sum(axis=0, dtype=np.int64)
+            else:
+                self.one_hot = False
+        if self.integer_labels:
+            col = values[:, 0]
+            if np.all(col == np.round(col)) and col.min() >= 0 and col.max() < CLASS_LIMIT:
+                counts = np.bincount(col.astype(np.int64), minlength=len(self.class_counts))
+                counts[:len(self.class_counts)] += self.class_counts
+                self.class_counts = counts
+            else:
+                self.integer_labels = False
+
+    @property
+    def is_label(self) -> bool:
+        return self.samples > 0 and (self.one_hot or self.integer_labels)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.col_sum / max(self.samples, 1)
+
+    @property
+    def std(self) -> np.ndarray:
+        m = self.mean
+        return np.sqrt(np.maximum(self.col_sumsq / max(self.samples, 1) - m * m, 0.0))
+
+    def rows(self) -> np.ndarray:
+        return np.concatenate(self._rows) if self._rows else np.zeros((0, self.dim))
+
+    def histogram_dims(self) -> list[int]:
+        """The dimensions shown as value histograms: the most varied ones (a constant
+        dimension, padding or a bias, says nothing), in dimension order."""
+        if self.dim <= HIST_DIMS:
+            return list(range(self.dim))
+        return sorted(np.argsort(-self.std, kind="stable")[:HIST_DIMS].tolist())
+
+    def totals(self) -> dict:
+        return {"samples": self.samples, "nnz": self.nnz, "sum": self.sum, "min": self.min, "max": self.max}
+
+
+class SparseStats:
+    """A sparse stream: totals, non-zeros per sample, how often each index occurs."""
+
+    kind = "sparse"
+
+    def __init__(self, name: str, dim: int, note: str = ""):
+        self.name, self.dim, self.note = name, int(dim), note
+        self.samples = self.nnz = 0
+        self.sum, self.min, self.max = 0.0, None, None
+        self.nnz_per_sample = np.zeros(1, np.int64)   # bincount of non-zeros per sample
+        self._dense_counts = np.zeros(self.dim, np.int64) if self.dim <= BINCOUNT_DIM else None
+        self._idx: list[np.ndarray] = []              # (unique index, count) pairs, merged lazily
+        self._cnt: list[np.ndarray] = []
+        self.one_hot = True
+
+    def add(self, indices: np.ndarray, values: np.ndarray, indptr: np.ndarray) -> None:
+        n = len(indptr) - 1
+        self.samples += n
+        self.nnz += len(values)
+        per = np.diff(indptr)
+        if n:
+            c = np.bincount(per)
+            if len(c) > len(self.nnz_per_sample):
+                c[:len(self.nnz_per_sample)] += self.nnz_per_sample
+                self.nnz_per_sample = c
+            else:
+                self.nnz_per_sample[:len(c)] += c
+        if not values.size:
+            if n:
+                self.one_hot = False
+            return
+        self.sum += float(values.sum(dtype=np.float64))
+        lo, hi = float(values.min()), float(values.max())
+        self.min = lo if self.min is None else min(self.min, lo)
+        self.max = hi if self.max is None else max(self.max, hi)
+        if self.one_hot and not (np.all(per == 1) and np.all(values == 1)):
+            self.one_hot = False
+        if self._dense_counts is not None:
+            self._dense_counts += np.bincount(indices, minlength=self.dim)[:self.dim]
+        else:
+            u, c = np.unique(indices, return_counts=True)
+            self._idx.append(u)
+            self._cnt.append(c)
+            if len(self._idx) > 64:
+                self._merge()
+
+    def _merge(self) -> None:
+        if len(self._idx) > 1:
+            u, inv = np.unique(np.concatenate(self._idx), return_inverse=True)
+            self._idx, self._cnt = [u], [np.bincount(inv, weights=np.concatenate(self._cnt)).astype(np.int64)]
+
+    def index_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(index, occurrences) of every index that occurs at least once."""
+        if self._dense_counts is not None:
+            used = np.flatnonzero(self._dense_counts)
+            return used, self._dense_counts[used]
+        self._merge()
+        return (self._idx[0], self._cnt[0]) if self._idx else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @property
+    def is_label(self) -> bool:
+        return self.samples > 0 and self.one_hot
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        idx, cnt = self.index_counts()
+        out = np.zeros(self.dim, np.int64)
+        out[idx] = cnt
+        return out
+
+    def totals(self) -> dict:
+        return {"samples": self.samples, "nnz": self.nnz, "sum": self.sum, "min": self.min, "max": self.max}
+
+
+class BytesStats:
+    """A bytes feature (OFRecord ``bytes_list``): value counts and sizes; images when they are."""
+
+    kind = "bytes"
+
+    def __init__(self, name: str, note: str = ""):
+        self.name, self.note, self.dim = name, note, None
+        self.samples = self.nnz = 0
+        self.image_format = None
+
+    def totals(self) -> dict:
+        return {"samples": self.samples, "nnz": self.nnz, "sum": None, "min": None, "max": None}
+
+
+@dataclass
+class InputReport:
+    """What the page shows about one input."""
+    path: str
+    format: str = "?"
+    bytes: int = 0
+    details: dict = field(default_factory=dict)       # format-specific lines: version, store kind, mode...
+    streams: list = field(default_factory=list)       # DenseStats | SparseStats | BytesStats
+    sequences: int = 0
+    samples: int = 0
+    chunks: int = 0
+    chunk_label: str = "chunks"
+    lengths: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))  # bincount of sequence lengths
+    problems: list = field(default_factory=list)      # Problem, the first max_shown
+    errors: int = 0                                   # all errors found (shown or not)
+    warnings: int = 0
+    complete: bool = True                             # False: the pass stopped at a fatal error
+    notes: list = field(default_factory=list)         # what was sampled, and how
+    images: list = field(default_factory=list)        # (PIL-free) dicts: {"data": bytes, "mime", "label"}
+    max_shown: int = 20
+
+    def add_problem(self, text: str, severity: str = "error") -> None:
+        if severity == "error" or severity == "fatal":
+            self.errors += 1
+        else:
+            self.warnings += 1
+        if severity == "fatal":
+            self.complete = False
+        if len(self.problems) < self.max_shown or severity == "fatal":
+            self.problems.append(Problem(text, severity))
+
+    def add_lengths(self, lengths: np.ndarray) -> None:
+        if len(lengths):
+            c = np.bincount(np.asarray(lengths, dtype=np.int64))
+            if len(c) > len(self.lengths):
+                c[:len(self.lengths)] += self.lengths
+                self.lengths = c
+            else:
+                self.lengths[:len(c)] += c
+
+    def length_summary(self) -> dict:
+        n = int(self.lengths.sum())
+        if n == 0:
+            return {"count": 0}
+        values = np.arange(len(self.lengths))
+        cum = np.cumsum(self.lengths)
+        q = lambda p: int(values[np.searchsorted(cum, p * n, side="left")])
+        used = np.flatnonzero(self.lengths)
+        return {"count": n, "min": int(used[0]), "max": int(used[-1]),
+                "mean": float((values * self.lengths).sum() / n), "median": q(0.5), "p90": q(0.9), "p99": q(0.99)}
+
+    def stream(self, name: str):
+        return next(s for s in self.streams if s.name == name)
+
+
+def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int = 20, progress=None,
+            threads: int = 2, **options) -> InputReport:
+    """The statistics of one input, its format sniffed from the content. ``streams``: the
+    ``StreamSpec``s a CTF file needs (CBF: a selection; OFRecord: ignored, features are
+    discovered); ``options``: CTF reader options (``chunk_size``, ``skip_sequence_ids``...) and
+    ``storage_options``. ``progress``: an object with ``update(bytes)``."""
+    from recordkit.formats.detect import sniff
+    storage_options = options.get("storage_options")
+    kind = sniff(path, storage_options)
+    rep = InputReport(str(path), max_shown=max_shown)
+    rep.format = kind
+    if kind == "ofrecord":
+        from recordkit.report import ofrecord_stats
+        ofrecord_stats.collect(rep, path, storage_options=storage_options, progress=progress)
+        return rep
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            reader = _open(rep, kind, path, streams, max_errors, options)
+        except RecordkitError as e:
+            rep.add_problem(str(e), "fatal")
+            _take_warnings(rep, caught)
+            return rep
+        with reader:
+            _walk(rep, reader, progress, threads, caught)
+        _take_warnings(rep, caught)
+    return rep
+
+
+def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
+    storage = {k: options[k] for k in ("storage_options", "cache_dir") if options.get(k) is not None}
+    if kind == "singa":
+        from recordkit.formats.singa.deserializer import SingaRecordDeserializer
+        reader = SingaRecordDeserializer(path, options.get("store"), storage_options=storage.get("storage_options"))
+        rep.details["store"] = reader.kind
+        rep.chunk_label = "chunks (of 4096 tuples)"
+        rep.bytes = _size(path, storage.get("storage_options"))
+        return reader
+    if kind == "cbf":
+        from recordkit.formats.cbf import CBFReader
+        reader = CBFReader(path, streams or None, precision=options.get("precision"), **storage)
+        rep.details["version"] = reader.version
+        rep.bytes = reader.header.file_size
+        return reader
+    from recordkit.formats.ctf import CTFReader
+    if not streams:
+        from recordkit.errors import UsageError
+        raise UsageError(f"{path}: a CTF file needs its streams declared: --stream NAME=FORMAT:DIM[:ALIAS]")
+    ctf_opts = {k: options[k] for k in ("chunk_size", "skip_sequence_ids", "precision") if options.get(k) is not None}
+    reader = CTFReader(path, streams, max_errors=max_errors, **ctf_opts, **storage)
+    rep.details["mode"] = "sequence ids" if reader.index.id_mode else "one sequence per line"
+    rep.bytes = reader.index.file_size
+    return reader
+
+
+def _size(path, storage_options) -> int:
+    from recordkit.storage import open_source
+    src = open_source(str(path), storage_options=storage_options, verify=False)
+    try:
+        return src.size
+    finally:
+        src.close()
+
+
+def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
+    """Every chunk once: load (bounded window ahead on ``threads`` threads), summarize."""
+    specs = reader.streams
+    for s in specs:
+        rep.streams.append(SparseStats(s.name, s.dim) if s.is_sparse else DenseStats(s.name, s.dim))
+    by_name = {s.name: s for s in rep.streams}
+    infos = reader.chunks
+    rep.chunks = len(infos)
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        pending = deque()
+        it = iter(infos)
+        for info in it:
+            pending.append((info, pool.submit(reader.load_chunk, info.id)))
+            if len(pending) > threads:
+                break
+        while pending:
+            info, fut = pending.popleft()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(reader.load_chunk, nxt.id)))
+            try:
+                chunk = fut.result()
+            except ErrorBudgetExceeded as e:
+                _take_warnings(rep, caught)
+                rep.add_problem(f"{e} (the pass stopped here: raise --max-errors to read past it)", "fatal")
+                for _, f in pending:
+                    f.cancel()
+                return
+            except RecordkitError as e:
+                # a chunk the reader refuses (CBF, SINGA): located, the other chunks still count
+                _take_warnings(rep, caught)
+                rep.add_problem(str(e))
+                if progress is not None:
+                    progress.update(info.size)
+                continue
+            _take_warnings(rep, caught)
+            rep.sequences += len(chunk)
+            rep.add_lengths(chunk.lengths)
+            for name, col in chunk.columns.items():
+                st = by_name[name]
+                if col.is_sparse:
+                    st.add(col.indices, col.values, col.indptr)
+                else:
+                    st.add(col.values)
+            if progress is not None:
+                progress.update(info.size)
+    rep.samples = int((np.arange(len(rep.lengths)) * rep.lengths).sum())
+    check = getattr(reader, "check_stream_presence", None)
+    if check is not None:
+        try:
+            check()
+        except RecordkitError as e:
+            rep.add_problem(str(e))
+    for st in rep.streams:
+        if isinstance(st, DenseStats) and st.samples > st.rows_kept:
+            st.note = (f"value histograms from the first {st.rows_kept:,} of {st.samples:,} samples; "
+                       f"mean and std from all")
+
+
+def _take_warnings(rep: InputReport, caught: list) -> None:
+    """Move the reader's warnings recorded so far onto the report: tolerated errors (they
+    carry ``[error K of at most N]``) as errors, the rest as warnings."""
+    while caught:
+        w = caught.pop(0)
+        text = str(w.message)
+        if "[error " in text and " of at most " in text:
+            rep.add_problem(text, "error")
+        elif "further warnings of this kind" not in text:
+            rep.add_problem(text, "warning")
+
+
+def stream_rows(rep: InputReport) -> list[dict]:
+    """The overview table of streams (and what ``recordkit stats`` prints for each)."""
+    rows = []
+    for s in rep.streams:
+        kind = s.kind
+        if getattr(s, "is_label", False):
+            kind += (", one-hot labels" if s.dim <= CLASS_LIMIT else ", one-hot") if s.one_hot else ", integer labels"
+        if isinstance(s, BytesStats) and s.image_format:
+            kind += f", {s.image_format} images"
+        rows.append({"name": s.name, "kind": kind, "dim": s.dim, **s.totals()})
+    return rows
+
+
+def fmt_number(v) -> str:
+    """Numbers as ``recordkit stats`` prints them (``%.6g``; ``-`` for none)."""
+    return "-" if v is None else f"{v:.6g}"
+
+
+def human_size(n: int) -> str:
+    x = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if x < 1024:
+            return f"{n:,} bytes" if unit == "bytes" else f"{x:.1f} {unit} ({n:,} bytes)"
+        x /= 1024
+    return f"{x:.1f} TiB ({n:,} bytes)"

@@ -1,0 +1,230 @@
+"""`recordkit report` (one HTML page per data set) and `recordkit inspect --plot`, read as a
+person would: the page's headings, its numbers against `recordkit stats`, every plot embedded,
+nothing fetched from the network, problems located on the page, each format."""
+import json
+import re
+import subprocess
+import sys
+from html import unescape
+
+import numpy as np
+import pytest
+
+from helpers import write
+from recordkit.cli.main import main
+
+pytest.importorskip("matplotlib")
+
+DEMO_STREAMS = ["--stream", "word=sparse:5000:w", "--stream", "features=dense:4:f", "--stream", "tag=sparse:12:t"]
+
+
+@pytest.fixture(scope="module")
+def demo_ctf(tmp_path_factory):
+    from recordkit import demo
+    d = tmp_path_factory.mktemp("demo")
+    return demo.run(str(d), 600, echo=lambda *a: None)["path"]
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def page_text(path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def headings(page: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", unescape(h)).strip() for h in re.findall(r"<h[123][^>]*>(.*?)</h[123]>", page)]
+
+
+def plots(page: str) -> dict:
+    """data-plot name -> the figure's markup."""
+    return dict(re.findall(r'<figure class="plot" data-plot="([^"]+)">(.*?)</figure>', page, flags=re.S))
+
+
+def assert_self_contained(page: str) -> None:
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    for attr in re.findall(r'\b(?:src|href)\s*=\s*"([^"]*)"', page):
+        assert attr.startswith(("data:", "#")), attr
+    assert not re.search(r"url\(\s*['\"]?(?!data:|#)", page)
+    assert "<!DOCTYPE svg" not in page
+
+
+def stats_json(capsys, path, *args) -> dict:
+    code, out, _ = run(capsys, "stats", path, *args, "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def table_rows(page: str, cls: str) -> list[list[str]]:
+    table = re.search(rf'<table class="{cls}">(.*?)</table>', page, flags=re.S).group(1)
+    return [[unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table, flags=re.S) if "<td" in row]
+
+
+def card(page: str, key: str) -> str:
+    return unescape(re.search(rf'data-key="{key}"><b[^>]*>(.*?)</b>', page).group(1))
+
+
+def test_ctf_report_has_the_overview_every_plot_and_the_numbers_of_stats(demo_ctf, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", demo_ctf, *DEMO_STREAMS, "-o", out)
+    assert code == 0, err
+    page = page_text(out)
+    hs = headings(page)
+    for h in ["Overview", "Streams", "Problems", "Sequence lengths", "Stream word (sparse, dim 5000, one-hot)",
+              "Stream features (dense, dim 4)", "Stream tag (sparse, dim 12, one-hot labels)"]:
+        assert h in hs
+    stats = stats_json(capsys, demo_ctf, *DEMO_STREAMS)
+    assert card(page, "format") == "CTF"
+    assert card(page, "sequences") == f"{stats['sequences']:,}"
+    assert card(page, "errors") == "0"
+    rows = {r[0]: r for r in table_rows(page, "streams")}
+    for name, t in stats["streams"].items():
+        _, _, _, samples, nnz, total, lo, hi = rows[name]
+        assert (int(samples), int(nnz)) == (t["samples"], t["nnz"])
+        assert (total, lo, hi) == tuple(f"{t[k]:.6g}" for k in ("sum", "min", "max"))
+    assert card(page, "samples") == f"{stats['streams']['tag']['samples']:,}"  # one tag per word
+    figs = plots(page)
+    assert set(figs) == {"lengths", "word:nnz", "word:rank_frequency", "features:values", "features:mean_std",
+                         "tag:classes"}
+    for name, markup in figs.items():
+        assert markup.lstrip().startswith("<svg") and "</svg>" in markup, name
+    assert "No errors or warnings found." in page
+    assert_self_contained(page)
+
+
+def test_numbers_on_the_page_follow_the_data(tmp_path, capsys):
+    """A small hand-written file: lengths, class balance and the share of the dimension used
+    are what the data says, not layout."""
+    p = write(tmp_path, "1 |x 1 2 |y 0:1\n1 |x 3 4 |y 2:1\n2 |x 5 6 |y 2:1\n3 |x 0 0 |y 2:1\n3 |x 1 1\n3 |x 1 1\n")
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", p, "--stream", "X=dense:2:x", "--stream", "Y=sparse:4:y", "-o", out)
+    page = page_text(out)
+    assert "min 1, median 2, mean 2.00, p90 3, p99 3, max 3 samples per sequence" in page
+    assert "Class balance of Y: 2 of 4 classes occur; the most frequent, class 2, holds 75.0% of 4 samples." in page
+    assert card(page, "samples") == "6" and card(page, "sequences") == "3"
+    from recordkit.report.stats import collect
+    from recordkit.engine.streams import StreamSpec
+    rep = collect(str(p), streams=[StreamSpec("X", "dense", 2, "x"), StreamSpec("Y", "sparse", 4, "y")])
+    x = rep.stream("X")
+    data = np.array([[1, 2], [3, 4], [5, 6], [0, 0], [1, 1], [1, 1]], dtype=np.float64)
+    np.testing.assert_allclose(x.mean, data.mean(0))
+    np.testing.assert_allclose(x.std, data.std(0))
+    assert list(rep.lengths) == [0, 1, 1, 1]
+    assert list(rep.stream("Y").class_counts) == [1, 0, 3, 0]
+
+
+def test_sparse_index_share_of_the_dimension_is_on_the_page(tmp_path, capsys):
+    p = write(tmp_path, "".join(f"{i} |w {i % 7}:1 {(i * 3) % 50}:2\n" for i in range(100)))
+    out = tmp_path / "r.html"
+    assert run(capsys, "report", p, "--stream", "W=sparse:1000:w", "-o", out)[0] == 0
+    page = page_text(out)
+    used = len({i % 7 for i in range(100)} | {(i * 3) % 50 for i in range(100)})
+    assert f"{used:,} of 1,000 indices used ({used / 1000:.1%} of the dimension)" in page
+    assert {"W:nnz", "W:rank_frequency"} <= set(plots(page))
+
+
+def test_bad_ctf_input_is_located_on_the_page_and_the_exit_status_says_so(tmp_path, capsys):
+    p = write(tmp_path, "1 |a 1 2\n2 |a 1 zz\n3 |a 3 4\n4 |a 5\n")
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", p, "--stream", "A=dense:2:a", "-o", out)
+    assert code == 1
+    page = page_text(out)
+    assert card(page, "errors") != "0"
+    problems = re.search(r'<ul class="problems">(.*?)</ul>', page, flags=re.S).group(1)
+    assert f"{p}:2:" in unescape(problems)  # the line of the bad value
+    assert "Stream A" in " ".join(headings(page))  # the good sequences are still shown
+
+
+def test_errors_beyond_max_errors_stop_the_pass_and_the_page_says_where(tmp_path, capsys):
+    p = write(tmp_path, "".join(f"{i} |a 1 x\n" for i in range(10)))
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", p, "--stream", "A=dense:2:a", "--max-errors", "3", "-o", out)
+    page = unescape(page_text(out))
+    assert code == 1
+    assert "The pass stopped at a fatal error" in page
+    assert "raise --max-errors" in page and f"{p}:4:" in page
+
+
+def test_errors_listed_up_to_the_limit_and_all_counted(tmp_path, capsys):
+    p = write(tmp_path, "".join(f"{i} |a 1 x\n" for i in range(30)) + "99 |a 1 2\n")
+    out = tmp_path / "r.html"
+    run(capsys, "report", p, "--stream", "A=dense:2:a", "--show-errors", "5", "-o", out)
+    page = page_text(out)
+    assert card(page, "errors") == "30"
+    assert page.count('<li class="error">') == 5
+    assert "the first 5 are listed" in page
+
+
+def test_cbf_report_matches_stats_and_shows_the_version(demo_ctf, tmp_path, capsys):
+    cbf = tmp_path / "d.cbf"
+    assert run(capsys, "convert", demo_ctf, cbf, *DEMO_STREAMS)[0] == 0
+    out = tmp_path / "r.html"
+    assert run(capsys, "report", cbf, "-o", out)[0] == 0
+    page = page_text(out)
+    stats = stats_json(capsys, cbf)
+    assert card(page, "format") == "CBF" and card(page, "sequences") == f"{stats['sequences']:,}"
+    rows = {r[0]: r for r in table_rows(page, "streams")}
+    for name, t in stats["streams"].items():
+        assert rows[name][3:] == [str(t["samples"]), str(t["nnz"])] + [f"{t[k]:.6g}" for k in ("sum", "min", "max")]
+    assert "<th>version</th>" in page
+    assert {"lengths", "tag:classes", "features:values"} <= set(plots(page))
+    assert_self_contained(page)
+
+
+def test_corrupt_cbf_chunk_is_located_and_the_other_chunks_still_count(demo_ctf, tmp_path, capsys):
+    from recordkit.formats.cbf import CBFReader
+    cbf = tmp_path / "d.cbf"
+    run(capsys, "convert", demo_ctf, cbf, *DEMO_STREAMS, "--chunk-size", "8192")
+    with CBFReader(cbf) as r:
+        chunks = r.chunks
+    assert len(chunks) > 2
+    raw = bytearray(cbf.read_bytes())
+    bad = chunks[1]
+    raw[bad.offset:bad.offset + 16] = b"\xff" * 16
+    cbf.write_bytes(bytes(raw))
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", cbf, "-o", out)
+    page = unescape(page_text(out))
+    assert code == 1
+    assert re.search(r"offset \d+", page) and card(page, "errors") == "1"
+    assert int(card(page, "sequences").replace(",", "")) == sum(c.num_sequences for c in chunks) - bad.num_sequences
+
+
+def test_several_inputs_on_one_page(demo_ctf, tmp_path, capsys):
+    cbf = tmp_path / "d.cbf"
+    run(capsys, "convert", demo_ctf, cbf, *DEMO_STREAMS)
+    out = tmp_path / "r.html"
+    assert run(capsys, "report", demo_ctf, cbf, *DEMO_STREAMS, "-o", out)[0] == 0
+    page = page_text(out)
+    assert page.count("<section") == 2 and 'href="#in1"' in page
+
+
+def test_missing_matplotlib_names_the_extra(demo_ctf, tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from recordkit.cli.main import main\n"
+            f"sys.exit(main(['report', {demo_ctf!r}, *{DEMO_STREAMS!r}, '-o', {str(tmp_path / 'r.html')!r}]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert "pip install 'recordkit[report]'" in out.stderr and "matplotlib" in out.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_ctf_without_streams_is_a_usage_error(demo_ctf, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["report", demo_ctf, "-o", str(tmp_path / "r.html")])
+    assert "--stream" in str(e.value)
+
+
+@pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".svg", b"<?xml")])
+def test_inspect_plot_writes_the_length_histogram(demo_ctf, tmp_path, capsys, suffix, magic):
+    out = tmp_path / f"lengths{suffix}"
+    code, text, _ = run(capsys, "inspect", demo_ctf, "--plot", out)
+    assert code == 0 and "sequence lengths" in text
+    data = out.read_bytes()
+    assert data.startswith(magic)
+    if suffix == ".svg":
+        assert "samples per sequence" in data.decode()
