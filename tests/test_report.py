@@ -228,3 +228,108 @@ def test_inspect_plot_writes_the_length_histogram(demo_ctf, tmp_path, capsys, su
     assert data.startswith(magic)
     if suffix == ".svg":
         assert "samples per sequence" in data.decode()
+
+
+def make_ofrecord(d, n=40, seed=0):
+    """n records: an encoded image (JPEG and PNG alternating), an int64 label, a fixed-length
+    float feature and a ragged one; written in 2 parts (records 0..n/2-1 in the first)."""
+    import io
+    from PIL import Image
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    rng = np.random.default_rng(seed)
+    with OFRecordWriter(d, 2, sharding="contiguous", total=n) as w:
+        for k in range(n):
+            img = (rng.random((12, 12, 3)) * 255).astype(np.uint8)
+            b = io.BytesIO()
+            Image.fromarray(img).save(b, format="PNG" if k % 2 else "JPEG")
+            w.write({"image": [b.getvalue()], "label": np.array([k % 5], np.int64),
+                     "x": rng.normal(size=6).astype(np.float32), "ragged": np.arange(k % 3 + 1, dtype=np.float32)})
+    return d
+
+
+def test_ofrecord_report_numbers_images_and_labels(tmp_path, capsys):
+    d = make_ofrecord(tmp_path / "ofr")
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", d, "-o", out)
+    assert code == 0, err
+    page = page_text(out)
+    stats = stats_json(capsys, d)
+    assert card(page, "format") == "OFRECORD" and card(page, "records") == "40" and card(page, "parts") == "2"
+    rows = {r[0]: r for r in table_rows(page, "streams")}
+    assert set(rows) == set(stats["features"])
+    for name, t in stats["features"].items():
+        assert rows[name][1].split(",")[0] == t["kind"]
+        assert rows[name][3:] == [str(t["records"]), str(t["values"])] + [f"{t[k]:.6g}" if t[k] is not None else "-"
+                                                                          for k in ("sum", "min", "max")]
+    assert "JPEG" in rows["image"][1] and rows["ragged"][2] == "-" and rows["x"][2] == "6"
+    assert {"label:classes", "x:values", "x:mean_std"} == set(plots(page))
+    imgs = re.findall(r'<img alt="[^"]*" src="data:(image/(?:jpeg|png));base64,([^"]+)"><figcaption>label (\d)<',
+                      page)
+    assert len(imgs) == 16
+    assert [m for m, _, _ in imgs[:2]] == ["image/jpeg", "image/png"]
+    assert [int(lab) for _, _, lab in imgs] == [k % 5 for k in range(16)]  # part 0 holds records 0..19 in order
+    assert "Sampled: the image grid shows the first 16 records" in page
+    assert "lengths vary between records" in page
+    assert_self_contained(page)
+
+
+def test_ofrecord_bad_record_is_located_and_the_rest_still_counts(tmp_path, capsys):
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    d = tmp_path / "ofr"
+    with OFRecordWriter(d, 1) as w:
+        for k in range(5):
+            w.write({"x": np.full(3, k, np.float32)})
+    part = next(p for p in d.iterdir() if p.name.startswith("part-"))
+    raw = bytearray(part.read_bytes())
+    frame = 8 + (len(raw) // 5 - 8)  # payloads are equal: record 1's payload starts here
+    raw[frame + 8:frame + 12] = b"\xff\xff\xff\xff"
+    part.write_bytes(bytes(raw))
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", d, "-o", out)
+    page = unescape(page_text(out))
+    assert code == 1
+    assert card(page, "errors") == "1" and card(page, "records") == "4"
+    assert f"{part}: record does not parse as an OFRecord" in page and f"(byte offset {frame}, record 1)" in page
+    rows = {r[0]: r for r in table_rows(page, "streams")}
+    assert rows["x"][3] == "4"
+
+
+def test_singa_store_report_shows_labels_and_images(tmp_path, capsys):
+    from test_singa_prepare import make_cifar
+    from recordkit.formats.singa import records
+    from recordkit.formats.singa.store import open as open_store
+    src, _ = make_cifar(tmp_path, per_batch=4, test=1, seed=2)
+    run(capsys, "prepare", "cifar10", src, tmp_path / "out")
+    store = tmp_path / "out" / "train_data.bin"
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", store, "-o", out)
+    assert code == 0, err
+    page = page_text(out)
+    with open_store(str(store), "read") as s:
+        labels = [records.decode_record(v)["label"] for _, v in s]
+    assert card(page, "format") == "SINGA" and card(page, "records") == f"{len(labels)}"
+    assert {"features:values", "features:mean_std", "label:classes"} == set(plots(page))
+    counts = np.bincount(labels, minlength=10)
+    top = int(np.argmax(counts))
+    assert f"class {top}, holds {counts[top] / len(labels):.1%} of {len(labels)} samples" in page
+    imgs = re.findall(r'src="data:image/png;base64,([^"]+)"><figcaption>label (\d+)<', page)
+    assert [int(lab) for _, lab in imgs] == labels[:16]
+    import base64
+    import io
+    from PIL import Image
+    first = Image.open(io.BytesIO(base64.b64decode(imgs[0][0])))
+    assert first.size == (32, 32)
+    assert_self_contained(page)
+
+
+def test_report_of_a_truncated_singa_store_says_where(tmp_path, capsys):
+    from test_singa_prepare import make_cifar
+    src, _ = make_cifar(tmp_path, per_batch=2, test=1, seed=2)
+    run(capsys, "prepare", "cifar10", src, tmp_path / "out")
+    store = tmp_path / "out" / "train_data.bin"
+    store.write_bytes(store.read_bytes()[:-100])
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", store, "-o", out)
+    page = unescape(page_text(out))
+    assert code == 1 and card(page, "errors") != "0"
+    assert str(store) in re.search(r'<ul class="problems">(.*?)</ul>', page, flags=re.S).group(1)

@@ -97,6 +97,8 @@ def write_lengths_plot(counts: np.ndarray, path: str, title: str = "Sequence len
 
 
 def _dense_plots(st: DenseStats) -> list[str]:
+    if not st.samples or not st.dim:
+        return []
     plt = _pyplot()
     out = []
     rows = st.rows()
@@ -219,14 +221,15 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .card b{display:block;font-size:19px}.card span{color:#5a6473;font-size:12px}
 .ok{color:#2e7d32}.bad{color:#b3261e}
 .plots{display:flex;flex-wrap:wrap;gap:12px}
-figure.plot{background:#fff;border:1px solid #dde1e7;border-radius:6px;margin:0;padding:8px;max-width:100%;width:min-content}
-figure.plot svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#5a6473;min-width:260px}
+figure.plot{background:#fff;border:1px solid #dde1e7;border-radius:6px;margin:0;padding:8px;max-width:100%;width:max-content}
+figure.plot svg{display:block;max-width:100%;height:auto}
+figure.plot figcaption{font-size:12px;color:#5a6473;contain:inline-size;margin-top:4px}
 ul.problems{background:#fff;border:1px solid #dde1e7;padding:8px 8px 8px 28px;font:12px ui-monospace,monospace}
 ul.problems li{margin:2px 0;word-break:break-all}li.fatal,li.error{color:#b3261e}li.warning{color:#8a5a00}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px;font-size:13px;margin:8px 0}
 .images{display:grid;grid-template-columns:repeat(auto-fill,minmax(96px,1fr));gap:8px;max-width:900px}
 .images figure{margin:0;background:#fff;border:1px solid #dde1e7;padding:4px;text-align:center;font-size:12px}
-.images img{width:100%;image-rendering:pixelated}
+.images img{display:block;width:100%;image-rendering:pixelated}.images figcaption{color:#5a6473;margin-top:2px}
 """
 
 
@@ -265,13 +268,15 @@ def _section(r: InputReport, i: int) -> str:
         out.append("<p class=\"note bad\">The pass stopped at a fatal error (below): the statistics cover what was "
                    "read before it.</p>")
     for note in r.notes + [f"{s.name}: {s.note}" for s in r.streams if s.note]:
-        out.append(f"<p class=\"note\">Sampled &mdash; {e(note)}</p>")
+        out.append(f"<p class=\"note\">{e(note)}</p>")
 
     out.append("<h3>Streams</h3>")
     rows = stream_rows(r)
     if rows:
-        out.append("<table class=\"streams\"><tr><th>stream</th><th>kind</th><th>dim</th><th>samples</th>"
-                   "<th>non-zeros</th><th>sum</th><th>min</th><th>max</th></tr>")
+        per_record = r.format == "ofrecord"
+        out.append("<table class=\"streams\"><tr><th>" + ("feature" if per_record else "stream")
+                   + "</th><th>kind</th><th>dim</th><th>" + ("records" if per_record else "samples") + "</th><th>"
+                   + ("values" if per_record else "non-zeros") + "</th><th>sum</th><th>min</th><th>max</th></tr>")
         for s in rows:
             out.append(f"<tr><td>{e(s['name'])}</td><td>{e(s['kind'])}</td><td class=n>{'-' if s['dim'] is None else s['dim']}"
                        f"</td><td class=n>{s['samples']}</td><td class=n>{s['nnz']}</td>"
@@ -306,7 +311,7 @@ def _section(r: InputReport, i: int) -> str:
     if r.images:
         out.append("<h3>Images</h3><div class=\"images\">")
         for im in r.images:
-            data = base64.b64encode(im["data"]).decode("ascii")
+            data = base64.b64encode(im["data"] if "data" in im else _png(im["pixels"])).decode("ascii")
             label = "" if im.get("label") is None else f"label {im['label']}"
             out.append(f"<figure><img alt=\"{e(im.get('alt', 'image'))}\" src=\"data:{im['mime']};base64,{data}\">"
                        f"<figcaption>{e(label)}</figcaption></figure>")
@@ -316,10 +321,23 @@ def _section(r: InputReport, i: int) -> str:
     return "".join(out)
 
 
+def _png(pixels) -> bytes:
+    """Raw pixels (H, W) gray or (H, W, 3) as PNG bytes, scaled to 0..255 when they are not bytes."""
+    _pyplot()
+    from matplotlib.image import imsave
+    a = np.asarray(pixels)
+    if a.dtype != np.uint8:
+        lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
+        a = ((a - lo) / (hi - lo if hi > lo else 1.0) * 255).astype(np.uint8)
+    buf = io.BytesIO()
+    imsave(buf, a, format="png", cmap="gray" if a.ndim == 2 else None, vmin=0, vmax=255)
+    return buf.getvalue()
+
+
 def _kind(st) -> str:
     if isinstance(st, BytesStats):
         return "bytes"
-    text = f"{st.kind}, dim {st.dim}"
+    text = f"{getattr(st, 'feature_kind', st.kind)}, dim {st.dim}"
     if st.is_label:
         text += _label_kind(st)
     return text

@@ -113,6 +113,9 @@ class DenseStats:
         return sorted(np.argsort(-self.std, kind="stable")[:HIST_DIMS].tolist())
 
     def totals(self) -> dict:
+        over = getattr(self, "totals_override", None)
+        if over is not None:  # OFRecord: FeatureStats's numbers, those of `recordkit stats`
+            return over
         return {"samples": self.samples, "nnz": self.nnz, "sum": self.sum, "min": self.min, "max": self.max}
 
 
@@ -201,7 +204,9 @@ class BytesStats:
         self.image_format = None
 
     def totals(self) -> dict:
-        return {"samples": self.samples, "nnz": self.nnz, "sum": None, "min": None, "max": None}
+        over = getattr(self, "totals_override", None)
+        return over if over is not None else {"samples": self.samples, "nnz": self.nnz, "sum": None, "min": None,
+                                              "max": None}
 
 
 @dataclass
@@ -284,8 +289,64 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
             return rep
         with reader:
             _walk(rep, reader, progress, threads, caught)
+            if kind == "singa":
+                _singa_images(rep, path, reader.kind, storage_options)
         _take_warnings(rep, caught)
     return rep
+
+
+def _singa_images(rep: InputReport, path, store_kind: str, storage_options) -> None:
+    """The first records' images: SINGA 0.x records hold raw pixels (CHW with their shape),
+    1.x ``ImageRecord``s (BinFile) encoded JPEG bytes. Records that are not images give none."""
+    from recordkit.formats.singa import records
+    from recordkit.formats.singa.store import open as open_store
+    try:
+        with open_store(str(path), "read", store_kind, storage_options=storage_options) as s:
+            for i in range(IMAGES):
+                item = s.read()
+                if item is None:
+                    break
+                key, value = item
+                if store_kind == "binfile":
+                    rec = records.decode_image_record_v1(value, path=str(path), record=f"tuple {i}")
+                    if rec["pixel"][:3] == b"\xff\xd8\xff":
+                        rep.images.append({"data": rec["pixel"], "mime": "image/jpeg", "alt": f"tuple {i}",
+                                           "label": ",".join(map(str, rec["label"])) or None})
+                    continue
+                rec = records.decode_record(value, path=str(path), record=f"tuple {i}")
+                pixels = _image_array(rec["pixel"] if rec["pixel"] is not None else rec["data"])
+                if pixels is None:
+                    return
+                rep.images.append({"pixels": pixels, "mime": "image/png", "alt": f"tuple {i}",
+                                   "label": rec["label"]})
+    except RecordkitError:
+        return  # the walk has reported it with its location
+    if rep.images:
+        rep.notes.append(f"Sampled: the image grid shows the first {len(rep.images)} records")
+
+
+def _image_array(a):
+    """An (H, W) or (H, W, 3) array from a record's pixels, or None when they are not an image
+    (CHW with 1 or 3 channels, HWC, 2-D, or flat squares: MNIST's 784 = 28 x 28)."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    if a.ndim == 1:
+        n = a.size
+        side = int(round(np.sqrt(n)))
+        if side * side == n and side > 1:
+            return a.reshape(side, side)
+        side = int(round(np.sqrt(n / 3)))
+        if 3 * side * side == n and side > 1:
+            return a.reshape(3, side, side).transpose(1, 2, 0)
+        return None
+    if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[2] not in (1, 3):
+        a = a.transpose(1, 2, 0)
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if a.ndim == 2 or (a.ndim == 3 and a.shape[2] == 3):
+        return a
+    return None
 
 
 def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
@@ -378,7 +439,7 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
             rep.add_problem(str(e))
     for st in rep.streams:
         if isinstance(st, DenseStats) and st.samples > st.rows_kept:
-            st.note = (f"value histograms from the first {st.rows_kept:,} of {st.samples:,} samples; "
+            st.note = (f"sampled: value histograms from the first {st.rows_kept:,} of {st.samples:,} samples; "
                        f"mean and std from all")
 
 
@@ -398,7 +459,7 @@ def stream_rows(rep: InputReport) -> list[dict]:
     """The overview table of streams (and what ``recordkit stats`` prints for each)."""
     rows = []
     for s in rep.streams:
-        kind = s.kind
+        kind = getattr(s, "feature_kind", s.kind)
         if getattr(s, "is_label", False):
             kind += (", one-hot labels" if s.dim <= CLASS_LIMIT else ", one-hot") if s.one_hot else ", integer labels"
         if isinstance(s, BytesStats) and s.image_format:
