@@ -59,33 +59,59 @@ class DenseStats:
         self.class_counts = np.zeros(self.dim if self.dim > 1 else 0, np.int64)
 
     def add(self, values: np.ndarray) -> None:
+        self.merge(self.summarize(values))
+
+    def summarize(self, values: np.ndarray) -> dict:
+        """A chunk's column reduced to a few small arrays. Pure (reads only flags that, once
+        false, stay false), so it runs on the loading thread, GIL released in NumPy."""
         n = values.shape[0]
-        self.samples += n
-        self.nnz += int(np.count_nonzero(values))
+        part = {"n": n, "nnz": int(np.count_nonzero(values.reshape(-1)))}
         if not values.size:
+            return part
+        part["sum"] = float(values.sum(dtype=np.float64))  # as `recordkit stats`: one float64 sum per chunk
+        part["min"], part["max"] = float(values.min()), float(values.max())
+        v64 = values.astype(np.float64)
+        part["col_sum"] = v64.sum(axis=0)
+        part["col_sumsq"] = np.einsum("ij,ij->j", v64, v64)
+        part["rows"] = np.array(values[:self.row_cap], dtype=np.float64)
+        if self.one_hot:
+            ok = bool(np.all((values == 0) | (values == 1))) and bool(np.all(values.sum(axis=1) == 1))
+            part["one_hot"] = values.sum(axis=0, dtype=np.int64) if ok else None
+        if self.integer_labels:
+            col = values[:, 0]
+            ok = bool(np.all(col == np.round(col))) and col.min() >= 0 and col.max() < CLASS_LIMIT
+            part["labels"] = np.bincount(col.astype(np.int64)) if ok else None
+        return part
+
+    def merge(self, part: dict) -> None:
+        """Add a chunk's summary (in chunk order: sums and the first rows as one pass would)."""
+        self.samples += part["n"]
+        self.nnz += part["nnz"]
+        if "sum" not in part:
             return
-        self.sum += float(values.sum(dtype=np.float64))  # as `recordkit stats`: one float64 sum per chunk
-        lo, hi = float(values.min()), float(values.max())
-        self.min = lo if self.min is None else min(self.min, lo)
-        self.max = hi if self.max is None else max(self.max, hi)
-        v64 = values.astype(np.float64, copy=False)
-        self.col_sum += v64.sum(axis=0)
-        self.col_sumsq += np.einsum("ij,ij->j", v64, v64)
+        self.sum += part["sum"]
+        self.min = part["min"] if self.min is None else min(self.min, part["min"])
+        self.max = part["max"] if self.max is None else max(self.max, part["max"])
+        self.col_sum += part["col_sum"]
+        self.col_sumsq += part["col_sumsq"]
         if self.rows_kept < self.row_cap:
-            take = values[:self.row_cap - self.rows_kept]
-            self._rows.append(np.array(take, dtype=np.float64))
+            take = part["rows"][:self.row_cap - self.rows_kept]
+            self._rows.append(take)
             self.rows_kept += len(take)
         if self.one_hot:
-            if np.all((values == 0) | (values == 1)) and np.all(values.sum(axis=1) == 1):
-                self.class_counts += values.sum(axis=0, dtype=np.int64)
+            if part.get("one_hot") is not None:
+                self.class_counts += part["one_hot"]
             else:
                 self.one_hot = False
         if self.integer_labels:
-            col = values[:, 0]
-            if np.all(col == np.round(col)) and col.min() >= 0 and col.max() < CLASS_LIMIT:
-                counts = np.bincount(col.astype(np.int64), minlength=len(self.class_counts))
-                counts[:len(self.class_counts)] += self.class_counts
-                self.class_counts = counts
+            c = part.get("labels")
+            if c is not None:
+                if len(c) > len(self.class_counts):
+                    c = c.copy()
+                    c[:len(self.class_counts)] += self.class_counts
+                    self.class_counts = c
+                else:
+                    self.class_counts[:len(c)] += c
             else:
                 self.integer_labels = False
 
@@ -135,33 +161,50 @@ class SparseStats:
         self.one_hot = True
 
     def add(self, indices: np.ndarray, values: np.ndarray, indptr: np.ndarray) -> None:
+        self.merge(self.summarize(indices, values, indptr))
+
+    def summarize(self, indices: np.ndarray, values: np.ndarray, indptr: np.ndarray) -> dict:
+        """A chunk's column reduced (pure; runs on the loading thread)."""
         n = len(indptr) - 1
-        self.samples += n
-        self.nnz += len(values)
-        per = np.diff(indptr)
-        if n:
-            c = np.bincount(per)
-            if len(c) > len(self.nnz_per_sample):
-                c[:len(self.nnz_per_sample)] += self.nnz_per_sample
-                self.nnz_per_sample = c
-            else:
-                self.nnz_per_sample[:len(c)] += c
+        per = np.bincount(np.diff(indptr)) if n else np.zeros(1, np.int64)
+        part = {"n": n, "nnz": len(values), "per": per}
         if not values.size:
+            return part
+        part["sum"] = float(values.sum(dtype=np.float64))
+        part["min"], part["max"] = float(values.min()), float(values.max())
+        if self._dense_counts is not None:
+            part["counts"] = np.bincount(indices, minlength=self.dim)[:self.dim]
+        else:
+            part["unique"] = np.unique(indices, return_counts=True)
+        return part
+
+    def merge(self, part: dict) -> None:
+        n = part["n"]
+        self.samples += n
+        self.nnz += part["nnz"]
+        c = part["per"]
+        if len(c) > len(self.nnz_per_sample):
+            c = c.copy()
+            c[:len(self.nnz_per_sample)] += self.nnz_per_sample
+            self.nnz_per_sample = c
+        else:
+            self.nnz_per_sample[:len(c)] += c
+        if "sum" not in part:
             if n:
                 self.one_hot = False
             return
-        self.sum += float(values.sum(dtype=np.float64))
-        lo, hi = float(values.min()), float(values.max())
-        self.min = lo if self.min is None else min(self.min, lo)
-        self.max = hi if self.max is None else max(self.max, hi)
-        if self.one_hot and not (np.all(per == 1) and np.all(values == 1)):
+        self.sum += part["sum"]
+        self.min = part["min"] if self.min is None else min(self.min, part["min"])
+        self.max = part["max"] if self.max is None else max(self.max, part["max"])
+        # one-hot: every sample exactly one non-zero (the per-sample bincount is [0, n]), all ones
+        if self.one_hot and not (len(c) == 2 and c[0] == 0 and part["min"] == 1 and part["max"] == 1):
             self.one_hot = False
-        if self._dense_counts is not None:
-            self._dense_counts += np.bincount(indices, minlength=self.dim)[:self.dim]
+        if "counts" in part:
+            self._dense_counts += part["counts"]
         else:
-            u, c = np.unique(indices, return_counts=True)
+            u, cnt = part["unique"]
             self._idx.append(u)
-            self._cnt.append(c)
+            self._cnt.append(cnt)
             if len(self._idx) > 64:
                 self._merge()
 
@@ -395,17 +438,22 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
     with ThreadPoolExecutor(max(1, threads)) as pool:
         pending = deque()
         it = iter(infos)
+        def load(chunk_id):
+            chunk = reader.load_chunk(chunk_id)
+            return chunk, {name: (by_name[name].summarize(col.indices, col.values, col.indptr) if col.is_sparse
+                                  else by_name[name].summarize(col.values)) for name, col in chunk.columns.items()}
+
         for info in it:
-            pending.append((info, pool.submit(reader.load_chunk, info.id)))
+            pending.append((info, pool.submit(load, info.id)))
             if len(pending) > threads:
                 break
         while pending:
             info, fut = pending.popleft()
             nxt = next(it, None)
             if nxt is not None:
-                pending.append((nxt, pool.submit(reader.load_chunk, nxt.id)))
+                pending.append((nxt, pool.submit(load, nxt.id)))
             try:
-                chunk = fut.result()
+                chunk, parts = fut.result()
             except ErrorBudgetExceeded as e:
                 _take_warnings(rep, caught)
                 rep.add_problem(f"{e} (the pass stopped here: raise --max-errors to read past it)", "fatal")
@@ -422,12 +470,8 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
             _take_warnings(rep, caught)
             rep.sequences += len(chunk)
             rep.add_lengths(chunk.lengths)
-            for name, col in chunk.columns.items():
-                st = by_name[name]
-                if col.is_sparse:
-                    st.add(col.indices, col.values, col.indptr)
-                else:
-                    st.add(col.values)
+            for name, part in parts.items():
+                by_name[name].merge(part)
             if progress is not None:
                 progress.update(info.size)
     rep.samples = int((np.arange(len(rep.lengths)) * rep.lengths).sum())
