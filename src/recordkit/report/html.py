@@ -118,7 +118,7 @@ def _dense_plots(st: DenseStats) -> list[str]:
                            f"Value histograms of dimension(s) {', '.join(map(str, dims))} "
                            f"(the most varied) of {st.name}, from {len(rows):,} samples."))
     if st.samples:
-        fig, ax = plt.subplots(figsize=(6.4, 2.4))
+        fig, ax = plt.subplots(figsize=(min(6.4, 2.2 + 0.45 * st.dim), 2.4))
         x = np.arange(st.dim)
         step = max(1, st.dim // MAX_POINTS)
         m, s = st.mean[::step], st.std[::step]
@@ -217,7 +217,7 @@ table{border-collapse:collapse;background:#fff;margin:4px 0 12px;font-size:13px}
 td,th{border:1px solid #dde1e7;padding:4px 10px;text-align:left}th{background:#eef1f5}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0 12px}
-.card{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:8px 14px;min-width:110px}
+.card{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:8px 14px;min-width:96px}
 .card b{display:block;font-size:19px}.card span{color:#5a6473;font-size:12px}
 .ok{color:#2e7d32}.bad{color:#b3261e}
 .plots{display:flex;flex-wrap:wrap;gap:12px}
@@ -254,13 +254,15 @@ def render(reports: list[InputReport], *, title: str = "recordkit report", comma
 def _section(r: InputReport, i: int) -> str:
     e = html.escape
     out = [f"<section id=\"in{i}\"><h2>{e(r.path)}</h2>", "<h3>Overview</h3>"]
-    cards = [("format", r.format.upper() if r.format != "singa" else "SINGA"), ("size", human_size(r.bytes)),
+    size = human_size(r.bytes)
+    cards = [("format", r.format.upper() if r.format != "singa" else "SINGA"), ("size", size.split(" (")[0]),
              ("sequences" if r.format not in ("ofrecord", "singa") else "records", f"{r.sequences:,}"),
              ("samples", f"{r.samples:,}"), (r.chunk_label, f"{r.chunks:,}"),
              ("errors", f"{r.errors:,}")]
     out.append("<div class=\"cards\">" + "".join(
         f"<div class=\"card\" data-key=\"{e(k)}\"><b{' class=bad' if k == 'errors' and r.errors else ''}>{e(v)}</b>"
-        f"<span>{e(k)}</span></div>" for k, v in cards) + "</div>")
+        f"<span>{e(k)}{' (' + e(size.split(' (')[1]) if k == 'size' and ' (' in size else ''}</span></div>"
+        for k, v in cards) + "</div>")
     if r.details:
         out.append("<table>" + "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>"
                                        for k, v in r.details.items()) + "</table>")
