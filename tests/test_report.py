@@ -333,3 +333,43 @@ def test_report_of_a_truncated_singa_store_says_where(tmp_path, capsys):
     page = unescape(page_text(out))
     assert code == 1 and card(page, "errors") != "0"
     assert str(store) in re.search(r'<ul class="problems">(.*?)</ul>', page, flags=re.S).group(1)
+
+
+def test_singa_binfile_of_image_records_shows_jpeg_images_and_labels(tmp_path, capsys):
+    import io
+    from PIL import Image
+    from recordkit.formats.singa import records
+    from recordkit.formats.singa.store import open as open_store
+    p = tmp_path / "img.bin"
+    rng = np.random.default_rng(4)
+    jpegs = []
+    with open_store(str(p), "create", "binfile") as s:
+        for i in range(20):
+            b = io.BytesIO()
+            Image.fromarray((rng.random((8, 8, 3)) * 255).astype(np.uint8)).save(b, format="JPEG")
+            jpegs.append(b.getvalue())
+            s.write(f"{i:05d}".encode(), records.encode_image_record_v1([8, 8, 3], i % 3, b.getvalue()))
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", p, "-o", out)
+    assert code == 0, err
+    page = page_text(out)
+    assert card(page, "records") == "20" and "SINGA 1.x ImageRecord, shape [8, 8, 3]" in page
+    imgs = re.findall(r'src="data:image/jpeg;base64,([^"]+)"><figcaption>label (\d+)<', page)
+    import base64
+    assert [base64.b64decode(d) for d, _ in imgs] == jpegs[:16]
+    assert [int(lab) for _, lab in imgs] == [i % 3 for i in range(16)]
+    assert set(plots(page)) == {"label:classes"}
+    assert "3 of 3 classes occur; the most frequent, class 0, holds 35.0% of 20 samples" in page
+
+
+def test_singa_store_of_other_values_is_shown_as_bytes_not_as_errors(tmp_path, capsys):
+    from recordkit.formats.singa.store import open as open_store
+    p = tmp_path / "kv.bin"
+    with open_store(str(p), "create", "kvfile") as s:
+        for i in range(5):
+            s.write(f"k{i}".encode(), b"hello world %d" % i)
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", p, "-o", out)
+    page = unescape(page_text(out))
+    assert code == 0 and card(page, "errors") == "0" and card(page, "records") == "5"
+    assert "the values are not SINGA records" in page and "13 .. 13 (mean 13.0)" in page

@@ -325,8 +325,15 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
+            if kind == "singa" and _store_kind(path, options) == "binfile":
+                _singa_tuples(rep, path, "binfile", storage_options, progress)  # SINGA 1.x: ImageRecords
+                return rep
             reader = _open(rep, kind, path, streams, max_errors, options)
         except RecordkitError as e:
+            if kind == "singa" and not rep.streams:
+                # not (all) SINGA 0.x records: every tuple as bytes, the reason on the page
+                _singa_tuples(rep, path, None, storage_options, progress, reason=str(e))
+                return rep
             rep.add_problem(str(e), "fatal")
             _take_warnings(rep, caught)
             return rep
@@ -336,6 +343,77 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
                 _singa_images(rep, path, reader.kind, storage_options)
         _take_warnings(rep, caught)
     return rep
+
+
+def _store_kind(path, options) -> str:
+    from recordkit.formats.singa.store import open as open_store
+    with open_store(str(path), "read", options.get("store"), storage_options=options.get("storage_options")) as s:
+        return s.kind
+
+
+def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, progress, reason: str = "") -> None:
+    """A SINGA store tuple by tuple (the stores have no chunk index; their API reads one tuple
+    at a time): value sizes, and for BinFile's 1.x ``ImageRecord``s the labels (class balance)
+    and the first JPEG images. ``reason``: why the values are not read as 0.x records."""
+    from recordkit.formats.singa import records
+    from recordkit.formats.singa.store import open as open_store
+    rep.chunk_label = "chunks"
+    value = BytesStats("value")
+    label = DenseStats("label", 1)
+    labels = []
+    shapes = set()
+    sizes: list[int] = []
+    at = 0
+    try:
+        with open_store(str(path), "read", None, storage_options=storage_options) as s:
+            rep.details["store"] = s.kind
+            rep.bytes = _size(path, storage_options)
+            while True:
+                at = s._pos
+                item = s.read()
+                if item is None:
+                    break
+                i = rep.sequences
+                rep.sequences += 1
+                value.samples += 1
+                value.nnz += 1
+                sizes.append(len(item[1]))
+                if decode == "binfile":
+                    try:
+                        rec = records.decode_image_record_v1(item[1], path=str(path), offset=at, record=f"tuple {i}")
+                    except RecordkitError as e:
+                        rep.add_problem(str(e))
+                        continue
+                    shapes.add(tuple(rec["shape"]))
+                    if rec["label"]:
+                        labels.append(rec["label"][0])
+                    if len(rep.images) < IMAGES and rec["pixel"][:3] == b"\xff\xd8\xff":
+                        rep.images.append({"data": rec["pixel"], "mime": "image/jpeg", "alt": f"tuple {i}",
+                                           "label": ",".join(map(str, rec["label"])) or None})
+                if len(labels) >= 65536:
+                    label.add(np.asarray(labels, np.float64)[:, None])
+                    labels.clear()
+    except RecordkitError as e:
+        rep.add_problem(f"{e} (the tuples after it cannot be read)", "fatal")
+    if labels:
+        label.add(np.asarray(labels, np.float64)[:, None])
+    rep.samples = rep.sequences
+    if sizes:
+        v = np.asarray(sizes)
+        rep.details["value bytes"] = f"{v.min():,} .. {v.max():,} (mean {v.mean():,.1f})"
+    rep.streams.append(value)
+    if label.samples:
+        rep.streams.append(label)
+    if decode == "binfile":
+        value.image_format = "JPEG" if rep.images else None
+        rep.details["records"] = "SINGA 1.x ImageRecord" + (
+            f", shape {' or '.join(str(list(x)) for x in sorted(shapes)[:3])}" if shapes else "")
+    if reason and rep.complete:  # (a broken framing is the reason itself, on the page as the fatal error)
+        rep.notes.append(f"the values are not SINGA records ({reason}): each tuple is shown as bytes")
+    if rep.images:
+        rep.notes.append(f"Sampled: the image grid shows the first {len(rep.images)} records")
+    if progress is not None:
+        progress.update(rep.bytes)
 
 
 def _singa_images(rep: InputReport, path, store_kind: str, storage_options) -> None:
