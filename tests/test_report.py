@@ -373,3 +373,65 @@ def test_singa_store_of_other_values_is_shown_as_bytes_not_as_errors(tmp_path, c
     page = unescape(page_text(out))
     assert code == 0 and card(page, "errors") == "0" and card(page, "records") == "5"
     assert "the values are not SINGA records" in page and "13 .. 13 (mean 13.0)" in page
+
+
+def test_sparse_stream_wider_than_a_bincount_counts_indices_exactly(tmp_path, monkeypatch):
+    from recordkit.engine.streams import StreamSpec
+    from recordkit.report import stats as report_stats
+    monkeypatch.setattr(report_stats, "BINCOUNT_DIM", 100)  # the merge path, on a small file
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, 1 << 30, size=(300, 3))
+    p = write(tmp_path, "".join(f"{i} |w {a}:1 {b}:2 {c}:1\n" for i, (a, b, c) in enumerate(idx)))
+    rep = report_stats.collect(str(p), streams=[StreamSpec("W", "sparse", 1 << 30, "w")], chunk_size=2048)
+    assert rep.chunks > 1
+    got_idx, got_cnt = rep.stream("W").index_counts()
+    want_idx, want_cnt = np.unique(idx, return_counts=True)
+    np.testing.assert_array_equal(got_idx, want_idx)
+    np.testing.assert_array_equal(got_cnt, want_cnt)
+    assert not rep.stream("W").is_label and list(rep.stream("W").nnz_per_sample) == [0, 0, 0, 300]
+
+
+def test_dense_one_hot_labels_get_a_class_balance_chart(tmp_path, capsys):
+    lines = "".join(f"{i} |l {' '.join('1' if j == i % 3 else '0' for j in range(3))} |x {i}\n" for i in range(10))
+    p = write(tmp_path, lines)
+    out = tmp_path / "r.html"
+    assert run(capsys, "report", p, "--stream", "L=dense:3:l", "--stream", "X=dense:1:x", "-o", out)[0] == 0
+    page = page_text(out)
+    assert "Stream L (dense, dim 3, one-hot labels)" in headings(page)
+    assert "3 of 3 classes occur; the most frequent, class 0, holds 40.0% of 10 samples" in page
+    # X holds 0..9: integer values in range, so it counts as integer labels too
+    assert "Stream X (dense, dim 1, integer labels)" in headings(page)
+
+
+def test_ctf_and_ofrecord_inputs_on_one_page(demo_ctf, tmp_path, capsys):
+    d = make_ofrecord(tmp_path / "ofr", n=10)
+    out = tmp_path / "r.html"
+    assert run(capsys, "report", demo_ctf, d, *DEMO_STREAMS, "-o", out)[0] == 0
+    page = page_text(out)
+    assert page.count("<section") == 2
+    assert {"lengths", "tag:classes", "label:classes", "x:values"} <= set(plots(page))
+    assert_self_contained(page)
+
+
+def test_inspect_plot_is_refused_for_data_without_sequences(tmp_path, capsys):
+    d = make_ofrecord(tmp_path / "ofr", n=4)
+    code, _, err = run(capsys, "inspect", d, "--plot", tmp_path / "l.png")
+    assert code == 2 and "--plot" in err and not (tmp_path / "l.png").exists()
+
+
+def test_screenshot_tool_renders_the_page(demo_ctf, tmp_path, capsys):
+    import shutil
+    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no chromium (apt-get install -y chromium)")
+    out = tmp_path / "r.html"
+    run(capsys, "report", demo_ctf, *DEMO_STREAMS, "-o", out)
+    from pathlib import Path
+    tool = Path(__file__).resolve().parent.parent / "tools" / "report" / "screenshot.py"
+    png = tmp_path / "r.png"
+    res = subprocess.run([sys.executable, str(tool), str(out), str(png), "--width", "900", "--height", "700"],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    from PIL import Image
+    img = np.asarray(Image.open(png).convert("L"))
+    assert img.shape == (700, 900)
+    assert (img < 128).mean() > 0.01  # text and plots were drawn, not a blank page
