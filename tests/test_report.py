@@ -435,3 +435,12 @@ def test_screenshot_tool_renders_the_page(demo_ctf, tmp_path, capsys):
     img = np.asarray(Image.open(png).convert("L"))
     assert img.shape == (700, 900)
     assert (img < 128).mean() > 0.01  # text and plots were drawn, not a blank page
+
+
+def test_inspect_plot_without_matplotlib_names_the_extra(demo_ctf, tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from recordkit.cli.main import main\n"
+            f"sys.exit(main(['inspect', {demo_ctf!r}, '--plot', {str(tmp_path / 'l.png')!r}]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "pip install 'recordkit[report]'" in out.stderr
+    assert out.stdout == "" and not (tmp_path / "l.png").exists()

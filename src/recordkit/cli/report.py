@@ -54,7 +54,8 @@ def run(args) -> int:
                           storage_options=args.storage_options, cache_dir=args.cache_dir)
         reports.append(rep)
     title = args.title or "recordkit report: " + ", ".join(os.path.basename(p.rstrip("/")) for p in args.paths)
-    command = "recordkit report " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else None
+    import shlex
+    command = "recordkit report " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else None
     html.write_page(args.output, html.render(reports, title=title, command=command))
     bad = [r for r in reports if r.errors]
     for r in reports:

@@ -30,7 +30,8 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise MissingExtra("recordkit report needs matplotlib: pip install 'recordkit[report]'") from None
+        raise MissingExtra("drawing the plots needs matplotlib, which is not installed: "
+                           "pip install 'recordkit[report]'") from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10,
@@ -72,6 +73,8 @@ def lengths_figure(counts: np.ndarray, title: str = "Sequence lengths"):
         lo, hi = int(used[0]), int(used[-1])
         if hi - lo <= 60:
             ax.bar(np.arange(lo, hi + 1), counts[lo:hi + 1], width=0.85)
+            pad = 0.6 + (2 if hi == lo else 0)  # one length alone: a bar, not the whole width
+            ax.set_xlim(max(-0.6, lo - pad), hi + pad)
             ax.xaxis.set_major_locator(_integer_locator())
         else:
             edges = np.unique(np.linspace(lo, hi + 1, 51).astype(np.int64))
@@ -79,6 +82,7 @@ def lengths_figure(counts: np.ndarray, title: str = "Sequence lengths"):
             ax.bar(edges[:-1], sums, width=np.diff(edges) * 0.9, align="edge")
         ax.set_xlabel("samples per sequence")
     ax.set_ylabel("sequences")
+    ax.yaxis.set_major_locator(_integer_locator())
     ax.set_title(title)
     return fig
 
@@ -155,6 +159,7 @@ def _sparse_plots(st: SparseStats) -> list[str]:
     ax.xaxis.set_major_locator(_integer_locator())
     ax.set_xlabel("non-zeros per sample")
     ax.set_ylabel("samples")
+    ax.yaxis.set_major_locator(_integer_locator())
     ax.set_title(f"{st.name}: non-zeros per sample")
     out.append(_figure(f"{st.name}:nnz", _svg(fig), f"Non-zeros per sample of {st.name} ({st.samples:,} samples)."))
 
@@ -188,6 +193,7 @@ def _class_plot(st, counts: np.ndarray) -> list[str]:
         ax.set_xticks(np.arange(n))
     ax.set_xlabel("class")
     ax.set_ylabel("samples")
+    ax.yaxis.set_major_locator(_integer_locator())
     ax.set_title(f"{st.name}: class balance")
     total = counts.sum()
     top = int(np.argmax(counts))
