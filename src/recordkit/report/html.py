@@ -61,7 +61,7 @@ def _figure(name: str, svg: str, caption: str) -> str:
 
 def _integer_locator():
     from matplotlib.ticker import MaxNLocator
-    return MaxNLocator(integer=True)
+    return MaxNLocator(integer=True, nbins=6)
 
 
 def lengths_figure(counts: np.ndarray, title: str = "Sequence lengths"):
