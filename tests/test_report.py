@@ -444,3 +444,11 @@ def test_inspect_plot_without_matplotlib_names_the_extra(demo_ctf, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "pip install 'recordkit[report]'" in out.stderr
     assert out.stdout == "" and not (tmp_path / "l.png").exists()
+
+
+def test_library_entry_point_writes_the_same_page(tmp_path):
+    from recordkit.report import write_report
+    d = make_ofrecord(tmp_path / "ofr", n=6)
+    reps = write_report([str(d)], str(tmp_path / "r.html"), title="mine")
+    page = page_text(tmp_path / "r.html")
+    assert reps[0].sequences == 6 and "<title>mine</title>" in page and "x:mean_std" in plots(page)

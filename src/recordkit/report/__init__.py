@@ -10,7 +10,10 @@ from __future__ import annotations
 from recordkit.report.stats import collect  # noqa: F401  (the library entry point)
 
 
-def write_report(inputs, output, **options) -> None:
-    """Collect statistics of every input and write the page to ``output`` (atomically)."""
+def write_report(paths, output, *, title: str = "recordkit report", **options) -> list:
+    """Collect the statistics of every path (``options`` as for ``collect``) and write the page
+    to ``output`` (atomically); returns the ``InputReport``s."""
     from recordkit.report.html import render, write_page
-    write_page(output, render(inputs, **options))
+    reports = [collect(p, **options) for p in paths]
+    write_page(output, render(reports, title=title))
+    return reports

@@ -270,7 +270,7 @@ class InputReport:
     warnings: int = 0
     complete: bool = True                             # False: the pass stopped at a fatal error
     notes: list = field(default_factory=list)         # what was sampled, and how
-    images: list = field(default_factory=list)        # (PIL-free) dicts: {"data": bytes, "mime", "label"}
+    images: list = field(default_factory=list)        # {"data": encoded bytes | "pixels": array, "mime", "label"}
     max_shown: int = 20
 
     def add_problem(self, text: str, severity: str = "error") -> None:
