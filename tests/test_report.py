@@ -452,3 +452,14 @@ def test_library_entry_point_writes_the_same_page(tmp_path):
     reps = write_report([str(d)], str(tmp_path / "r.html"), title="mine")
     page = page_text(tmp_path / "r.html")
     assert reps[0].sequences == 6 and "<title>mine</title>" in page and "x:mean_std" in plots(page)
+
+
+def test_a_declared_stream_never_present_is_an_error_and_the_rest_is_still_counted(tmp_path, capsys):
+    p = write(tmp_path, "1 |a 1 2 |L 1\n2 |a 3 4 |L 0\n")
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", p, "--stream", "A=dense:2:a", "--stream", "lab=dense:1:l", "-o", out)
+    page = unescape(page_text(out))
+    assert code == 1 and card(page, "errors") == "1" and card(page, "sequences") == "2"
+    assert "stream 'lab' has no sample in the whole input" in page and f"{p}:1:" in page
+    rows = {r[0]: r for r in table_rows(page, "streams")}
+    assert rows["A"][3] == "2" and rows["lab"][3] == "0"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recordkit.engine.presence import EmptyStreamError
 from recordkit.errors import ErrorBudgetExceeded, RecordkitError
 
 SAMPLE_ROWS = 100_000          # rows kept for value histograms
@@ -519,8 +520,13 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
         pending = deque()
         it = iter(infos)
         def load(chunk_id):
-            chunk = reader.load_chunk(chunk_id)
-            return chunk, {name: (by_name[name].summarize(col.indices, col.values, col.indptr) if col.is_sparse
+            try:
+                chunk, late = reader.load_chunk(chunk_id), None
+            except EmptyStreamError as e:
+                # raised after the last chunk was parsed and counted, and only once: the chunk
+                # is loaded again for its statistics, the error goes on the page
+                chunk, late = reader.load_chunk(chunk_id), e
+            return chunk, late, {name: (by_name[name].summarize(col.indices, col.values, col.indptr) if col.is_sparse
                                   else by_name[name].summarize(col.values)) for name, col in chunk.columns.items()}
 
         for info in it:
@@ -533,7 +539,7 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
             if nxt is not None:
                 pending.append((nxt, pool.submit(load, nxt.id)))
             try:
-                chunk, parts = fut.result()
+                chunk, late, parts = fut.result()
             except ErrorBudgetExceeded as e:
                 _take_warnings(rep, caught)
                 rep.add_problem(f"{e} (the pass stopped here: raise --max-errors to read past it)", "fatal")
@@ -548,6 +554,8 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
                     progress.update(info.size)
                 continue
             _take_warnings(rep, caught)
+            if late is not None:
+                rep.add_problem(str(late))
             rep.sequences += len(chunk)
             rep.add_lengths(chunk.lengths)
             for name, part in parts.items():
