@@ -463,3 +463,11 @@ def test_a_declared_stream_never_present_is_an_error_and_the_rest_is_still_count
     assert "stream 'lab' has no sample in the whole input" in page and f"{p}:1:" in page
     rows = {r[0]: r for r in table_rows(page, "streams")}
     assert rows["A"][3] == "2" and rows["lab"][3] == "0"
+
+
+def test_ofrecord_part_options_select_the_parts(tmp_path, capsys):
+    d = make_ofrecord(tmp_path / "ofr", n=10)
+    out = tmp_path / "r.html"
+    assert run(capsys, "report", d, "--data-part-num", "1", "--part-name-suffix-length", "5", "-o", out)[0] == 0
+    page = page_text(out)
+    assert card(page, "parts") == "1" and card(page, "records") == "5"

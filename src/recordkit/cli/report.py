@@ -29,6 +29,13 @@ def register(sub) -> None:
                    help="list at most N errors/warnings per input (all are counted; default 20)")
     from recordkit.cli import sources
     sources.add_ctf_arguments(p)
+    p.add_argument("--data-part-num", type=int, default=None, metavar="N",
+                   help="OFRecord: read exactly parts 0..N-1 (default: every PREFIX<digits> file of the directory)")
+    p.add_argument("--part-name-prefix", default="part-", metavar="PREFIX", help="OFRecord part names")
+    p.add_argument("--part-name-suffix-length", type=int, default=-1, metavar="K",
+                   help="OFRecord: digits of the part number, zero padded (-1: no padding)")
+    p.add_argument("--store", choices=("kvfile", "binfile", "textfile"), default=None,
+                   help="SINGA: the store kind (default: sniffed from the content)")
     p.set_defaults(max_errors=1000)
     p.set_defaults(run=run)
 
@@ -44,14 +51,16 @@ def run(args) -> int:
     reports = []
     for path in args.paths:
         from recordkit.formats.detect import sniff
-        kind = sniff(path, args.storage_options)
+        kind = "singa" if args.store else sniff(path, args.storage_options)
         streams = sources.parse_streams(args) if kind == "ctf" else None  # CBF: the streams of its header
         size = _size(path, args.storage_options)
         with byte_progress(size, f"report {os.path.basename(path.rstrip('/'))}") as bar:
             rep = collect(path, streams=streams, max_errors=args.max_errors,
                           max_shown=args.show_errors, progress=bar, chunk_size=args.chunk_size,
                           skip_sequence_ids=args.skip_sequence_ids, precision=args.precision,
-                          storage_options=args.storage_options, cache_dir=args.cache_dir)
+                          storage_options=args.storage_options, cache_dir=args.cache_dir,
+                          data_part_num=args.data_part_num, part_name_prefix=args.part_name_prefix,
+                          part_name_suffix_length=args.part_name_suffix_length, store=args.store)
         reports.append(rep)
     title = args.title or "recordkit report: " + ", ".join(os.path.basename(p.rstrip("/")) for p in args.paths)
     import shlex

@@ -39,12 +39,14 @@ def _read_part(path, storage_options):
     return PartIndex(str(src.name), offsets, lengths, len(data), problem), data
 
 
-def collect(rep: InputReport, path, *, storage_options=None, progress=None) -> None:
+def collect(rep: InputReport, path, *, storage_options=None, progress=None, data_part_num=None,
+            part_name_prefix: str = "part-", part_name_suffix_length: int = -1) -> None:
     from recordkit.formats.ofrecord import _kernel, codec
     from recordkit.formats.ofrecord.dataset import part_paths
     rep.chunk_label = "parts"
     try:
-        paths = part_paths(str(path), None, "part-", -1, storage_options=storage_options)
+        paths = part_paths(str(path), data_part_num, part_name_prefix, part_name_suffix_length,
+                           storage_options=storage_options)
     except (FormatError, OSError) as e:
         rep.add_problem(str(e), "fatal")
         return

@@ -318,24 +318,26 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
     ``storage_options``. ``progress``: an object with ``update(bytes)``."""
     from recordkit.formats.detect import sniff
     storage_options = options.get("storage_options")
-    kind = sniff(path, storage_options)
+    kind = "singa" if options.get("store") else sniff(path, storage_options)
     rep = InputReport(str(path), max_shown=max_shown)
     rep.format = kind
     if kind == "ofrecord":
         from recordkit.report import ofrecord_stats
-        ofrecord_stats.collect(rep, path, storage_options=storage_options, progress=progress)
+        parts = {k: options[k] for k in ("data_part_num", "part_name_prefix", "part_name_suffix_length")
+                 if options.get(k) is not None}
+        ofrecord_stats.collect(rep, path, storage_options=storage_options, progress=progress, **parts)
         return rep
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             if kind == "singa" and _store_kind(path, options) == "binfile":
-                _singa_tuples(rep, path, "binfile", storage_options, progress)  # SINGA 1.x: ImageRecords
+                _singa_tuples(rep, path, "binfile", storage_options, progress, store="binfile")  # 1.x ImageRecords
                 return rep
             reader = _open(rep, kind, path, streams, max_errors, options)
         except RecordkitError as e:
             if kind == "singa" and not rep.streams:
                 # not (all) SINGA 0.x records: every tuple as bytes, the reason on the page
-                _singa_tuples(rep, path, None, storage_options, progress, reason=str(e))
+                _singa_tuples(rep, path, None, storage_options, progress, reason=str(e), store=options.get("store"))
                 return rep
             rep.add_problem(str(e), "fatal")
             _take_warnings(rep, caught)
@@ -354,7 +356,8 @@ def _store_kind(path, options) -> str:
         return s.kind
 
 
-def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, progress, reason: str = "") -> None:
+def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, progress, reason: str = "",
+                  store: str | None = None) -> None:
     """A SINGA store tuple by tuple (the stores have no chunk index; their API reads one tuple
     at a time): value sizes, and for BinFile's 1.x ``ImageRecord``s the labels (class balance)
     and the first JPEG images. ``reason``: why the values are not read as 0.x records."""
@@ -368,7 +371,7 @@ def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, p
     sizes: list[int] = []
     at = 0
     try:
-        with open_store(str(path), "read", None, storage_options=storage_options) as s:
+        with open_store(str(path), "read", store, storage_options=storage_options) as s:
             rep.details["store"] = s.kind
             rep.bytes = _size(path, storage_options)
             while True:
