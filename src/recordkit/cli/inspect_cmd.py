@@ -27,6 +27,8 @@ def register(sub) -> None:
                    help="CTF: index chunk size, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
     ofrecord_cli.add_part_arguments(p)
+    p.add_argument("--plot", metavar="FILE.png|FILE.svg", default=None,
+                   help="CTF/CBF: also draw the sequence-length histogram to FILE (needs recordkit[report])")
     from recordkit.cli.sources import add_storage_arguments
     add_storage_arguments(p)
     p.set_defaults(run=run)
@@ -71,10 +73,12 @@ def describe_singa(path, storage_options=None) -> dict:
             "value_bytes": {"min": int(v.min()), "max": int(v.max()), "mean": float(v.mean())}}
 
 
-def describe_cbf(path, storage_options=None) -> dict:
+def describe_cbf(path, storage_options=None, lengths_out: list | None = None) -> dict:
     from recordkit.formats.cbf import CBFReader
     with CBFReader(path, storage_options=storage_options) as r:
         lengths = np.concatenate([r.sequence_lengths(c.id) for c in r.chunks]) if r.chunks else np.zeros(0)
+        if lengths_out is not None:
+            lengths_out.append(lengths)
         return {
             "format": "cbf", "path": str(path), "version": r.version, "bytes": r.header.file_size,
             "header_offset": r.header.header_offset,
@@ -87,7 +91,7 @@ def describe_cbf(path, storage_options=None) -> dict:
         }
 
 
-def describe_ctf(path, chunk_size, skip_ids, storage_options=None) -> dict:
+def describe_ctf(path, chunk_size, skip_ids, storage_options=None, lengths_out: list | None = None) -> dict:
     from recordkit.formats.ctf import index as ctf_index
     from recordkit.storage import open_source
     with_source = open_source(str(path), storage_options=storage_options)
@@ -96,6 +100,8 @@ def describe_ctf(path, chunk_size, skip_ids, storage_options=None) -> dict:
     finally:
         with_source.close()
     bounds = idx.chunk_bounds(chunk_size)
+    if lengths_out is not None:
+        lengths_out.append(idx.rows)
     chunks = []
     for c in range(len(bounds) - 1):
         lo, hi = int(bounds[c]), int(bounds[c + 1])
@@ -140,6 +146,13 @@ def run(args) -> int:
     from recordkit.storage import location
     opts = args.storage_options
     kind = sniff(args.path, opts)
+    if args.plot and (kind not in ("ctf", "cbf") or location.isdir(args.path, opts)):
+        from recordkit.errors import UsageError
+        raise UsageError(f"{args.path}: --plot draws sequence lengths, which {kind} data does not have "
+                         f"(a record is one sample); `recordkit report` shows its features")
+    if args.plot:
+        from recordkit.report.html import _pyplot
+        _pyplot()  # a missing extra is said before the file is read
     if kind == "singa":
         info = describe_singa(args.path, opts)
         if args.json:
@@ -157,12 +170,17 @@ def run(args) -> int:
     from recordkit.formats.detect import BRIDGE_FORMATS
     if kind in BRIDGE_FORMATS:
         return inspect_bridge(args, kind)
+    lengths = [] if args.plot else None
     if kind not in ("cbf", "ctf") or location.isdir(args.path, opts):  # Parquet, HF, CBF part directories
         info = describe_data_set(args.path, kind, opts)
     elif kind == "cbf":
-        info = describe_cbf(args.path, opts)
+        info = describe_cbf(args.path, opts, lengths)
     else:
-        info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids, opts)
+        info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids, opts, lengths)
+    if args.plot:
+        from recordkit.report.html import write_lengths_plot
+        write_lengths_plot(np.bincount(np.asarray(lengths[0], dtype=np.int64)), args.plot,
+                           f"Sequence lengths of {os.path.basename(str(args.path))}")
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         return 0

@@ -28,6 +28,7 @@ COMMANDS = {
     "reshard": ("recordkit.cli.ofrecord_cli", "re-split an OFRecord data set into another number of parts"),
     "prepare": ("recordkit.cli.prepare", "write SINGA's CIFAR-10 / MNIST stores from the original binary files"),
     "checksum": ("recordkit.cli.checksum_cmd", "write or verify NAME.rkcrc checksum sidecars"),
+    "report": ("recordkit.cli.report", "write an HTML page with a data set's overview, plots and problems"),
     "demo": ("recordkit.cli.demo", "write a small sample CTF corpus, read it back, print a summary"),
 }
 
