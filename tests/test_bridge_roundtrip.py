@@ -204,3 +204,17 @@ def test_inspect_and_read_take_the_format(tmp_path, capsys, corpus, fmt):
     code, text, err = cli(capsys, "read", out, "--mb-size", "64", "--randomize", "--json")
     assert code == 0, err
     assert json.loads(text.strip().splitlines()[-1])["sequences"] == 120
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_urls_are_written_file_by_file_and_a_rewrite_removes_stale_shards(tmp_path, capsys, corpus, fmt):
+    fsspec = pytest.importorskip("fsspec")
+    url = f"memory://bridge-{fmt}/out"
+    assert cli(capsys, "convert", corpus, url, "--to", fmt, *STREAMS, "--parts", "3", "--checksum")[0] == 0
+    assert cat_records(capsys, url) == cat_records(capsys, corpus, *STREAMS)
+    assert cli(capsys, "convert", corpus, url, "--to", fmt, *STREAMS)[0] == 0
+    fs = fsspec.filesystem("memory")
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"/bridge-{fmt}/out", detail=False))
+    assert len(names) == 2 and not any(n.endswith(".rkcrc") for n in names)  # one shard + the description
+    assert cat_records(capsys, url) == cat_records(capsys, corpus, *STREAMS)
+    fs.rm(f"/bridge-{fmt}", recursive=True)
