@@ -35,10 +35,11 @@ COMMANDS = {
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """Warnings as ``recordkit: warning: ...`` (information, trace level 2: ``recordkit: info: ...``),
-    one line each: never Python's file, line and source line."""
+    one line each: never Python's file, line and source line. One write per line: readers warn
+    from several threads, and print's separate newline would let their lines run together."""
     from recordkit.errors import RecordkitInfo
     kind = "info" if issubclass(category, RecordkitInfo) else "warning"
-    print(f"recordkit: {kind}: {message}", file=sys.stderr)
+    sys.stderr.write(f"recordkit: {kind}: {message}\n")
 
 
 def _os_failure(e: OSError) -> str:

@@ -28,7 +28,7 @@ def register(sub) -> None:
                        description="Copy the records of the OFRecord data set DIR into N part files in OUT "
                                    "(records are copied as they are, not re-encoded), e.g. for another number "
                                    "of GPUs. By default each part is a contiguous run and the record order is "
-                                   "kept; OUT is replaced as a whole.")
+                                   "kept; a local OUT is replaced as a whole.")
     p.add_argument("path", metavar="DIR", help="the OFRecord data set to read (a directory of part files, or one file)")
     p.add_argument("output", metavar="OUT", help="the directory to write the new part files into")
     p.add_argument("--parts", type=argtypes.positive_int, required=True, metavar="N",

@@ -271,6 +271,8 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                 # errors and warnings are charged once the whole chunk is parsed, as iter_chunks does
                 # (an error beyond the budget raises here, and the output is discarded)
                 reader._charge_pieces(chunk_id, done)
+                reader._trace_chunk(chunk_id, sum(len(p[2][1][0]) for p in done),
+                                    sum(int(p[2][1][0].sum(dtype=np.int64)) for p in done))
                 done = []
                 if progress is not None:
                     progress(reader.chunks[chunk_id].size)
