@@ -33,6 +33,12 @@ VALIDATORS = {
     "cbf": "recordkit.formats.cbf.validate",
     "ofrecord": "recordkit.formats.ofrecord.validate",
     "singa": "recordkit.formats.singa.validate",
+    # formats whose reader checks what it decodes: every chunk loaded, each failure located
+    "parquet": "recordkit.formats.reader_validate",
+    "hf": "recordkit.formats.reader_validate",
+    "webdataset": "recordkit.formats.reader_validate",
+    "tfrecord": "recordkit.formats.reader_validate",
+    "mds": "recordkit.formats.reader_validate",
 }
 
 
