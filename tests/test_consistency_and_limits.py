@@ -61,7 +61,8 @@ def test_inf_into_ctf_names_the_stream_sequence_and_sample(tmp_path):
     assert run("convert", src, tmp_path / "inf.cbf", "--stream", "x=dense:2").returncode == 0
     out = run("convert", tmp_path / "inf.cbf", tmp_path / "back.ctf")
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "stream 'x', sequence 2 (sequence 2 of chunk 0), sample 1: CTF cannot represent inf" in out.stderr
+    assert (f"{tmp_path / 'inf.cbf'}: stream 'x', sequence 2 (sequence 2 of chunk 0), sample 1: CTF cannot "
+            f"represent inf") in out.stderr  # the input file, then where in it
     assert not (tmp_path / "back.ctf").exists()
 
 

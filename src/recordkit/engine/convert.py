@@ -331,13 +331,13 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         ids = _SequenceIds(reader) if target == "cbf" else None
         with writer:
             if first is not None:
-                writer.write_chunk(first)
+                _write(writer, first, source)
                 if ids is not None:
                     ids.add(first.keys)
                 if progress is not None:
                     progress(_chunk_bytes(reader, first))
                 for chunk in chunks:
-                    writer.write_chunk(chunk)
+                    _write(writer, chunk, source)
                     if ids is not None:
                         ids.add(chunk.keys)
                     if progress is not None:
@@ -388,6 +388,16 @@ def _without_keys(est: SizeEstimate, target: str) -> SizeEstimate:
     if target == "cbf":
         est.dropped = [d for d in est.dropped if not d.startswith("sequence keys")]
     return est
+
+
+def _write(writer, chunk, source: str) -> None:
+    """One chunk into the writer; a value the target cannot hold names the input file too (the
+    writer knows the stream, sequence key, chunk and sample, not where the chunk came from)."""
+    from recordkit.errors import UnrepresentableError
+    try:
+        writer.write_chunk(chunk)
+    except UnrepresentableError as e:
+        raise UnrepresentableError(f"{source}: {e}") from None
 
 
 def _warn_dropped(est: SizeEstimate, source: str, target: str) -> None:
