@@ -22,17 +22,18 @@ def register(sub) -> None:
                                    "balance, the first images). --stream declares the streams of CTF inputs; CBF, "
                                    "OFRecord and SINGA inputs describe their own. Needs matplotlib: "
                                    "pip install 'recordkit[report]'.")
-    p.add_argument("paths", nargs="+", metavar="IN")
+    from recordkit.cli import argtypes
+    p.add_argument("paths", nargs="+", metavar="IN", help="the inputs, any format recordkit reads (one section each)")
     p.add_argument("-o", "--output", required=True, metavar="HTML", help="the page to write")
     p.add_argument("--title", default=None, help="page title (default: recordkit report: NAMES)")
-    p.add_argument("--show-errors", type=int, default=20, metavar="N",
+    p.add_argument("--show-errors", type=argtypes.non_negative_int, default=20, metavar="N",
                    help="list at most N errors/warnings per input (all are counted; default 20)")
     from recordkit.cli import sources
     sources.add_ctf_arguments(p)
-    p.add_argument("--data-part-num", type=int, default=None, metavar="N",
+    p.add_argument("--data-part-num", type=argtypes.positive_int, default=None, metavar="N",
                    help="OFRecord: read exactly parts 0..N-1 (default: every PREFIX<digits> file of the directory)")
-    p.add_argument("--part-name-prefix", default="part-", metavar="PREFIX", help="OFRecord part names")
-    p.add_argument("--part-name-suffix-length", type=int, default=-1, metavar="K",
+    p.add_argument("--part-name-prefix", type=argtypes.non_empty, default="part-", metavar="PREFIX", help="OFRecord part names")
+    p.add_argument("--part-name-suffix-length", type=argtypes.suffix_length, default=-1, metavar="K",
                    help="OFRecord: digits of the part number, zero padded (-1: no padding)")
     p.add_argument("--store", choices=("kvfile", "binfile", "textfile"), default=None,
                    help="SINGA: the store kind (default: sniffed from the content)")

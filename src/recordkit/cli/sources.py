@@ -59,7 +59,8 @@ def allowed_empty(args) -> list[str]:
 
 def parse_streams(args) -> list[StreamSpec]:
     if not args.stream:
-        raise UsageError(f"{args.path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+        raise UsageError(f"{getattr(args, 'path', None) or ', '.join(map(str, getattr(args, 'paths', [])))}: declare at least one "
+                         f"--stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
     streams = []
     for text in args.stream:
         try:
