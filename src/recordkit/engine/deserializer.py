@@ -46,6 +46,30 @@ def iter_sequences(deserializer: Deserializer) -> Iterator[Sequence]:
         yield from deserializer.load_chunk(info.id)
 
 
+def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None,
+                  name: str = "recordkit-chunks") -> Iterator:
+    """``load(0) .. load(n-1)`` in order, ``threads`` at a time on a pool (the loaders release the
+    GIL while decoding), at most ``prefetch`` ahead; pending loads are cancelled when the consumer
+    stops or a load fails. The ``iter_chunks`` of every reader that decodes chunk by chunk."""
+    if threads <= 1 or n <= 1:
+        for i in range(n):
+            yield load(i)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    prefetch = max(threads, prefetch or threads)
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name) as pool:
+        pending, nxt = {}, 0
+        try:
+            for i in range(n):
+                while nxt < n and nxt < i + prefetch:
+                    pending[nxt] = pool.submit(load, nxt)
+                    nxt += 1
+                yield pending.pop(i).result()
+        finally:
+            for fut in pending.values():
+                fut.cancel()
+
+
 def accepts_keyword(fn, name: str) -> bool:
     """Whether ``fn`` takes keyword ``name`` (e.g. ``load_chunk(..., threads=N)``): asked once,
     instead of retrying on a TypeError, which would also swallow a TypeError raised inside a

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -109,24 +108,9 @@ class CBFParts(ClosingReader):
 
     def iter_chunks(self, threads: int = 2, prefetch: int | None = None):
         """Every chunk in part order, decoded ``threads`` at a time."""
-        n = len(self._chunks)
-        if threads <= 1 or n <= 1:
-            for i in range(n):
-                yield self.load_chunk(i)
-            return
-        prefetch = max(threads, prefetch or threads)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-cbf-parts") as pool:
-            pending, nxt = {}, 0
-            for i in range(n):
-                while nxt < n and nxt < i + prefetch:
-                    pending[nxt] = pool.submit(self.load_chunk, nxt)
-                    nxt += 1
-                try:
-                    yield pending.pop(i).result()
-                except BaseException:
-                    for fut in pending.values():
-                        fut.cancel()
-                    raise
+        from recordkit.engine.deserializer import load_in_order
+        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
+                                 name="recordkit-cbf-parts")
 
     def __iter__(self):
         for chunk in self.iter_chunks():

@@ -10,7 +10,6 @@ Errors name the file, the byte offset and the chunk.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -240,26 +239,9 @@ class CBFReader(ClosingReader):
 
     def iter_chunks(self, threads: int = 2, prefetch: int | None = None) -> Iterator[ChunkData]:
         """Every chunk in file order, decoded ``threads`` at a time."""
-        n = len(self._chunks)
-        if threads <= 1 or n <= 1:
-            for i in range(n):
-                yield self._load_chunk(i)
-            self._presence.check()
-            return
-        prefetch = max(threads, prefetch or threads)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-cbf") as pool:
-            pending = {}
-            nxt = 0
-            for i in range(n):
-                while nxt < n and nxt < i + prefetch:
-                    pending[nxt] = pool.submit(self._load_chunk, nxt)
-                    nxt += 1
-                try:
-                    yield pending.pop(i).result()
-                except BaseException:
-                    for fut in pending.values():
-                        fut.cancel()
-                    raise
+        from recordkit.engine.deserializer import load_in_order
+        yield from load_in_order(self._load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
+                                 name="recordkit-cbf")
         self._presence.check()  # the end of the sweep: a selected stream without any sample is an error
 
     def __iter__(self) -> Iterator[Sequence]:

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -205,24 +204,9 @@ class ParquetDeserializer(ClosingReader):
 
     def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_):
         """Every row group in order, ``threads`` decoded at once (Arrow releases the GIL)."""
-        n = len(self._chunks)
-        if threads <= 1 or n <= 1:
-            for i in range(n):
-                yield self.load_chunk(i)
-            return
-        prefetch = max(threads, prefetch or threads)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-parquet") as pool:
-            pending, nxt = {}, 0
-            for i in range(n):
-                while nxt < n and nxt < i + prefetch:
-                    pending[nxt] = pool.submit(self.load_chunk, nxt)
-                    nxt += 1
-                try:
-                    yield pending.pop(i).result()
-                except BaseException:
-                    for fut in pending.values():
-                        fut.cancel()
-                    raise
+        from recordkit.engine.deserializer import load_in_order
+        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
+                                 name="recordkit-parquet")
 
     def __iter__(self):
         for chunk in self.iter_chunks():
