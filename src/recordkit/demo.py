@@ -110,7 +110,33 @@ def _bridge(path: str, directory: str, read, echo) -> dict:
     echo(f"bridge: converted to {out} ({os.path.getsize(out) / 1024:.1f} KiB, {groups} row groups) in "
          f"{t_conv * 1000:.0f} ms; read back through the engine: {len(back)} sequences, {n_mb} randomized "
          f"minibatches; " + ("identical" if mismatches == 0 else f"{mismatches} sequences differ"))
-    return {"parquet": out, "parquet_mismatches": mismatches}
+    return {"parquet": out, "parquet_mismatches": mismatches, **_webdataset(path, directory, read, echo)}
+
+
+def _webdataset(path: str, directory: str, read, echo) -> dict:
+    """The corpus as WebDataset shards (no optional dependency: tar members written directly) and
+    read back through the engine."""
+    import warnings
+    import recordkit
+    from recordkit.engine.source import MinibatchSource
+    from recordkit.formats.webdataset import WebDatasetReader
+    out = os.path.join(directory, "demo_wds")
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recordkit.convert(path, out, "webdataset", streams=DEMO_STREAMS, chunk_size=64 << 10, parts=4)
+    t_conv = time.perf_counter() - t0
+    with WebDatasetReader(out) as reader:
+        back = [(s.key, s.data) for c in reader.iter_chunks() for s in c]
+        with MinibatchSource(reader, randomize=True, window=2, seed=1, max_sweeps=1) as source:
+            n_mb = sum(1 for _ in source.minibatches(256))
+        shards = len(reader.chunks)
+    mismatches = sum(1 for (k1, d1), (k2, d2) in zip(read, back)
+                     if k1 != k2 or any(_differs(d1[name], d2[name]) for name in d1)) + abs(len(read) - len(back))
+    echo(f"bridge: converted to {out}/ ({shards} WebDataset tar shards) in {t_conv * 1000:.0f} ms; read back "
+         f"through the engine: {len(back)} sequences, {n_mb} randomized minibatches; "
+         + ("identical" if mismatches == 0 else f"{mismatches} sequences differ"))
+    return {"webdataset": out, "webdataset_mismatches": mismatches}
 
 
 def _differs(a, b) -> bool:
