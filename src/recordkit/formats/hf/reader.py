@@ -139,9 +139,11 @@ class HFDeserializer(ClosingReader):
         return np.concatenate([to_numpy(bt.column(bt.schema.get_field_index("key")))
                                for bt in self._batches[k][a:b]]).astype(np.uint64)
 
-    def iter_chunks(self, threads: int = 1, **_):
-        for info in self._chunks:
-            yield self.load_chunk(info.id)
+    def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_):
+        """Every chunk in order, ``threads`` decoded at once (the decoding is NumPy on whole arrays)."""
+        from recordkit.engine.deserializer import load_in_order
+        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
+                                 name="recordkit-shards")
 
     def __iter__(self):
         for chunk in self.iter_chunks():
