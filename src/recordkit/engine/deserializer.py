@@ -40,6 +40,37 @@ class Deserializer(Protocol):
     def load_chunk(self, chunk_id: int) -> ChunkData: ...
 
 
+class DeserializerBase:
+    """The optional half of the protocol with its defaults, for readers that keep their streams in
+    ``self._streams`` and their chunk table in ``self._chunks`` and implement ``load_chunk``:
+    copies of both as ``streams``/``chunks``, ``iter_chunks`` decoding ``threads`` chunks at once
+    in order (``load_in_order``), iteration over sequences, and ``sequence_keys`` by decoding the
+    chunk (override where keys are cheaper to get)."""
+
+    _streams: list
+    _chunks: list
+
+    @property
+    def streams(self) -> list[StreamSpec]:
+        return list(self._streams)
+
+    @property
+    def chunks(self) -> list[ChunkInfo]:
+        return list(self._chunks)
+
+    def sequence_keys(self, chunk_id: int):
+        return self.load_chunk(chunk_id).keys
+
+    def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_) -> Iterator[ChunkData]:
+        """Every chunk in order, ``threads`` decoded at once."""
+        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
+                                 name=f"recordkit-{type(self).__name__}")
+
+    def __iter__(self) -> Iterator[Sequence]:
+        for chunk in self.iter_chunks():
+            yield from chunk
+
+
 def iter_sequences(deserializer: Deserializer) -> Iterator[Sequence]:
     """Every sequence of a deserializer in storage order."""
     for info in deserializer.chunks:

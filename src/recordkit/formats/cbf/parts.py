@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData
-from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.storage import location
@@ -45,7 +45,7 @@ def open_cbf_data_set(path, streams=None, *, precision=None, storage_options=Non
                      **options)
 
 
-class CBFParts(ClosingReader):
+class CBFParts(DeserializerBase, ClosingReader):
     """The CBF parts of directory ``path`` as one Deserializer (same options as ``CBFReader``)."""
 
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None, **options):
@@ -106,15 +106,6 @@ class CBFParts(ClosingReader):
         k, local = self._where[chunk_id]
         return self.parts[k].sequence_keys(local) + np.uint64(self._first_key[k])
 
-    def iter_chunks(self, threads: int = 2, prefetch: int | None = None):
-        """Every chunk in part order, decoded ``threads`` at a time."""
-        from recordkit.engine.deserializer import load_in_order
-        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
-                                 name="recordkit-cbf-parts")
-
-    def __iter__(self):
-        for chunk in self.iter_chunks():
-            yield from chunk
 
     def close(self) -> None:
         for r in getattr(self, "parts", []):

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import streams_to_json
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
@@ -41,7 +41,7 @@ def _read_json(path, storage_options):
         raise FormatError(path, f"not valid JSON: {e}") from None
 
 
-class HFDeserializer(ClosingReader):
+class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None,
@@ -139,15 +139,6 @@ class HFDeserializer(ClosingReader):
         return np.concatenate([to_numpy(bt.column(bt.schema.get_field_index("key")))
                                for bt in self._batches[k][a:b]]).astype(np.uint64)
 
-    def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_):
-        """Every chunk in order, ``threads`` decoded at once (the decoding is NumPy on whole arrays)."""
-        from recordkit.engine.deserializer import load_in_order
-        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
-                                 name="recordkit-shards")
-
-    def __iter__(self):
-        for chunk in self.iter_chunks():
-            yield from chunk
 
     def close(self) -> None:
         self._batches = []

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordkit.engine.chunk import concat_chunks
-from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select_streams
@@ -69,7 +69,7 @@ def arrow_error(path, e: Exception, where: str | None = None) -> FormatError:
     return FormatError(path, f"cannot read Parquet data: {msg}", record=where)
 
 
-class ParquetDeserializer(ClosingReader):
+class ParquetDeserializer(DeserializerBase, ClosingReader):
     """Read Parquet data in the stream mapping.
 
     ``streams``: None for the recorded streams; else StreamSpecs selecting columns by alias and
@@ -202,15 +202,6 @@ class ParquetDeserializer(ClosingReader):
         return np.concatenate([to_numpy(c) for c in table.column(0).chunks] or [np.zeros(0, np.uint64)]
                               ).astype(np.uint64)
 
-    def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_):
-        """Every row group in order, ``threads`` decoded at once (Arrow releases the GIL)."""
-        from recordkit.engine.deserializer import load_in_order
-        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
-                                 name="recordkit-parquet")
-
-    def __iter__(self):
-        for chunk in self.iter_chunks():
-            yield from chunk
 
     def close(self) -> None:
         handles = list(getattr(self, "_files", []))

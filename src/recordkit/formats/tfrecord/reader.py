@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
-from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
@@ -49,7 +49,7 @@ def _schema():
     return schema
 
 
-class TFRecordReader(ClosingReader):
+class TFRecordReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, verify_crc: bool = True, storage_options=None,
                  cache_dir=None):
@@ -125,17 +125,6 @@ class TFRecordReader(ClosingReader):
             return streams_from_json(json.loads(f.bytes_list.value[0])["streams"])
         except (ValueError, KeyError, TypeError) as e:
             raise FormatError(path, f"bad '{META_FEATURE}' context feature: {e}", offset=0, record="record 0") from None
-
-    @property
-    def streams(self) -> list[StreamSpec]:
-        return list(self._streams)
-
-    @property
-    def chunks(self) -> list[ChunkInfo]:
-        return list(self._chunks)
-
-    def sequence_keys(self, chunk_id: int) -> np.ndarray:
-        return self.load_chunk(chunk_id).keys
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
@@ -299,15 +288,6 @@ class TFRecordReader(ClosingReader):
         return SparseColumn(np.array(val, dtype=self.dtype), indices.astype(np.int32), offsets(np.array(nnz, np.int64)),
                             offsets(counts), spec.dim)
 
-    def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_):
-        """Every chunk in order, ``threads`` decoded at once (the decoding is NumPy on whole arrays)."""
-        from recordkit.engine.deserializer import load_in_order
-        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
-                                 name="recordkit-shards")
-
-    def __iter__(self):
-        for chunk in self.iter_chunks():
-            yield from chunk
 
     def close(self) -> None:
         pass

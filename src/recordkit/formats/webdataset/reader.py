@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
-from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
@@ -49,7 +49,7 @@ def shard_paths(path, storage_options=None) -> list[str]:
     return [location.join(path, n) for n in names]
 
 
-class WebDatasetReader(ClosingReader):
+class WebDatasetReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
@@ -105,17 +105,6 @@ class WebDatasetReader(ClosingReader):
         keys = _split(names)[0]
         n = len(_group_starts(keys)) - 1
         return n, n
-
-    @property
-    def streams(self) -> list[StreamSpec]:
-        return list(self._streams)
-
-    @property
-    def chunks(self) -> list[ChunkInfo]:
-        return list(self._chunks)
-
-    def sequence_keys(self, chunk_id: int) -> np.ndarray:
-        return self.load_chunk(chunk_id).keys
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
@@ -339,15 +328,6 @@ class WebDatasetReader(ClosingReader):
         indices = np.concatenate(ind_parts).astype(np.int32) if ind_parts else np.zeros(0, np.int32)
         return SparseColumn(values, indices, ptr, offsets(counts), spec.dim)
 
-    def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_):
-        """Every chunk in order, ``threads`` decoded at once (the decoding is NumPy on whole arrays)."""
-        from recordkit.engine.deserializer import load_in_order
-        yield from load_in_order(self.load_chunk, len(self._chunks), threads=threads, prefetch=prefetch,
-                                 name="recordkit-shards")
-
-    def __iter__(self):
-        for chunk in self.iter_chunks():
-            yield from chunk
 
     def close(self) -> None:
         pass
