@@ -21,18 +21,8 @@ def _parts(args) -> list[str]:
 
 
 def _part(path, storage_options=None):
-    """(index, bytes) of a whole part, local or remote (checksum-verified when it has a sidecar):
-    read once, then indexed in memory (the length prefixes of the bytes just read)."""
-    from recordkit.formats.ofrecord import _kernel
-    from recordkit.formats.ofrecord.dataset import PartIndex
-    from recordkit.storage import open_source
-    src = open_source(path, storage_options=storage_options)
-    try:
-        data = src.pread(0, src.size, cache=False)
-    finally:
-        src.close()
-    offsets, lengths, problem = _kernel.scan_frames(data, 0)
-    return PartIndex(str(src.name), offsets, lengths, len(data), problem), data
+    from recordkit.formats.ofrecord.dataset import read_part
+    return read_part(path, storage_options)
 
 
 def _records(path, storage_options=None):

@@ -27,16 +27,8 @@ def _image_kind(value: bytes):
 
 
 def _read_part(path, storage_options):
-    from recordkit.formats.ofrecord import _kernel
-    from recordkit.formats.ofrecord.dataset import PartIndex
-    from recordkit.storage import open_source
-    src = open_source(path, storage_options=storage_options)
-    try:
-        data = src.pread(0, src.size, cache=False)
-    finally:
-        src.close()
-    offsets, lengths, problem = _kernel.scan_frames(data, 0)
-    return PartIndex(str(src.name), offsets, lengths, len(data), problem), data
+    from recordkit.formats.ofrecord.dataset import read_part
+    return read_part(path, storage_options)
 
 
 def collect(rep: InputReport, path, *, storage_options=None, progress=None, data_part_num=None,

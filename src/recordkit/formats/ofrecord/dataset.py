@@ -133,6 +133,21 @@ class PartIndex:
 SCAN_BLOCK = 8 << 20
 
 
+def read_part(path, storage_options=None) -> tuple["PartIndex", bytes]:
+    """(index, bytes) of a whole part, local or remote (checksum-verified when it has a sidecar):
+    read once, then indexed in memory from the length prefixes of the bytes just read. For the
+    commands that decode every record (``stats``, ``cat``, ``report``); readers that stream use
+    ``scan_part`` and pread."""
+    from recordkit.formats.ofrecord import _kernel
+    src = open_source(path, storage_options=storage_options)
+    try:
+        data = src.pread(0, src.size, cache=False)
+    finally:
+        src.close()
+    offsets, lengths, problem = _kernel.scan_frames(data, 0)
+    return PartIndex(str(src.name), offsets, lengths, len(data), problem), data
+
+
 def scan_part(source) -> PartIndex:
     """Index a part file by its length prefixes: one compiled pass per block read with pread
     (no memory map, so a file truncated meanwhile is an error, not a SIGBUS).
