@@ -126,7 +126,8 @@ def precision_of(reader) -> str:
 
 
 def _is_ctf(reader) -> bool:
-    return reader.__class__.__name__ == "CTFReader"
+    from recordkit.formats.ctf import CTFReader
+    return isinstance(reader, CTFReader)
 
 
 def _output_streams(reader, target: str) -> list[StreamSpec]:
