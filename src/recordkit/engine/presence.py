@@ -164,3 +164,24 @@ class StreamPresence:
         lowered = {n.lower(): n for n in names}
         close = difflib.get_close_matches(spec.alias.lower(), list(lowered), n=1, cutoff=0.75)
         return lowered[close[0]] if close else None
+
+
+class ChecksPresence:
+    """For readers that hold a ``StreamPresence`` in ``self._presence``: ``close()`` ends with
+    ``check_presence()``; an error ending a ``with`` block, or the garbage collector, suppresses
+    the check (it must not hide the real error, nor be raised from nowhere)."""
+
+    def check_presence(self) -> None:
+        presence = getattr(self, "_presence", None)
+        if presence is not None:
+            presence.check()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and getattr(self, "_presence", None) is not None:
+            self._presence.suppress()  # do not hide the error that ends the with block
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_presence", None) is not None:
+            self._presence.suppress()  # the garbage collector is no place to report it
+        super().__del__()

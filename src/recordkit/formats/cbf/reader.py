@@ -17,7 +17,7 @@ import numpy as np
 from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
-from recordkit.engine.presence import StreamPresence
+from recordkit.engine.presence import ChecksPresence, StreamPresence
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.cbf import _kernel, layout
@@ -35,7 +35,7 @@ _PROBLEMS = {
 }
 
 
-class CBFReader(ClosingReader):
+class CBFReader(ChecksPresence, ClosingReader):
     """Read a CBF file.
 
     ``streams``: None for every stream of the file under its own name; or a list of
@@ -256,17 +256,5 @@ class CBFReader(ClosingReader):
         if getattr(self, "_source", None) is not None:
             self._source.close()
             self._source = None
-        presence = getattr(self, "_presence", None)
-        if presence is not None:
-            presence.check()
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and getattr(self, "_presence", None) is not None:
-            self._presence.suppress()  # do not hide the error that ends the with block
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_presence", None) is not None:
-            self._presence.suppress()  # the garbage collector is no place to report it
-        super().__del__()
+        self.check_presence()
 

@@ -23,7 +23,7 @@ import numpy as np
 from recordkit.formats.closing import ClosingReader
 from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo
-from recordkit.engine.presence import StreamPresence, resolve_allowed
+from recordkit.engine.presence import ChecksPresence, StreamPresence, resolve_allowed
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.errors import (TRACE_INFO, TRACE_WARNINGS, ErrorBudget, FormatError, trace_chunk_loaded,
                               trace_level as _trace_level, warn)
@@ -34,7 +34,7 @@ DEFAULT_CHUNK_SIZE = 32 << 20
 WARNINGS_PER_KIND = 20  # beyond this, a kind of warning is counted but not printed
 
 
-class CTFReader(ClosingReader):
+class CTFReader(ChecksPresence, ClosingReader):
     """Read a CTF file as sequences of declared streams.
 
     Parameters mirror CNTK's CNTKTextFormatReader: ``precision`` ('float' or
@@ -287,19 +287,7 @@ class CTFReader(ClosingReader):
         if getattr(self, "_source", None) is not None:
             self._source.close()
             self._source = None
-        presence = getattr(self, "_presence", None)
-        if presence is not None:
-            presence.check()
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and getattr(self, "_presence", None) is not None:
-            self._presence.suppress()  # do not hide the error that ends the with block
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_presence", None) is not None:
-            self._presence.suppress()  # the garbage collector is no place to report it
-        super().__del__()
+        self.check_presence()
 
 
     # -- internals -------------------------------------------------------------------------------
