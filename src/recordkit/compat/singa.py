@@ -153,7 +153,8 @@ class Field:
     name: str
     value: object          # str | int | float | bool | Message; enum values are their identifier (str)
     kind: str              # "string", "number", "ident", "message"
-    where: Where
+    where: Where           # the field's name
+    value_where: Where | None = None  # its value (scalars)
 
 
 @dataclass
@@ -263,14 +264,14 @@ class _Parser:
             text = tok.text
             while self.peek().kind == "string":
                 text += self.take().text
-            return Field(name, text, "string", tok.where)
+            return Field(name, text, "string", where, tok.where)
         if tok.kind == "number":
-            return Field(name, _number(tok), "number", tok.where)
+            return Field(name, _number(tok), "number", where, tok.where)
         if tok.kind == "ident":
             low = tok.text.lower()
             if low in ("inf", "-inf", "infinity", "-infinity", "nan", "-nan"):
-                return Field(name, float(low.replace("infinity", "inf")), "number", tok.where)
-            return Field(name, tok.text, "ident", tok.where)
+                return Field(name, float(low.replace("infinity", "inf")), "number", where, tok.where)
+            return Field(name, tok.text, "ident", where, tok.where)
         raise _error(tok.where, f"expected a value for '{name}', found {_describe(tok)}")
 
 
@@ -372,28 +373,28 @@ def _check_value(f: Field, kind, what: str) -> None:
         raise _error(f.where, f"'{f.name}' in {what} takes a value, not a message")
     if kind == _STR:
         if f.kind != "string":
-            raise _error(f.where, f"'{f.name}' takes a quoted string, found {f.value!r}")
+            raise _error(f.value_where, f"'{f.name}' takes a quoted string, found {f.value!r}")
     elif kind == _INT:
         if f.kind != "number" or not isinstance(f.value, int):
-            raise _error(f.where, f"'{f.name}' takes an integer, found {f.value!r}")
+            raise _error(f.value_where, f"'{f.name}' takes an integer, found {f.value!r}")
     elif kind == _FLOAT:
         if f.kind != "number":
-            raise _error(f.where, f"'{f.name}' takes a number, found {f.value!r}")
+            raise _error(f.value_where, f"'{f.name}' takes a number, found {f.value!r}")
         f.value = float(f.value)
     elif kind == _BOOL:
         key = str(f.value) if f.kind != "string" else None
         if key not in _BOOLS:
-            raise _error(f.where, f"'{f.name}' takes true or false, found {f.value!r}")
+            raise _error(f.value_where, f"'{f.name}' takes true or false, found {f.value!r}")
         f.value = _BOOLS[key]
     elif isinstance(kind, tuple) and kind[0] == "enum":
         names = kind[1]
         if names is None:
             if f.kind != "ident":
-                raise _error(f.where, f"'{f.name}' takes a layer type such as kRecordInput, found {f.value!r}")
+                raise _error(f.value_where, f"'{f.name}' takes a layer type such as kRecordInput, found {f.value!r}")
         elif f.kind == "number" and isinstance(f.value, int) and f.value in names.values():
             f.value = next(k for k, v in names.items() if v == f.value)
         elif f.kind != "ident" or f.value not in names:
-            raise _error(f.where, f"'{f.name}' takes one of {', '.join(names)}, found {f.value!r}")
+            raise _error(f.value_where, f"'{f.name}' takes one of {', '.join(names)}, found {f.value!r}")
 
 
 # ------------------------------------------------------------------------------------------ the model
