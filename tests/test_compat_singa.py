@@ -403,3 +403,14 @@ def test_read_singa_conf_usage_errors(cifar, capsys, monkeypatch):
     (root / "bad.conf").write_text('neuralnet {\n  layer { name: "d" typo: 1 }\n}\n')
     code = main(["read", "--singa-conf", "bad.conf"])
     assert code != 0 and "bad.conf:2:21: unknown field 'typo'" in capsys.readouterr().err
+
+
+def test_a_layer_name_shared_by_the_train_and_test_layers_is_told_apart_by_phase(cifar):
+    root, _ = cifar
+    job = singa.load_job_conf(root / "job.conf", root=root)
+    train, test = job.input_layers
+    assert job.layer("data") is train and job.layer("data", "test") is test and job.layer("data", "kTrain") is train
+    with pytest.raises(UsageError, match=r"'data' is not in phase kDeploy \(its phases: kTrain; kTest\)"):
+        job.layer("data", "deploy")
+    csv = singa.parse_job_conf(CSV_JOB)
+    assert csv.layer("csv_test").name == "csv_test"  # a test-only layer by name needs no --phase

@@ -32,8 +32,8 @@ def add_read_arguments(p, singa: bool = False) -> None:
         g.add_argument("--singa-conf", metavar="JOB.CONF", default=None,
                        help="read the input layer of this SINGA 0.x job.conf (kRecordInput, kCSVInput, kShardData): "
                             "its store, shape, mean/std normalisation and batchsize")
-        g.add_argument("--phase", default="train", metavar="PHASE",
-                       help="the layer's phase: train (default), test, val, deploy (or kTrain, kTest, ...)")
+        g.add_argument("--phase", default=None, metavar="PHASE",
+                       help="the layer's phase: train (the default), test, val, deploy (or kTrain, kTest, ...)")
         g.add_argument("--layer", default=None, metavar="NAME", help="the input layer by name (default: the only "
                                                                    "input layer of --phase)")
         g.add_argument("--singa-root", default=None, metavar="DIR",

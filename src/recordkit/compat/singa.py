@@ -654,16 +654,23 @@ class JobConf:
     partition_dim: int = 0
 
     def layer(self, name: str | None = None, phase=None) -> InputLayer:
-        """The input layer called ``name``, or the only input layer of ``phase`` (default: kTrain)."""
+        """The input layer called ``name`` (in ``phase``, when several layers share the name, as cifar10's
+        train and test ``data`` layers do), or the only input layer of ``phase`` (default: kTrain)."""
         if name is not None:
-            for layer in self.input_layers:
-                if layer.name == name:
-                    if phase is not None and not layer.in_phase(phase):
-                        raise UsageError(f"{self.source}: input layer '{name}' is not in phase {_phase(phase)} "
-                                         f"(its phases: {', '.join(layer.phases)})")
-                    return layer
-            raise UsageError(f"{self.source}: no input layer named '{name}' (input layers: "
-                             f"{', '.join(l.name for l in self.input_layers) or 'none'})")
+            named = [layer for layer in self.input_layers if layer.name == name]
+            if not named:
+                raise UsageError(f"{self.source}: no input layer named '{name}' (input layers: "
+                                 f"{', '.join(l.name for l in self.input_layers) or 'none'})")
+            found = named if phase is None else [layer for layer in named if layer.in_phase(phase)]
+            if len(named) > 1 and phase is None:
+                found = [layer for layer in named if layer.in_phase("kTrain")] or named
+            if not found:
+                raise UsageError(f"{self.source}: input layer '{name}' is not in phase {_phase(phase)} (its phases: "
+                                 f"{'; '.join(', '.join(l.phases) for l in named)})")
+            if len(found) > 1:
+                raise UsageError(f"{self.source}: {len(found)} input layers named '{name}'"
+                                 f"{'' if phase is None else ' in phase ' + _phase(phase)}; say which phase")
+            return found[0]
         phase = _phase(phase or "kTrain")
         found = [layer for layer in self.input_layers if layer.in_phase(phase)]
         if not found:
