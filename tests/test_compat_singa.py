@@ -414,3 +414,60 @@ def test_a_layer_name_shared_by_the_train_and_test_layers_is_told_apart_by_phase
         job.layer("data", "deploy")
     csv = singa.parse_job_conf(CSV_JOB)
     assert csv.layer("csv_test").name == "csv_test"  # a test-only layer by name needs no --phase
+
+
+@pytest.mark.parametrize("setting, marker, message", [
+    ("batchsize: 0", "0", "'batchsize' must be at least 1"),
+    ("shape: -3", "-3", "'shape' must be at least 1"),
+    ("random_skip: -1", "-1", "'random_skip' must not be negative"),
+    ('separator: ""', '""', "'separator' must not be empty"),
+    ("std_value: 0.0", "0.0", "'std_value' must not be 0"),
+])
+def test_values_singa_would_abort_on_are_located(setting, marker, message):
+    text = f'layer {{ name: "d" type: kCSVInput\n  store_conf {{ path: "p" shape: 2 {setting} }} }}\n'
+    line, column = position(text, " " + marker + " ")
+    with pytest.raises(FormatError) as err:
+        singa.parse_job_conf(text, "job.conf")
+    assert (err.value.line, err.value.column) == (line, column + 1) and message in err.value.message
+
+
+def test_a_shape_that_does_not_fit_the_records_is_an_error_naming_both(cifar):
+    root, _ = cifar
+    text = CIFAR_JOB.replace("shape: 3\n", "shape: 1\n", 1)
+    layer = singa.parse_job_conf(text, root=root).layer()
+    with pytest.raises(FormatError, match=r"image_mean.bin: mean/std record has 3072 data values, shape \[1, 32, 32\]"):
+        layer.deserializer()
+    layer.mean_file = None
+    with pytest.raises(FormatError, match=r"the records hold 3072 values, the configured shape \[1, 32, 32\]"):
+        layer.deserializer()
+    with pytest.raises(FormatError, match=r"record pixel has 3072 values, the configured shape \[1, 32, 32\]"):
+        next(iter(layer.batches()))
+
+
+def test_mutated_job_confs_fail_only_with_located_errors():
+    """Seeded random edits of a real job.conf: each parses or fails with a FormatError/UsageError
+    that has a line and column (never an IndexError, RecursionError, ...)."""
+    rng = np.random.default_rng(17)
+    alphabet = list('{}<>:;,[]"\'#\\-.0123456789abcxyz_ \n\t') + ["kTrain", "store_conf", "layer", "\u00e9"]
+    located = 0
+    for _ in range(1500):
+        chars = list(CIFAR_JOB)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(0, len(chars)))
+            op = rng.integers(0, 3)
+            if op == 0:
+                del chars[at]
+            elif op == 1:
+                chars.insert(at, alphabet[int(rng.integers(0, len(alphabet)))])
+            else:
+                chars[at] = alphabet[int(rng.integers(0, len(alphabet)))]
+        try:
+            singa.parse_job_conf("".join(chars), "m.conf")
+        except FormatError as e:
+            assert e.line is not None and e.column is not None and e.line >= 1 and e.column >= 1, e
+            located += 1
+        except UsageError:
+            pass
+    assert located > 500  # most edits break something, and those are located
+    with pytest.raises(FormatError, match="nested more than 100 deep"):
+        singa.parse_job_conf("a {" * 5000)

@@ -190,9 +190,12 @@ class _Parser:
     """protobuf text format: ``message := (field [;|,])*``, ``field := name (':' value | [':'] '{' message '}'
     | [':'] '<' message '>')``, ``value := scalar | '[' scalar (',' scalar)* ']'``; adjacent strings join."""
 
+    MAX_DEPTH = 100  # SINGA's deepest messages nest 4 levels; beyond this the input is not a job.conf
+
     def __init__(self, toks: list[_Tok]):
         self.toks = toks
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -240,7 +243,12 @@ class _Parser:
         nxt = self.peek()
         if nxt.kind == "punct" and nxt.text in "{<":
             self.take()
-            return [Field(name, self.message("}" if nxt.text == "{" else ">", nxt), "message", tok.where)]
+            self.depth += 1
+            if self.depth > self.MAX_DEPTH:
+                raise _error(nxt.where, f"messages nested more than {self.MAX_DEPTH} deep")
+            inner = self.message("}" if nxt.text == "{" else ">", nxt)
+            self.depth -= 1
+            return [Field(name, inner, "message", tok.where)]
         if not colon:
             raise _error(nxt.where, f"expected ':' or '{{' after the field name '{name}', found {_describe(nxt)}")
         if nxt.kind == "punct" and nxt.text == "[":
@@ -566,6 +574,12 @@ class InputLayer:
         else:
             inner = SingaRecordDeserializer(self.path, self.backend, precision=precision,
                                             storage_options=storage_options, **options)
+        dim = int(np.prod(shape))
+        if inner.streams[0].dim != dim:
+            got = inner.streams[0].dim
+            inner.close()
+            raise FormatError(self.path, f"layer '{self.name}': the records hold {got} values, the configured shape "
+                                         f"{list(shape)} needs {dim}", record="tuple 0")
         return _Normalized(inner, mean, std) if mean is not None or std is not None else inner
 
     def minibatch_source(self, **kwargs):
@@ -605,6 +619,8 @@ class _Normalized:
         self.std = None if std is None else np.asarray(std, np.float32).reshape(-1)
 
     def __getattr__(self, name):
+        if name == "inner":  # not set yet (unpickling): no recursion through __getattr__
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     @property
@@ -716,6 +732,7 @@ def _input_layer(msg: Message, net_partition_dim: int, parsers: dict, root, sour
         for required in ("path",):
             if conf.get(required) is None:
                 raise _error(conf_field.where, f"store_conf of layer '{name}' has no {required}")
+        _check_ranges(conf)
         shape = tuple(f.value for f in conf.all("shape"))
         if not shape:
             raise _error(conf_field.where, f"store_conf of layer '{name}' has no shape (SINGA needs it: "
@@ -738,6 +755,7 @@ def _input_layer(msg: Message, net_partition_dim: int, parsers: dict, root, sour
     if conf_field is None:
         raise _error(where, f"kShardData layer '{name}' has no sharddata_conf")
     conf = conf_field.value
+    _check_ranges(conf)
     for required in ("path", "batchsize"):
         if conf.get(required) is None:
             raise _error(conf_field.where, f"sharddata_conf of layer '{name}' has no {required} (required)")
@@ -748,6 +766,22 @@ def _input_layer(msg: Message, net_partition_dim: int, parsers: dict, root, sour
     if parser is not None:
         _apply_parser(layer, parser, root)
     return layer
+
+
+def _check_ranges(conf: Message) -> None:
+    """Values SINGA would have died on (CHECK failures, a division by zero), located in the file."""
+    for f in conf.fields:
+        bad = None
+        if f.name in ("batchsize", "shape") and f.value < 1:
+            bad = "must be at least 1"
+        elif f.name == "random_skip" and f.value < 0:
+            bad = "must not be negative"
+        elif f.name == "separator" and f.value == "":
+            bad = "must not be empty"
+        elif f.name == "std_value" and f.value == 0:
+            bad = "must not be 0 (features are divided by it)"
+        if bad:
+            raise _error(f.value_where or f.where, f"'{f.name}' {bad}, found {f.value!r}")
 
 
 def _apply_parser(layer: InputLayer, parser: Message, root) -> None:
