@@ -471,3 +471,80 @@ def test_mutated_job_confs_fail_only_with_located_errors():
     assert located > 500  # most edits break something, and those are located
     with pytest.raises(FormatError, match="nested more than 100 deep"):
         singa.parse_job_conf("a {" * 5000)
+
+
+# SINGA 0.1's job forms, as its examples wrote them before and at the 0.1 release
+V01_PREFETCH_JOB = """\
+cluster {
+  nworker_groups: 1
+}
+model {
+  name: "cifar10-convnet"
+  alg: kBackPropagation
+  neuralnet {
+  layer {
+    name: "prefetch"
+    type: "kPrefetch"
+    sublayers {
+      name: "data"
+      type: "kShardData"
+      data_param {
+        path: "shard/train"
+        batchsize: 2
+      }
+    }
+    sublayers {
+      name: "rgb"
+      type: "kRGBImage"
+      srclayers: "data"
+      rgbimage_param { meanfile: "shard/image_mean.bin" }
+    }
+    exclude: kTest
+  }
+  layer {
+    name: "conv1"
+    type: "kConvolution"
+    srclayers: "prefetch"
+    datablob: "rgb"
+    convolution_param { num_filters: 32 kernel: 5 }
+  }
+  layer {
+    name: "lmdb"
+    type: "kLMDBData"
+    data_param { path: "cifar10_test_lmdb" batchsize: 100 }
+    exclude: kTrain
+  }
+  }
+}
+gpu: 0
+gpu: 1
+"""
+
+
+def test_0_1_model_form_with_prefetch_sublayers_and_param_names(tmp_path):
+    rng = np.random.default_rng(8)
+    pixels = rng.integers(0, 256, (3, 3, 2, 2), dtype=np.uint8)
+    mean = np.full((3, 2, 2), 10.0, dtype=np.float32)
+    (tmp_path / "shard" / "train").mkdir(parents=True)
+    with singa.open(tmp_path / "shard" / "train" / "shard.dat", "create", "kvfile") as store:
+        for i in range(3):
+            store.write(b"%05d" % i, wrap_v01_record(encode_image_record(i + 1, pixels[i])))
+    (tmp_path / "shard" / "image_mean.bin").write_bytes(encode_mean_record(mean))
+    job = singa.parse_job_conf(V01_PREFETCH_JOB, root=tmp_path)
+    assert [l.get("name") for l in job.layers] == ["prefetch", "data", "rgb", "conv1", "lmdb"]
+    data, lmdb = job.input_layers
+    # the data sublayer takes the prefetch layer's phases; the mean comes from its kRGBImage sibling
+    assert (data.type, data.exclude, data.parser_layer, data.batchsize) == ("kShardData", ("kTest",), "rgb", 2)
+    assert job.layer(phase="train") is data and job.layer(phase="test") is lmdb
+    x, y = next(iter(data.batches()))
+    assert y.tolist() == [1, 2] and np.array_equal(x, pixels[:2].astype(np.float32) - mean)
+    with pytest.raises(UsageError, match="store backend 'lmdb' is not supported"):
+        lmdb.batches()
+
+
+def test_development_names_of_the_0_2_input_layers_are_read(cifar):
+    root, _ = cifar
+    text = CIFAR_JOB.replace("type: kRecordInput", "type: kProtoRecord")
+    job = singa.parse_job_conf(text, root=root)
+    assert [l.type for l in job.input_layers] == ["kRecordInput", "kRecordInput"]
+    assert next(iter(job.layer().batches()))[0].shape == (4, 3, 32, 32)

@@ -13,9 +13,12 @@ written in protobuf text format::
     }
 
 ``load_job_conf(path)`` / ``parse_job_conf(text)`` read such a text and give a ``JobConf`` whose
-``input_layers`` are the ``kRecordInput``, ``kCSVInput``, ``kShardData`` and ``kLMDBData``-less
-0.1 forms (``sharddata_conf``, with the ``kRGBImage``/``kMnist`` parser layer that normalised its
-output) with their phases. Each ``InputLayer`` gives
+``input_layers`` are its ``kRecordInput`` and ``kCSVInput`` layers (0.2-0.3; their development names
+``kProtoRecord``/``kCSVRecord`` too) and 0.1's ``kShardData`` layers (``sharddata_conf``, with the
+``kRGBImage``/``kMnist`` parser layer that normalised their output; the 0.1 job forms
+``cluster { } model { ... }``, string layer types, ``*_param`` message names and prefetch
+``sublayers`` are read as well), each with its phases. ``kLMDBData`` layers are listed but refused
+when read (recordkit has no LMDB store). Each ``InputLayer`` gives
 
 * ``batches()``: SINGA's own iteration (``formats.singa.layers.RecordInputLayer`` /
   ``CSVInputLayer``: endless, ``random_skip`` once, wrap mid-batch, ``(x - mean) / std``);
@@ -53,7 +56,9 @@ __all__ = ["parse_job_conf", "load_job_conf", "JobConf", "InputLayer", "INPUT_TY
            "Mode", "Store", "Open", "open", "CreateStore", "store_class", "STORES",
            "KVFileStore", "BinFileStore", "TextFileStore"]
 
-INPUT_TYPES = ("kRecordInput", "kCSVInput", "kShardData")
+INPUT_TYPES = ("kRecordInput", "kCSVInput", "kShardData", "kLMDBData")  # kLMDBData: listed, not readable
+# the development-era names of the 0.2 input layers (SINGA's examples used them for a while)
+_TYPE_ALIASES = {"kProtoRecord": "kRecordInput", "kCSVRecord": "kCSVInput"}
 # singa::Phase (job.proto 0.2-0.3); kValidation is 0.1's name of kVal.
 PHASES = {"kUnknown": 0, "kTrain": 1, "kVal": 2, "kValidation": 2, "kTest": 4, "kPositive": 8, "kNegative": 16,
           "kForward": 32, "kBackward": 64, "kLoss": 128, "kDeploy": 256}
@@ -319,6 +324,7 @@ LAYER_PROTO: dict = {
     "exclude": (_PHASE, "repeated"), "include": (_PHASE, "repeated"), "type": _LAYER_TYPE, "user_type": _STR,
     "unroll_len": _INT, "unroll_conn_type": ANY, "shift": _INT, "unroll_src_conn": (_INT, "repeated"),
     "partition_dim": _INT, "partition_id": _INT, "num_partitions": _INT, "datatype": ANY,
+    "share_src_blobs": ANY, "datablob": ANY,
     "store_conf": STORE_PROTO, "sharddata_conf": DATA_PROTO, "lmdbdata_conf": DATA_PROTO,
     "rgbimage_conf": RGBIMAGE_PROTO, "mnist_conf": MNIST_PROTO,
     **{name: ANY for name in (
@@ -326,9 +332,17 @@ LAYER_PROTO: dict = {
         "lrn_conf", "pooling_conf", "rbm_conf", "relu_conf", "slice_conf", "softmaxloss_conf", "split_conf",
         "gru_conf", "embedding_conf", "onehot_conf", "activation_conf", "accuracy_conf", "bm_conf",
         "char_rnn_conf", "rnn_conf", "softmax_conf", "tanh_conf", "sigmoid_conf", "euclideanloss_conf",
-        "rbmvis_conf", "rbmhid_conf", "label_conf", "cudnn_conf", "imagepreprocess_conf")},
+        "rbmvis_conf", "rbmhid_conf", "label_conf", "cudnn_conf", "imagepreprocess_conf", "rnn_dummy_conf",
+        "rnnlm_conf", "word_conf", "kernel_conf", "loss_conf", "dbmbottom_conf", "dbmmiddle_conf",
+        "dbmtop_conf", "inner_product_conf")},
 }
 LAYER_PROTO["prefetch_conf"] = {"sublayers": (LAYER_PROTO, "repeated")}  # 0.1: data layers inside a prefetch layer
+# SINGA 0.1 before its release named the layer messages *_param and put a prefetch layer's sublayers in the layer
+LAYER_PROTO["sublayers"] = (LAYER_PROTO, "repeated")
+LAYER_PROTO.update({"data_param": DATA_PROTO, "rgbimage_param": RGBIMAGE_PROTO, "mnist_param": MNIST_PROTO})
+LAYER_PROTO.update({name.replace("_conf", "_param"): ANY for name, kind in list(LAYER_PROTO.items())
+                    if name.endswith("_conf") and kind == ANY})
+_CONF_ALIASES = {"data_param": "sharddata_conf", "rgbimage_param": "rgbimage_conf", "mnist_param": "mnist_conf"}
 NET_PROTO = {"layer": (LAYER_PROTO, "repeated"), "partition_dim": _INT, "partition_type": ANY, "unroll_len": _INT}
 JOB_PROTO = {
     "neuralnet": NET_PROTO, "layer": (LAYER_PROTO, "repeated"),  # layer: a bare NetProto text is accepted too
@@ -342,9 +356,11 @@ JOB_PROTO = {
         # 0.1 ModelProto (model.conf)
         "alg", "test_frequency", "display_frequency", "validation_frequency", "validation_steps",
         "checkpoint_frequency", "checkpoint_after_steps", "display_after_steps", "test_after_steps",
-        "validate_after_steps", "warmup_steps", "hogwild", "debug")},
-    "checkpoint_path": (ANY, "repeated"),
+        "validate_after_steps", "warmup_steps", "hogwild", "debug", "pcd_k", "model_dir", "vis_folder",
+        "visualization_frequency", "vis_step", "vis_after")},
+    "checkpoint_path": (ANY, "repeated"), "gpu": (ANY, "repeated"),
 }
+JOB_PROTO["model"] = JOB_PROTO  # 0.1 job files: cluster { ... } model { name ... neuralnet { ... } }
 _BOOLS = {"true": True, "True": True, "t": True, "1": True, "false": False, "False": False, "f": False, "0": False}
 
 
@@ -396,8 +412,8 @@ def _check_value(f: Field, kind, what: str) -> None:
         f.value = _BOOLS[key]
     elif isinstance(kind, tuple) and kind[0] == "enum":
         names = kind[1]
-        if names is None:
-            if f.kind != "ident":
+        if names is None:  # SINGA 0.1's LayerProto.type was a string: "kShardData"
+            if f.kind not in ("ident", "string"):
                 raise _error(f.value_where, f"'{f.name}' takes a layer type such as kRecordInput, found {f.value!r}")
         elif f.kind == "number" and isinstance(f.value, int) and f.value in names.values():
             f.value = next(k for k, v in names.items() if v == f.value)
@@ -709,21 +725,30 @@ def _resolve(path: str, root) -> str:
     return os.path.join(str(root), path)
 
 
-def _input_layer(msg: Message, net_partition_dim: int, parsers: dict, root, source: str) -> InputLayer | None:
+def _conf(msg: Message, name: str) -> Field | None:
+    """A layer's ``name`` message, or its pre-release 0.1 ``*_param`` spelling."""
+    found = msg.field(name)
+    if found is None:
+        alias = next((old for old, new in _CONF_ALIASES.items() if new == name), None)
+        found = msg.field(alias) if alias else None
+    return found
+
+
+def _input_layer(msg: Message, net_partition_dim: int, parsers: dict, root, source: str,
+                 outer: Message | None = None) -> InputLayer | None:
     ltype = msg.get("type")
+    ltype = _TYPE_ALIASES.get(ltype, ltype)
     name = msg.get("name")
     where = msg.where
-    if ltype not in INPUT_TYPES and ltype != "kLMDBData":
+    if ltype not in INPUT_TYPES:
         return None
     if name is None:
         raise _error(where, f"a {ltype} layer has no name")
-    include = tuple(_phase(f.value) for f in msg.all("include"))
-    exclude = tuple(_phase(f.value) for f in msg.all("exclude"))
+    phased = msg if (msg.all("include") or msg.all("exclude") or outer is None) else outer  # 0.1 prefetch
+    include = tuple(_phase(f.value) for f in phased.all("include"))
+    exclude = tuple(_phase(f.value) for f in phased.all("exclude"))
     pdim = msg.get("partition_dim", -1)
     pdim = net_partition_dim if pdim == -1 else pdim
-    if ltype == "kLMDBData":
-        raise _error(where, f"layer '{name}': kLMDBData (an LMDB database) is not supported; "
-                            "SINGA 0.2 moved to kRecordInput over a kvfile store (recordkit convert)")
     if ltype in ("kRecordInput", "kCSVInput"):
         conf_field = msg.field("store_conf")
         if conf_field is None:
@@ -751,18 +776,22 @@ def _input_layer(msg: Message, net_partition_dim: int, parsers: dict, root, sour
             mean_value=conf.get("mean_value"), std_value=conf.get("std_value"),
             include=include, exclude=exclude, partition_dim=pdim, where=where)
     # kShardData (0.1): a DataShard folder of wrapped records, normalised by the parser layer reading it
-    conf_field = msg.field("sharddata_conf")
+    conf_field = _conf(msg, "lmdbdata_conf" if ltype == "kLMDBData" else "sharddata_conf")
+    if conf_field is None and ltype == "kLMDBData":
+        conf_field = _conf(msg, "sharddata_conf")  # pre-release 0.1 used data_param for both
     if conf_field is None:
-        raise _error(where, f"kShardData layer '{name}' has no sharddata_conf")
+        raise _error(where, f"{ltype} layer '{name}' has no {'lmdbdata_conf' if ltype == 'kLMDBData' else 'sharddata_conf'}")
     conf = conf_field.value
     _check_ranges(conf)
     for required in ("path", "batchsize"):
         if conf.get(required) is None:
             raise _error(conf_field.where, f"sharddata_conf of layer '{name}' has no {required} (required)")
-    layer = InputLayer(name=name, type=ltype, backend="kvfile", path=_resolve(conf.get("path"), root),
+    # kLMDBData (an LMDB database) is listed, and refused when read: store_class("lmdb") says why
+    layer = InputLayer(name=name, type=ltype, backend="lmdb" if ltype == "kLMDBData" else "kvfile",
+                       path=_resolve(conf.get("path"), root),
                        batchsize=conf.get("batchsize"), random_skip=conf.get("random_skip", 0),
                        include=include, exclude=exclude, partition_dim=pdim, where=where, wrapped=True)
-    parser = parsers.get(name)
+    parser = parsers.get((id(outer), name)) or parsers.get(name)
     if parser is not None:
         _apply_parser(layer, parser, root)
     return layer
@@ -788,7 +817,7 @@ def _apply_parser(layer: InputLayer, parser: Message, root) -> None:
     """What SINGA 0.1's kRGBImage (``(x - meanfile) * scale``) or kMnist (``x / norm_a - norm_b``) did."""
     layer.parser_layer = parser.get("name")
     if parser.get("type") == "kRGBImage":
-        conf = parser.get("rgbimage_conf") or Message()
+        conf = getattr(_conf(parser, "rgbimage_conf"), "value", None) or Message()
         if conf.get("cropsize", 0) or conf.get("mirror", False):
             f = conf.field("cropsize") if conf.get("cropsize", 0) else conf.field("mirror")
             raise _error(f.where, f"layer '{layer.parser_layer}': cropsize/mirror (random crops and flips) "
@@ -801,7 +830,7 @@ def _apply_parser(layer: InputLayer, parser: Message, root) -> None:
         if scale != 1.0:
             layer.std_value = 1.0 / scale
     elif parser.get("type") == "kMnist":
-        conf = parser.get("mnist_conf") or Message()
+        conf = getattr(_conf(parser, "mnist_conf"), "value", None) or Message()
         for name in ("kernel", "resize", "elastic_freq"):
             if conf.get(name, 0):
                 raise _error(conf.field(name).where, f"layer '{layer.parser_layer}': elastic distortion "
@@ -816,13 +845,14 @@ def _apply_parser(layer: InputLayer, parser: Message, root) -> None:
             layer.std_value = a
 
 
-def _all_layers(layers: list[Field]):
-    """Layers in file order, including 0.1's data layers inside a prefetch layer."""
+def _all_layers(layers: list[Field], outer: Message | None = None):
+    """``(layer, enclosing prefetch layer or None)`` in file order, 0.1's prefetch sublayers included."""
     for f in layers:
-        yield f.value
+        yield f.value, outer
+        yield from _all_layers(f.value.all("sublayers"), f.value)
         prefetch = f.value.get("prefetch_conf")
         if prefetch is not None:
-            yield from _all_layers(prefetch.all("sublayers"))
+            yield from _all_layers(prefetch.all("sublayers"), f.value)
 
 
 def parse_job_conf(text: str, source: str = "<job.conf>", *, root=None) -> JobConf:
@@ -833,20 +863,24 @@ def parse_job_conf(text: str, source: str = "<job.conf>", *, root=None) -> JobCo
     """
     tree = parse_text(text, source)
     _check(tree, JOB_PROTO, "the job configuration")
+    if tree.get("neuralnet") is None and tree.get("model") is not None:
+        tree = tree.get("model")
     net = tree.get("neuralnet")
     layer_fields = (net.all("layer") if net is not None else []) + tree.all("layer")
     net_pdim = (net.get("partition_dim", 0) if net is not None else tree.get("partition_dim", 0))
     layers = list(_all_layers(layer_fields))
-    parsers = {}
-    for layer in layers:
-        if layer.get("type") in ("kRGBImage", "kMnist"):
+    parsers = {}  # data layer name (and (enclosing prefetch, name)) -> the 0.1 parser layer reading it
+    for layer, outer in layers:
+        if _TYPE_ALIASES.get(layer.get("type"), layer.get("type")) in ("kRGBImage", "kMnist"):
             for src in layer.all("srclayers"):
+                parsers.setdefault((id(outer), src.value), layer)
                 parsers.setdefault(src.value, layer)
     inputs = []
-    for layer in layers:
-        found = _input_layer(layer, net_pdim, parsers, root, source)
+    for layer, outer in layers:
+        found = _input_layer(layer, net_pdim, parsers, root, source, outer)
         if found is not None:
             inputs.append(found)
+    layers = [layer for layer, _ in layers]
     return JobConf(source=source, name=tree.get("name"), layers=layers, input_layers=inputs,
                    partition_dim=net_pdim)
 
