@@ -311,10 +311,14 @@ def position(text: str, marker: str) -> tuple[int, int]:
 
 @pytest.mark.parametrize("text, marker, message", [
     ('layer {\n  name: "d"\n  type: kRecordInput\n  store_conf {\n    path: "x"  batch_size: 4\n  }\n}\n',
-     "batch_size", "unknown field 'batch_size' in store_conf"),
+     "batch_size", "unknown field 'batch_size' in store_conf (did you mean 'batchsize'?)"),
     ('name: "j"\nneuralnet {\n  layer { name: "d" colour: 3 }\n}\n', "colour", "unknown field 'colour' in layer"),
+    ('neuralnet { lyer { } }\n', "lyer", "unknown field 'lyer' in neuralnet (did you mean 'layer'?)"),
+    ('layer { name: "d" sharddata_conf { path: "p" batchsize: 1 skip: 3 } }\n', "skip",
+     "unknown field 'skip' in sharddata_conf (known: batchsize, path, random_skip)"),
     ('nueralnet { }\n', "nueralnet", "unknown field 'nueralnet' in the job configuration"),
     ('layer { name: "d" include: kTraining }\n', "kTraining", "'include' takes one of kUnknown, kTrain"),
+    ('layer { name: "d" exclude: kTset }\n', "kTset", "found 'kTset' (did you mean 'kTest'?)"),
     ('layer { name: "d" store_conf { shape: 3.5 } }\n', "3.5", "'shape' takes an integer"),
     ('layer { name: "d" store_conf { path: x } }\n', "x }", "'path' takes a quoted string"),
     ('layer { name: "d" name: "e" }\n', 'name: "e"', "'name' is given twice in layer (first at line 1, column 9)"),

@@ -372,8 +372,7 @@ def _check(msg: Message, schema: dict, what: str) -> None:
         if spec is None and f.name.startswith("["):
             spec = (ANY, "repeated")  # user extensions (SINGA: extensions 101 to 200)
         if spec is None:
-            known = ", ".join(sorted(k for k in schema))
-            raise _error(f.where, f"unknown field '{f.name}' in {what} (known: {known})")
+            raise _error(f.where, f"unknown field '{f.name}' in {what}{_suggest(f.name, schema)}")
         repeated = isinstance(spec, tuple) and len(spec) == 2 and spec[1] == "repeated"
         kind = spec[0] if repeated else spec
         if not repeated:
@@ -383,6 +382,15 @@ def _check(msg: Message, schema: dict, what: str) -> None:
                                       f"column {first.column}) but takes one value")
             seen[f.name] = f
         _check_value(f, kind, what)
+
+
+def _suggest(name: str, known) -> str:
+    """`` (did you mean 'x'?)`` as BrainScript's reader says it; else the short list of what is known."""
+    import difflib
+    hint = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    if hint:
+        return f" (did you mean '{hint[0]}'?)"
+    return f" (known: {', '.join(sorted(known))})" if len(known) <= 20 else ""
 
 
 def _check_value(f: Field, kind, what: str) -> None:
@@ -418,7 +426,9 @@ def _check_value(f: Field, kind, what: str) -> None:
         elif f.kind == "number" and isinstance(f.value, int) and f.value in names.values():
             f.value = next(k for k, v in names.items() if v == f.value)
         elif f.kind != "ident" or f.value not in names:
-            raise _error(f.value_where, f"'{f.name}' takes one of {', '.join(names)}, found {f.value!r}")
+            hint = _suggest(str(f.value), names) if f.kind == "ident" else ""
+            hint = hint if "did you mean" in hint else ""
+            raise _error(f.value_where, f"'{f.name}' takes one of {', '.join(names)}, found {f.value!r}{hint}")
 
 
 # ------------------------------------------------------------------------------------------ the model
