@@ -400,6 +400,9 @@ def test_read_singa_conf_usage_errors(cifar, capsys, monkeypatch):
         main(["read", "--singa-conf", "job.conf", "examples/cifar10/train_data.bin"])
     assert exc.value.code == 2 and "not allowed with --singa-conf" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
+        main(["read", "--singa-conf", "job.conf", "--stream", "x=dense:3"])
+    assert exc.value.code == 2 and "--stream: not allowed with --singa-conf" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
         main(["read", "--mb-size", "2"])
     assert exc.value.code == 2 and "PATH" in capsys.readouterr().err
     code = main(["read", "--singa-conf", "job.conf", "--layer", "conv1"])
@@ -552,3 +555,11 @@ def test_development_names_of_the_0_2_input_layers_are_read(cifar):
     job = singa.parse_job_conf(text, root=root)
     assert [l.type for l in job.input_layers] == ["kRecordInput", "kRecordInput"]
     assert next(iter(job.layer().batches()))[0].shape == (4, 3, 32, 32)
+
+
+def test_read_singa_conf_reads_a_csv_layer_by_name(csv_job, capsys):
+    root, _ = csv_job
+    assert main(["read", "--singa-conf", str(root / "job.conf"), "--singa-root", str(root), "--layer", "csv",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["samples"], out["minibatches"], out["singa_layer"]) == (7, 3, "csv")  # batchsize 3: 3 + 3 + 1

@@ -77,6 +77,9 @@ def check(parser, args) -> None:
     if getattr(args, "singa_conf", None) is not None:
         if args.path:
             parser.error("argument PATH: not allowed with --singa-conf (the job.conf names the store)")
+        if args.stream:
+            parser.error("argument --stream: not allowed with --singa-conf (the layer's streams are features "
+                         "and label)")
     elif not args.path:
         parser.error("the following arguments are required: PATH (or --singa-conf JOB.CONF)")
     elif args.mb_size is None:
