@@ -12,19 +12,33 @@ def register(sub) -> None:
     from recordkit.cli import argtypes
     p = sub.add_parser("read", help="read minibatches like a training loop and print samples/s",
                        description="Read PATH (several paths: one composite source, joined by sequence id or "
-                                   "position) in minibatches and print throughput.")
-    add_read_arguments(p)
+                                   "position) in minibatches and print throughput. With --singa-conf: the input "
+                                   "layer of a SINGA job.conf instead of PATH.")
+    add_read_arguments(p, singa=True)
     p.set_defaults(run=run, check=check)
 
 
-def add_read_arguments(p) -> None:
-    """The arguments of ``read``, which ``plan`` takes too (same data, same order, same memory)."""
+def add_read_arguments(p, singa: bool = False) -> None:
+    """The arguments of ``read``, which ``plan`` takes too (same data, same order, same memory);
+    ``singa``: also ``--singa-conf`` (then PATH and --mb-size may be left out)."""
     from recordkit.cli import argtypes
-    p.add_argument("path", nargs="+", metavar="PATH",
+    p.add_argument("path", nargs="*" if singa else "+", metavar="PATH",
                    help="a CTF, CBF or OFRecord input; several: their streams joined into one source")
     sources.add_ctf_arguments(p)
-    p.add_argument("--mb-size", type=argtypes.positive_int, required=True, metavar="N",
-                   help="minibatch size in samples")
+    p.add_argument("--mb-size", type=argtypes.positive_int, required=not singa, metavar="N",
+                   help="minibatch size in samples" + (" (with --singa-conf: the layer's batchsize)" if singa else ""))
+    if singa:
+        g = p.add_argument_group("SINGA job configuration")
+        g.add_argument("--singa-conf", metavar="JOB.CONF", default=None,
+                       help="read the input layer of this SINGA 0.x job.conf (kRecordInput, kCSVInput, kShardData): "
+                            "its store, shape, mean/std normalisation and batchsize")
+        g.add_argument("--phase", default=None, metavar="PHASE",
+                       help="the layer's phase: train (the default), test, val, deploy (or kTrain, kTest, ...)")
+        g.add_argument("--layer", default=None, metavar="NAME", help="the input layer by name (default: the only "
+                                                                   "input layer of --phase)")
+        g.add_argument("--singa-root", default=None, metavar="DIR",
+                       help="resolve the job's relative store paths against DIR (default: the current directory, "
+                            "as SINGA did)")
     p.add_argument("--randomize", action="store_true", help="CNTK block randomization (default: file order)")
     p.add_argument("--window", type=argtypes.positive_int, default=None, metavar="CHUNKS",
                    help="randomization window in chunks (default: the whole data set; either is reduced "
@@ -60,6 +74,16 @@ def check(parser, args) -> None:
     """What no single option can say: the worker index against the workers, exclusive modes."""
     from recordkit.cli import argtypes
     argtypes.check_streams(parser, args)
+    if getattr(args, "singa_conf", None) is not None:
+        if args.path:
+            parser.error("argument PATH: not allowed with --singa-conf (the job.conf names the store)")
+        if args.stream:
+            parser.error("argument --stream: not allowed with --singa-conf (the layer's streams are features "
+                         "and label)")
+    elif not args.path:
+        parser.error("the following arguments are required: PATH (or --singa-conf JOB.CONF)")
+    elif args.mb_size is None:
+        parser.error("the following arguments are required: --mb-size")
     if args.partition_index >= args.partitions:
         parser.error(f"argument --partition-index: {args.partition_index} is not below --partitions "
                      f"{args.partitions} (workers are numbered 0..{args.partitions - 1})")
@@ -75,7 +99,10 @@ def check(parser, args) -> None:
 def build_source(args):
     from recordkit.engine.composite import CompositeDeserializer
     from recordkit.engine.source import MinibatchSource
-    readers = [sources.open_source(args, path) for path in args.path]
+    if getattr(args, "singa_conf", None) is not None:
+        readers = [singa_reader(args)]
+    else:
+        readers = [sources.open_source(args, path) for path in args.path]
     deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
     if args.partition_by == "chunks" and args.partitions > 1:
         from recordkit.engine import ChunkPartition
@@ -89,6 +116,17 @@ def build_source(args):
                                     truncation_length=args.truncation_length, trace_level=args.trace_level,
                                     epoch_size=getattr(args, "epoch_size", None),
                                     max_memory=memory_bound(args))
+
+
+def singa_reader(args):
+    """The input layer of ``--singa-conf`` as a deserializer; ``args.mb_size`` defaults to its batchsize."""
+    from recordkit.compat.singa import load_job_conf
+    layer = load_job_conf(args.singa_conf, root=args.singa_root,
+                          storage_options=args.storage_options).layer(args.layer, args.phase)
+    args.singa_layer = layer.name
+    if args.mb_size is None:
+        args.mb_size = layer.batchsize
+    return layer.deserializer(precision=args.precision or "float", storage_options=args.storage_options)
 
 
 def memory_size(text):
@@ -137,6 +175,8 @@ def run(args) -> int:
               "memory": source.memory.as_dict(),
               "open_seconds": round(t_open, 4), "read_seconds": round(seconds, 4),
               "samples_per_second": round(samples / seconds, 1) if seconds > 0 else None}
+    if getattr(args, "singa_layer", None) is not None:
+        result["singa_layer"] = args.singa_layer
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     else:
