@@ -83,7 +83,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-__all__ = ["MinibatchDataset", "StateTracker", "to_torch", "STATE_KEY"]
+__all__ = ["MinibatchDataset", "SequenceDataset", "StateTracker", "to_torch", "STATE_KEY"]
 
 STATE_KEY = "__state__"
 TORCH_STATE_VERSION = 1
@@ -395,3 +395,31 @@ class MinibatchDataset(IterableDataset):
             if close is not None:
                 close()
 
+
+
+class SequenceDataset(torch.utils.data.Dataset):
+    """A map-style ``Dataset`` of single sequences over a ``RandomAccessDataSource``: ``ds[i]`` is
+    sequence ``i`` as a dict of tensors (``"key"`` int64 — the uint64 key viewed as int64 — and
+    the arrays of ``recordkit.integrations.random_access.sequence_record``).
+
+    For samplers and shuffling done by torch (``DataLoader(ds, shuffle=True, ...)``) where the
+    engine's CNTK-style chunk randomization is not wanted. Sequences differ in length, so give
+    the DataLoader a ``collate_fn`` that pads (or ``batch_size=None``). ``source``: a
+    ``RandomAccessDataSource``, or what builds one (a path plus ``streams``/``format``/options,
+    or a reader factory); it pickles as its recipe, so DataLoader workers reopen the data
+    themselves.
+    """
+
+    def __init__(self, source, streams=None, **options):
+        from recordkit.integrations.random_access import RandomAccessDataSource
+        self.source = source if isinstance(source, RandomAccessDataSource) else \
+            RandomAccessDataSource(source, streams, **options)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index) -> dict:
+        return {k: _tensor(v) for k, v in self.source[index].items()}
+
+    def __repr__(self) -> str:
+        return f"SequenceDataset({self.source!r})"
