@@ -21,6 +21,7 @@ and torch's DataLoader workers); the chunk table travels with it, so a worker do
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 import threading
 from collections import OrderedDict
@@ -138,7 +139,7 @@ class RandomAccessDataSource:
 
     def locate(self, index) -> tuple[int, int]:
         """(chunk position in the chunk table, sequence index in that chunk) of a global index."""
-        i = int(index.__index__()) if not isinstance(index, int) else index
+        i = operator.index(index)  # ints and NumPy integers; a float is a TypeError
         n = len(self)
         if i < 0:
             i += n
