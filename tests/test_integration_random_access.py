@@ -225,3 +225,11 @@ def test_torch_map_style_dataset_under_a_data_loader_with_two_workers(corpus):
             seen[key] = as_cat({**rec, "key": key}, NAMES)
     assert seen == expected
     assert isinstance(ds[0]["feat"], torch.Tensor) and ds[0]["feat"].shape[1] == 4
+
+
+def test_a_non_integer_index_is_a_type_error(corpus):
+    src = RandomAccessDataSource(corpus, SPECS)
+    with pytest.raises(TypeError):
+        src[1.0]
+    with pytest.raises(TypeError):
+        src["0"]
