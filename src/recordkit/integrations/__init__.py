@@ -7,6 +7,9 @@ Each submodule imports its framework only when it is itself imported, so
   ``IterableDataset`` that splits the data across DataLoader workers and
   ``torch.distributed`` ranks, with exact resume) and ``to_torch`` (one
   minibatch as a dict of tensors).
+- ``recordkit.integrations.random_access``: ``RandomAccessDataSource``
+  (``len``/``[i]`` over any indexed reader; Grain's data-source protocol),
+  with no framework import at all.
 - ``recordkit.integrations.ray``: Ray Data datasources with one block per chunk
   (``read_ctf``, ``read_cbf``, ``read_ofrecord``, ``read_singa``), CBF/OFRecord
   datasinks writing one atomic part per task, and ``minibatches_from_ray`` for

@@ -62,6 +62,13 @@ had when the DataLoader sent them the dataset. Every iteration of the dataset st
 and ``sweep`` tell where one ends) rather than re-iterating a one-sweep dataset,
 which would see the same order each time.
 
+torchdata. ``MinibatchDataset`` is ``Stateful`` (``state_dict()`` / ``load_state_dict()``), so
+``torchdata.stateful_dataloader.StatefulDataLoader(ds, batch_size=None, num_workers=K)`` checkpoints
+it itself: the loader calls ``state_dict()`` in each worker after each item the worker yields and
+keeps, per worker, the state of the last item the loop took, so ``loader.state_dict()`` resumes
+exactly, prefetched items included (they come again, none is skipped). ``StateTracker`` stays the
+way for the plain ``DataLoader``; both produce the same ``{partition_index: state}`` checkpoint.
+
 Passing minibatches between processes. A DataLoader worker sends each item to the main
 process through a queue; torch moves every tensor's storage into its own shared-memory
 segment and passes one file descriptor per tensor, which costs milliseconds per minibatch, far
@@ -83,7 +90,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-__all__ = ["MinibatchDataset", "StateTracker", "to_torch", "STATE_KEY"]
+__all__ = ["MinibatchDataset", "SequenceDataset", "StateTracker", "to_torch", "STATE_KEY"]
 
 STATE_KEY = "__state__"
 TORCH_STATE_VERSION = 1
@@ -320,6 +327,7 @@ class MinibatchDataset(IterableDataset):
         # torch.distributed as seen where the dataset was made or last pickled: DataLoader workers
         # started by spawn/forkserver get the dataset pickled from the main process but no process group
         self._dist_seen = _distributed()
+        self._live = None  # the state of the minibatch last yielded by the iteration in progress (state_dict)
 
     # -- checkpoints -----------------------------------------------------------------------------
     @staticmethod
@@ -334,8 +342,31 @@ class MinibatchDataset(IterableDataset):
         return {k: v for k, v in sorted(_normalize_states(states).items())}
 
     def load_state_dict(self, states) -> None:
-        """Set ``resume_state``: the next iteration continues from these states."""
+        """Set ``resume_state``: the next iteration continues from these states.
+
+        Accepts what ``state_dict()`` returns (torchdata's ``StatefulDataLoader`` passes each
+        worker's own back to it), ``StateTracker.state_dict()`` and their JSON round-trips."""
         self.resume_state = _normalize_states(states)
+        self._live = None
+
+    def state_dict(self) -> dict:
+        """The state of the iteration in progress in this process: ``{partition_index: state}`` of
+        the minibatch last yielded here (before the first: the state this iteration resumed from).
+
+        This is torchdata's ``Stateful`` protocol for an ``IterableDataset``: ``StatefulDataLoader``
+        calls it in each worker right after each item the worker yields, keeps it with the item,
+        and its own ``state_dict()`` holds, per worker, the state of the last item the training loop
+        took, so ``StatefulDataLoader.load_state_dict`` resumes exactly, without replaying the
+        minibatches it had prefetched. In the main process (no workers) it is the state after the
+        last item taken. JSON-able (``load_state_dict`` accepts string keys)."""
+        states = dict(self.resume_state)
+        live = getattr(self, "_live", None)
+        if live is not None:
+            states[int(live["partition_index"])] = live
+        if get_worker_info() is not None:  # a worker answers for its own partition only
+            mine = self.partition()["partition_index"]
+            states = {k: v for k, v in states.items() if k == mine}
+        return self.state_dict_from(states)
 
     # -- partitions ------------------------------------------------------------------------------
     def __getstate__(self):
@@ -366,6 +397,10 @@ class MinibatchDataset(IterableDataset):
 
     # -- iteration -------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
+        self._live = None  # a new iteration: state_dict() is the resume state until the first item
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[dict]:
         part = self.partition()
         n, i = part["num_partitions"], part["partition_index"]
         resume = self.resume_state
@@ -385,9 +420,11 @@ class MinibatchDataset(IterableDataset):
                 if mb is None:
                     return
                 item = to_torch(mb)
+                state = {"recordkit_torch_state": TORCH_STATE_VERSION, **part,
+                         "source": source.get_checkpoint_state()}
+                self._live = state  # what state_dict() reports while this item is out
                 if self.include_state:
-                    item[STATE_KEY] = {"recordkit_torch_state": TORCH_STATE_VERSION, **part,
-                                       "source": source.get_checkpoint_state()}
+                    item[STATE_KEY] = state
                 # to the main process as one buffer instead of a shared-memory segment per tensor
                 yield _PackedItem(item) if in_worker else item
         finally:
@@ -395,3 +432,31 @@ class MinibatchDataset(IterableDataset):
             if close is not None:
                 close()
 
+
+
+class SequenceDataset(torch.utils.data.Dataset):
+    """A map-style ``Dataset`` of single sequences over a ``RandomAccessDataSource``: ``ds[i]`` is
+    sequence ``i`` as a dict of tensors (``"key"`` int64 — the uint64 key viewed as int64 — and
+    the arrays of ``recordkit.integrations.random_access.sequence_record``).
+
+    For samplers and shuffling done by torch (``DataLoader(ds, shuffle=True, ...)``) where the
+    engine's CNTK-style chunk randomization is not wanted. Sequences differ in length, so give
+    the DataLoader a ``collate_fn`` that pads (or ``batch_size=None``). ``source``: a
+    ``RandomAccessDataSource``, or what builds one (a path plus ``streams``/``format``/options,
+    or a reader factory); it pickles as its recipe, so DataLoader workers reopen the data
+    themselves.
+    """
+
+    def __init__(self, source, streams=None, **options):
+        from recordkit.integrations.random_access import RandomAccessDataSource
+        self.source = source if isinstance(source, RandomAccessDataSource) else \
+            RandomAccessDataSource(source, streams, **options)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index) -> dict:
+        return {k: _tensor(v) for k, v in self.source[index].items()}
+
+    def __repr__(self) -> str:
+        return f"SequenceDataset({self.source!r})"
