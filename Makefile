@@ -17,12 +17,13 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py $(shell find src -name '*.pyx' -
 	touch $(STAMP)
 
 # PyTorch for the integration tests: the CPU build this machine kind keeps on disk (a plain
-# `torch` would download a multi-GB CUDA build). Elsewhere: pip install 'recordkit[torch]'.
+# `torch` would download a multi-GB CUDA build), with torchdata (StatefulDataLoader), installed in
+# the same step so that torchdata finds this torch. Elsewhere: pip install 'recordkit[torch]'.
 TORCH_STAMP := $(VENV)/.torch
 $(TORCH_STAMP): $(STAMP)
-	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH_REQUIREMENT)
+	$(BIN)/python -c 'import torch, torchdata' 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH_REQUIREMENT)
 	touch $(TORCH_STAMP)
-TORCH_REQUIREMENT ?= torch==2.13.0
+TORCH_REQUIREMENT ?= torch==2.13.0 torchdata==0.11.0
 
 install: $(STAMP)
 
