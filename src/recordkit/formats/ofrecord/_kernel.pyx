@@ -316,7 +316,7 @@ cdef int _check_frames(const int64_t[::1] offsets, const int64_t[::1] lengths, i
 
 
 def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths, bytes name,
-                   int64_t K, str out_dtype, int mode):
+                   int64_t K, str out_dtype, int mode, int only_kind=0):
     """Decode feature `name` of every record into an (N, K) array, OneFlow's raw-decoder rules.
 
     mode 0: a numeric list must have exactly K values; 1 (truncate): copy min(L, K), zero the
@@ -324,7 +324,9 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
     value, whose bytes are read as int8 (min(len, K) copied, rest zero). Returns (array,
     problem) with problem None or (code, record, detail): 1 feature missing, 2 bytes list
     without exactly one value, 3 list length L != K (detail L), 4 malformed record,
-    5 feature without a kind.
+    5 feature without a kind, 6 a feature of a kind ``only_kind`` excludes (detail: its kind).
+    ``only_kind``: 0 any kind (OneFlow's raw decoder), -1 numeric lists only (no bytes), 1..5 that
+    kind only (e.g. 5: int64 keys).
     """
     _check_frames(offsets, lengths, buf.shape[0])
     if K < 0:
@@ -357,6 +359,9 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
                 break
             if kind == K_MISSING:
                 pcode, prec = 5, r
+                break
+            if (only_kind == -1 and kind == K_BYTES) or (only_kind > 0 and kind != only_kind):
+                pcode, prec, pdetail = 6, r, kind
                 break
             if kind == K_BYTES:
                 # exactly one value: field 1, wire type 2

@@ -128,6 +128,9 @@ class OFRecordDeserializer(ClosingReader):
         if len(block) != stop - start:
             raise FormatError(part, f"file shrank while being read: expected {stop - start} bytes at offset {start}",
                               offset=start, record=f"record {lo}")
+        fast = self._load_dense_records(block, start, index, lo, hi, first, chunk_id, part)
+        if fast is not None:
+            return fast
         view = memoryview(block)
         records = [codec.decode(view[o - start:o - start + n], path=part, offset=o - 8, index=lo + i)
                    for i, (o, n) in enumerate(zip(index.offsets[lo:hi].tolist(), index.lengths[lo:hi].tolist()))]
@@ -147,6 +150,41 @@ class OFRecordDeserializer(ClosingReader):
             trace_chunk_loaded(part, self._chunks[chunk_id], len(records), int(lengths.sum()),
                                level=self.trace_level)
         return ChunkData(chunk_id, keys, lengths.astype(np.int64), columns)
+
+    def _load_dense_records(self, block, start, index, lo, hi, first, chunk_id, part):
+        """The common case on the wire, without record objects: every stream dense, every record one
+        sample (exactly ``dim`` numeric values), keys an int64 ``key`` feature in every record or in
+        none. The compiled batch decoder (``_kernel.decode_numeric``) fills each column; anything
+        else (a missing feature, other lengths, bytes, mixed key kinds, a malformed record) returns
+        None and the record-by-record path decodes the chunk and reports what is wrong."""
+        if not self._streams or any(s.is_sparse for s in self._streams):
+            return None
+        from recordkit.formats.ofrecord import _kernel
+        buf = np.frombuffer(block, dtype=np.uint8)
+        offsets = np.ascontiguousarray(index.offsets[lo:hi], dtype=np.int64) - start
+        lengths = np.ascontiguousarray(index.lengths[lo:hi], dtype=np.int64)
+        n = hi - lo
+        out_dtype = np.dtype(self.dtype).name
+        columns = {}
+        for spec in self._streams:
+            values, problem = _kernel.decode_numeric(buf, offsets, lengths, spec.alias.encode("utf-8"), spec.dim,
+                                                     out_dtype, 0, -1)
+            if problem is not None:
+                return None
+            columns[spec.name] = DenseColumn(values, np.arange(n + 1, dtype=np.int64))
+        keys = np.arange(first, first + n, dtype=np.uint64)
+        if self.key_feature:
+            found, problem = _kernel.decode_numeric(buf, offsets, lengths, self.key_feature.encode("utf-8"), 1,
+                                                    "int64", 0, 5)
+            if problem is None:
+                keys = found.reshape(-1).view(np.uint64)
+            elif problem[0] not in (1, 3, 6):  # malformed: the record-by-record path reports it
+                return None
+            # else a record without an int64 key of one value: positions, as the record path does
+        lengths_out = np.ones(n, dtype=np.int64)
+        if self.trace_level >= TRACE_INFO:
+            trace_chunk_loaded(part, self._chunks[chunk_id], n, n, level=self.trace_level)
+        return ChunkData(chunk_id, keys, lengths_out, columns)
 
     def _feature(self, rec, name, part, index, numeric=True):
         f = rec.get(name)
