@@ -11,7 +11,13 @@ random permutation, for a window of the whole data set and for small windows:
 * neighbours: fraction of consecutive deliveries that were within 10 positions of
   each other in the file (about 20/N for uniform);
 * chi2/dof: uniformity of where file-position deciles end up, over many seeds
-  (about 1 for uniform).
+  (about 1 for uniform);
+* same chunk: fraction of consecutive deliveries from the same chunk (about 1/C for
+  uniform).
+
+Each window of w chunks is compared with a buffer shuffle holding the same memory
+(w x M sequences; chunks read in a random order). The metrics live in
+recordkit.engine.shuffle_quality, which ``recordkit read --randomize --report`` uses too.
 
 Run: python benchmarks/shuffle_quality.py [--chunks 64] [--per-chunk 250] [--seeds 40]
 """
@@ -21,28 +27,8 @@ import argparse
 
 import numpy as np
 
-from recordkit.engine.deserializer import ChunkInfo
-from recordkit.engine.randomizer import BlockRandomizer
-
-
-def order_of(chunks, per_chunk, window, seed):
-    r = BlockRandomizer([ChunkInfo(i, per_chunk, per_chunk) for i in range(chunks)], window=window, seed=seed)
-    o = r.sweep(0)
-    return o.chunk * per_chunk + o.index  # file position of the sequence delivered at each step
-
-
-def metrics(orders, n):
-    spearman, displacement, neighbours = [], [], []
-    hist = np.zeros((10, 10))
-    for file_pos in orders:
-        delivered = np.arange(n)
-        spearman.append(np.corrcoef(file_pos, delivered)[0, 1])
-        displacement.append(np.abs(file_pos - delivered).mean() / n)
-        neighbours.append(np.mean(np.abs(np.diff(file_pos)) <= 10))
-        np.add.at(hist, (file_pos * 10 // n, delivered * 10 // n), 1)
-    expected = hist.sum() / 100
-    chi2 = ((hist - expected) ** 2 / expected).sum() / 81
-    return np.mean(spearman), np.mean(displacement), np.mean(neighbours), chi2
+from recordkit.engine.shuffle_quality import (block_sweep, buffer_shuffle_order, file_positions, same_chunk,
+                                              summarize, uniform_chunks)
 
 
 def main():
@@ -52,17 +38,24 @@ def main():
     ap.add_argument("--seeds", type=int, default=40)
     a = ap.parse_args()
     n = a.chunks * a.per_chunk
+    chunks = uniform_chunks(a.chunks, a.per_chunk)
     print(f"{a.chunks} chunks x {a.per_chunk} sequences = {n}; {a.seeds} seeds per row")
-    print(f"{'window':>22} {'spearman':>9} {'displacement':>13} {'neighbours':>11} {'chi2/dof':>9}")
+    print(f"{'order':>28} {'spearman':>9} {'displacement':>13} {'neighbours':>11} {'chi2/dof':>9} {'same chunk':>11}")
     rng = np.random.default_rng(0)
     uniform = [rng.permutation(n) for _ in range(a.seeds)]
     rows = [("uniform permutation", uniform)]
     for w in (None, a.chunks // 2, 8, 2, 1):
         label = "whole data set" if w is None else f"{w} chunks"
-        rows.append((label, [order_of(a.chunks, a.per_chunk, w, s) for s in range(a.seeds)]))
+        sweeps = [block_sweep(chunks, w, seed=s) for s in range(a.seeds)]
+        rows.append((f"block, {label}", [file_positions(o, chunks) for o in sweeps]))
+        if w is not None:
+            rows.append((f"buffer of {w * a.per_chunk}",
+                         [buffer_shuffle_order(chunks, w * a.per_chunk, seed=s) for s in range(a.seeds)]))
     for label, orders in rows:
-        s, d, nb, c = metrics(orders, n)
-        print(f"{label:>22} {s:>9.3f} {d:>13.3f} {nb:>11.4f} {c:>9.2f}")
+        m = summarize(orders)
+        same = np.mean([same_chunk(np.asarray(o) // a.per_chunk) for o in orders])
+        print(f"{label:>28} {m['correlation']:>9.3f} {m['displacement']:>13.3f} {m['neighbours']:>11.4f} "
+              f"{m['chi2_per_dof']:>9.2f} {same:>11.4f}")
 
 
 if __name__ == "__main__":

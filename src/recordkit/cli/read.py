@@ -15,6 +15,10 @@ def register(sub) -> None:
                                    "position) in minibatches and print throughput. With --singa-conf: the input "
                                    "layer of a SINGA job.conf instead of PATH.")
     add_read_arguments(p, singa=True)
+    p.add_argument("--report", action="store_true",
+                   help="also print how well sweep 0's order mixes (position displacement, correlation with "
+                        "file order, consecutive sequences from the same chunk) for the chosen window and for 1, 4, 16, 64 chunks and the whole data set, "
+                        "computed from the randomizer's orders alone")
     p.set_defaults(run=run, check=check)
 
 
@@ -177,13 +181,38 @@ def run(args) -> int:
               "samples_per_second": round(samples / seconds, 1) if seconds > 0 else None}
     if getattr(args, "singa_layer", None) is not None:
         result["singa_layer"] = args.singa_layer
+    if getattr(args, "report", False):
+        result["shuffle_quality"] = shuffle_report(source)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     else:
         print(f"{samples} samples, {sequences} sequences in {minibatches} minibatches of <= {args.mb_size} samples")
         print(f"open {t_open:.3f} s, read {seconds:.3f} s: {result['samples_per_second']:,.0f} samples/s")
         print(source.memory.describe())
+        if "shuffle_quality" in result:
+            print_shuffle_report(result["shuffle_quality"])
     for r in readers:
         report_tolerated(r)
         r.close()
     return 0
+
+
+def shuffle_report(source) -> dict:
+    """``--report``: how sweep 0 of ``source`` mixes, for its window and the comparison windows
+    (``engine.shuffle_quality.window_report``; orders only, nothing decoded)."""
+    from recordkit.engine.shuffle_quality import window_report
+    r = source.randomizer
+    randomize = hasattr(r, "window")
+    return window_report(source._chunks, seed=getattr(r, "seed", 0), chosen=getattr(r, "window", None),
+                         chosen_sample_based=getattr(r, "sample_based", False), randomize=randomize)
+
+
+def print_shuffle_report(report: dict) -> None:
+    from recordkit.engine.shuffle_quality import describe_window
+    print(f"shuffle quality of sweep 0 (seed {report['seed']}), {report['sequences']} sequences in "
+          f"{report['chunks']} chunks; a uniform shuffle: displacement ~0.333, correlation ~0, "
+          f"same chunk ~{report['uniform_same_chunk']:.4f}")
+    print(f"  {'window':>22} {'displacement':>13} {'correlation':>12} {'same chunk':>11}")
+    for row in report["windows"]:
+        mark = "  <- this read" if row["chosen"] else ""
+        print(f"  {describe_window(row):>22} {row['displacement']:>13.4f} {row['correlation']:>12.4f} {row['same_chunk']:>11.4f}{mark}")
