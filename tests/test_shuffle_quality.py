@@ -113,3 +113,18 @@ def test_read_report_without_randomize_is_file_order(tmp_path, capsys):
     assert rep["order"] == {"window": None, "window_unit": "file order", "displacement": 0.0,
                             "correlation": 1.0, "same_chunk": rep["order"]["same_chunk"]}
     assert rep["order"]["same_chunk"] > 0.9
+
+
+def test_read_report_with_a_window_in_samples_lists_it_first(tmp_path, capsys):
+    out = run_report(tmp_path, capsys, "--randomize", "--window-samples", "300", "--json")
+    rep = json.loads(out)["shuffle_quality"]
+    first = rep["windows"][0]
+    assert first["chosen"] and first["window"] == 300 and first["window_unit"] == "samples"
+    assert [r["window_unit"] for r in rep["windows"][1:]] == ["chunks"] * (len(rep["windows"]) - 1)
+
+
+def test_window_report_chosen_row_measures_the_order_given():
+    chunks = uniform_chunks(8, 10)
+    reversed_order = SweepOrder(np.repeat(np.arange(8)[::-1], 10), np.tile(np.arange(10)[::-1], 8))
+    rep = window_report(chunks, chosen=4, order=reversed_order)
+    assert rep["order"]["correlation"] == pytest.approx(-1.0)

@@ -204,7 +204,8 @@ def shuffle_report(source) -> dict:
     r = source.randomizer
     randomize = hasattr(r, "window")
     return window_report(source._chunks, seed=getattr(r, "seed", 0), chosen=getattr(r, "window", None),
-                         chosen_sample_based=getattr(r, "sample_based", False), randomize=randomize)
+                         chosen_sample_based=getattr(r, "sample_based", False), randomize=randomize,
+                         order=r.sweep(0))
 
 
 def print_shuffle_report(report: dict) -> None:

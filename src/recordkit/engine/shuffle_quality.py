@@ -160,14 +160,16 @@ def buffer_shuffle_order(chunks, buffer: int, seed: int = 0) -> np.ndarray:
 
 
 def window_report(chunks, *, seed: int = 0, sweep: int = 0, chosen=None, chosen_sample_based: bool = False,
-                  randomize: bool = True, windows=REPORT_WINDOWS) -> dict:
+                  randomize: bool = True, windows=REPORT_WINDOWS, order: SweepOrder | None = None) -> dict:
     """How sweep ``sweep`` of ``chunks`` mixes under the chosen window and under ``windows``
     (in chunks; None = the whole data set), computed from randomizer orders alone.
 
     Returns {"sequences", "chunks", "sweep", "seed", "order": the chosen order's row,
     "windows": [rows]}; a row is {"window", "window_unit", "displacement", "correlation", "same_chunk"}, window
     None meaning the whole data set (file order when not ``randomize``). Windows of at least the
-    number of chunks all give the whole data set's order, so they are one row."""
+    number of chunks all give the whole data set's order, so they are one row. ``order``: the
+    chosen sweep's order when the caller already has it (a source's randomizer), so the chosen
+    row measures exactly the order that was read."""
     chunks = list(chunks)
     n_chunks = len(chunks)
 
@@ -179,13 +181,15 @@ def window_report(chunks, *, seed: int = 0, sweep: int = 0, chosen=None, chosen_
     def canonical(w):  # windows covering every chunk give the whole data set's order
         return None if w is None or w >= n_chunks else max(int(w), 1)
 
+    given = order
     if randomize:
         unit = "samples" if chosen_sample_based and chosen is not None else "chunks"
         chosen_w = chosen if unit == "samples" else canonical(chosen)
-        order = row(chosen_w, unit, block_sweep(chunks, chosen_w, seed, sweep, sample_based=unit == "samples"))
+        order = row(chosen_w, unit, given if given is not None else
+                    block_sweep(chunks, chosen_w, seed, sweep, sample_based=unit == "samples"))
     else:
         unit, chosen_w = "file order", None
-        order = row(None, unit, NoRandomizer(sorted(chunks, key=lambda c: c.id)).sweep(0))
+        order = row(None, unit, given if given is not None else NoRandomizer(sorted(chunks, key=lambda c: c.id)).sweep(0))
     rows, seen = [], set()
     for w in windows:
         w = canonical(w)
