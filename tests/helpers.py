@@ -30,20 +30,48 @@ def sparse(name, dim, alias=None, **kw):
     return StreamSpec(name, "sparse", dim, alias, **kw)
 
 
-PEAK_RSS_CODE = ("def peak_rss_kb():\n"
-                 "    # VmHWM belongs to this process's own address space; ru_maxrss would report the\n"
-                 "    # parent's peak, which a child started by fork/vfork + exec inherits on Linux.\n"
-                 "    for line in open('/proc/self/status'):\n"
-                 "        if line.startswith('VmHWM:'):\n"
-                 "            return int(line.split()[1])\n")
-"""Source of ``peak_rss_kb()`` for a test's child process: its own peak resident set in KiB."""
+def status_kb(field: str) -> int:
+    """A ``/proc/self/status`` memory figure of this process, in KiB (``VmHWM``, ``VmRSS``...)."""
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def peak_rss_kb() -> int:
-    """This process's peak resident set (KiB) since it started or since ``reset_peak_rss()``."""
-    namespace: dict = {}
-    exec(PEAK_RSS_CODE, namespace)
-    return namespace["peak_rss_kb"]()
+    """This process's peak resident set (KiB) since it started or since ``reset_peak_rss()``.
+    VmHWM belongs to this process's own address space; ru_maxrss would report the parent's peak,
+    which a child started by fork/vfork + exec inherits on Linux."""
+    return status_kb("VmHWM")
+
+
+def _source_of(fn) -> str:
+    import inspect
+    import textwrap
+    return textwrap.dedent(inspect.getsource(fn)) + "\n"
+
+
+PEAK_RSS_CODE = _source_of(status_kb) + _source_of(peak_rss_kb)
+"""Source of ``peak_rss_kb()`` for a test's child process: its own peak resident set in KiB."""
+
+
+def refused_in_a_child(setup: str, call: str, case: str) -> None:
+    """Run ``call`` after ``setup`` in a child process and assert it was refused with an
+    IndexError/ValueError while the process lived (a crash fails the test, not the test run)."""
+    import subprocess
+    import sys
+    import textwrap
+    code = setup + textwrap.dedent(f"""
+    try:
+        {call}
+    except (IndexError, ValueError) as e:
+        print("refused:", e)
+    else:
+        print("accepted")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{case}: the process died ({out.returncode}): {out.stderr[-500:]}"
+    assert out.stdout.startswith("refused:"), f"{case}: {out.stdout}{out.stderr[-300:]}"
 
 
 def reset_peak_rss() -> bool:

@@ -219,7 +219,7 @@ def _pack_item(item: Mapping) -> tuple:
 
 def _view(buf: torch.Tensor, spec) -> torch.Tensor:
     start, dtype, shape = spec
-    n = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     return buf[start:start + n].view(dtype).view(shape)
 
 
