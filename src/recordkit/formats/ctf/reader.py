@@ -340,6 +340,7 @@ class CTFReader(ChecksPresence, ClosingReader):
             return
         need = rows * sum(s.dim for s in dense) * self.dtype.itemsize
         if need <= max(_PADDING_FLOOR, _PADDING_RATIO * size):
+            from recordkit.engine.plan import available_memory
             available = available_memory()
             if need <= available // 2:
                 return
@@ -500,21 +501,6 @@ def _join_columns(parts, sparse: bool):
 
 _PADDING_FLOOR = 256 << 20  # below this a chunk's padded values are never refused
 _PADDING_RATIO = 64         # padded bytes per byte of text beyond which a chunk is refused
-
-
-def available_memory() -> int:
-    """Bytes of memory available now (Linux MemAvailable; else physical memory)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 1 << 40
 
 
 def _size(n: int) -> str:
