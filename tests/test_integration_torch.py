@@ -272,15 +272,71 @@ def test_resume_at_the_end_yields_nothing(data):
     assert list(loader(MinibatchDataset(factory, 8, resume_state=tracker.state_dict()), 2)) == []
 
 
-def test_resume_with_another_split_is_refused(data):
-    factory = functools.partial(make_source, data)
+def delivered(items):
+    """(sweep, key) of every sequence the items hold, counted."""
+    return collections.Counter((int(sw), k) for it in items for sw, k in zip(it["sweeps"].tolist(), keys_of(it)))
+
+
+@pytest.mark.parametrize("before,after,cut", [(2, 3, 3), (3, 2, 4), (2, 0, 2), (0, 2, 3), (3, 1, 5)])
+def test_resume_with_another_number_of_workers_delivers_the_rest_once(data, before, after, cut):
+    """Elastic resume: the loop took ``cut`` items from ``before`` workers (more were prefetched);
+    ``after`` workers resume from the tracker's states. Every sequence of the two sweeps comes
+    exactly once over both runs, and the states saved after the resize are of the new split."""
+    factory = functools.partial(make_source, data, max_sweeps=2)
+    full = delivered(loader(MinibatchDataset(factory, 8), 0))
     tracker = StateTracker()
-    for item in loader(MinibatchDataset(factory, 8), 2):
-        tracker.update(item)
-        break
-    ds = MinibatchDataset(factory, 8, resume_state=tracker.state_dict())
-    with pytest.raises(ValueError, match="partitions"):
-        next(iter(ds))  # one process: 1 partition, the state was saved with 2
+    taken = []
+    for n, item in enumerate(loader(MinibatchDataset(factory, 8), before)):
+        if n == cut:
+            break
+        taken.append(tracker.update(item))
+    saved = json.loads(json.dumps(tracker.state_dict()))
+    rest = []
+    for item in loader(MinibatchDataset(factory, 8, resume_state=saved), after):
+        rest.append(tracker.update(item))
+    assert delivered(taken) + delivered(rest) == full
+    assert {st["num_partitions"] for st in tracker.state_dict().values()} == {max(after, 1)}
+
+
+def test_a_resized_job_can_be_resized_again_mid_run(data):
+    """2 workers -> 3 workers (stopped inside the run of what the 2 had left) -> 1 process."""
+    factory = functools.partial(make_source, data, max_sweeps=2)
+    full = delivered(loader(MinibatchDataset(factory, 4), 0))
+    tracker, got = StateTracker(), collections.Counter()
+    for workers, cut in ((2, 5), (3, 4), (0, None)):
+        ds = MinibatchDataset(factory, 4, resume_state=json.loads(json.dumps(tracker.state_dict())) or None)
+        items = []
+        for n, item in enumerate(loader(ds, workers)):
+            if n == cut:
+                break
+            items.append(tracker.update(item))
+        got += delivered(items)
+    assert got == full
+
+
+def test_stateful_dataloader_state_resumes_on_another_number_of_workers(data):
+    """A ``StatefulDataLoader.state_dict()`` taken with 2 workers is ``resume_state`` for 3 (torchdata
+    itself refuses another worker count in ``load_state_dict``)."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    factory = functools.partial(make_source, data, max_sweeps=2)
+    full = delivered(loader(MinibatchDataset(factory, 8), 0))
+    dl = stateful.StatefulDataLoader(MinibatchDataset(factory, 8), batch_size=None, num_workers=2, timeout=30)
+    taken = []
+    for n, item in enumerate(dl):
+        taken.append(item)
+        if n == 4:
+            break
+    saved = dl.state_dict()
+    rest = list(loader(MinibatchDataset(factory, 8, resume_state=saved), 3))
+    assert delivered(taken) + delivered(rest) == full
+
+
+def test_resume_state_mixing_two_splits_is_refused(data):
+    factory = functools.partial(make_source, data)
+    a = next(iter(loader(MinibatchDataset(factory, 8), 0)))[STATE_KEY]
+    b = dict(a, num_partitions=2, partition_index=1)
+    with pytest.raises(ValueError, match="mixes states of jobs"):
+        MinibatchDataset(factory, 8, resume_state={0: a, 1: b})
 
 
 def test_resume_with_other_data_is_refused(data, tmp_path):

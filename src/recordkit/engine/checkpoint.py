@@ -84,20 +84,26 @@ def check_state(state, facts: SourceFacts) -> CheckedState:
         if not 1 <= n <= MAX_COUNT or not 0 <= i < n:
             raise _fail("partition", f"index {i} of {n} partitions is out of range")
         partition = (n, i)
-    last_sweep = MAX_SWEEP
-    if facts.max_sweeps is not None:
-        last_sweep = facts.max_sweeps
-    if facts.max_samples is not None and facts.sweep_samples > 0:
-        last_sweep = min(last_sweep, facts.max_samples // facts.sweep_samples + 1)
-    sweep = _int(state, "sweep", 0, last_sweep)
+    last = last_sweep(facts)
+    sweep = _int(state, "sweep", 0, last)
     position = _int(state, "position", 0, facts.num_sequences)
     epoch = _int(state, "epoch", 0, MAX_COUNT, default=0)
     samples = _int(state, "samples_delivered", 0, MAX_COUNT, default=0)
     minibatches = _int(state, "minibatches_delivered", 0, MAX_COUNT, default=0)
     bptt = state.get("bptt")
     if bptt is not None:
-        bptt = _check_bptt(bptt, facts, last_sweep)
+        bptt = _check_bptt(bptt, facts, last)
     return CheckedState(sweep, position, partition, exhausted, epoch, samples, minibatches, bptt)
+
+
+def last_sweep(facts: SourceFacts) -> int:
+    """The highest sweep index a checkpoint of this source can name."""
+    last = MAX_SWEEP
+    if facts.max_sweeps is not None:
+        last = facts.max_sweeps
+    if facts.max_samples is not None and facts.sweep_samples > 0:
+        last = min(last, facts.max_samples // facts.sweep_samples + 1)
+    return last
 
 
 def check_position(position: int, lo: int, hi: int) -> int:
@@ -125,6 +131,7 @@ def _check_bptt(bptt, facts: SourceFacts, last_sweep: int) -> dict:
                 raise _fail("bptt", f"{where}: sweep {sweep} is out of range [0, {last_sweep}]")
             if not 0 <= position < facts.num_sequences:
                 raise _fail("bptt", f"{where}: position {position} is out of range [0, {facts.num_sequences})")
-            if not 0 <= offset <= max(facts.longest_sequence, 0) or (e > 0 and offset != 0):
+            # an entry past a slot's head may hold a begun sequence after an elastic resume
+            if not 0 <= offset <= max(facts.longest_sequence, 0):
                 raise _fail("bptt", f"{where}: offset {offset} is out of range")
     return bptt

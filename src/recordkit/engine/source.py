@@ -61,6 +61,7 @@ class _Sweep:
     pos_j: np.ndarray      # share-relative: index in the loaded chunk (-1 dropped, -2 not loaded yet)
     pos_len: np.ndarray    # share-relative: real length once loaded (0 for dropped)
     first_at: dict | None = None  # chunk id -> first_pos, made on first eviction
+    orig: np.ndarray | None = None  # elastic resume: the sweep positions of this run (None: all of [lo, hi))
 
 
 class MinibatchSource:
@@ -149,6 +150,12 @@ class MinibatchSource:
             if self._prefetch_chunks else None
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
+        # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
+        # group of the run being delivered (None once the ordinary sweeps have begun)
+        self._plan = None
+        self._run = None
+        self._group = None
+        self._elastic_from = None  # (states, partition) of an elastic restore, until the first minibatch
 
     # -- setup -------------------------------------------------------------------------------------
     def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
@@ -202,19 +209,34 @@ class MinibatchSource:
             raise ValueError(f"partition_index must be in [0, num_data_partitions): got {i} of {n}")
         return n, i
 
-    def _make_sweep(self, index: int) -> _Sweep:
+    def _order_cum(self, index: int):
+        """Sweep ``index``'s order and the index estimate of the sample each position starts at."""
         order = self.randomizer.sweep(index)
         est = self._est_flat[self._est_base[order.chunk] + order.index] if len(order) else np.zeros(0, np.int64)
         cum = np.zeros(len(order) + 1, dtype=np.int64)
         np.cumsum(est, out=cum[1:])
+        return order, cum
+
+    def _make_sweep(self, index: int) -> _Sweep:
+        from recordkit.engine.elastic import share_bounds
+        order, cum = self._order_cum(index)
         n, i = self._partition
-        total = int(cum[-1])
         # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
-        lo = int(np.searchsorted(cum[:-1], i * total / n, side="left")) if i else 0
-        hi = int(np.searchsorted(cum[:-1], (i + 1) * total / n, side="left")) if i + 1 < n else len(order)
-        if total == 0:  # nothing has samples: split by count
-            lo, hi = len(order) * i // n, len(order) * (i + 1) // n
-        share = order.chunk[lo:hi]
+        lo, hi = share_bounds(cum, n, i)
+        return self._build_sweep(index, order.chunk, order.index, cum, lo, hi)
+
+    def _make_run_sweep(self, index: int, positions: np.ndarray) -> _Sweep:
+        """An elastic run's stretch of sweep ``index``: only ``positions`` (sorted), all this
+        worker's; ``cum`` keeps each one's place in the whole sweep, so sample limits, epochs and
+        positions in minibatches and checkpoints mean what they mean in an ordinary sweep."""
+        order, cum = self._order_cum(index)
+        run_cum = np.append(cum[positions], cum[positions[-1] + 1])
+        sweep = self._build_sweep(index, order.chunk[positions], order.index[positions], run_cum, 0, len(positions))
+        sweep.orig = positions
+        return sweep
+
+    def _build_sweep(self, index, chunk, seq, cum, lo, hi) -> _Sweep:
+        share = chunk[lo:hi]
         last_use = {}
         by_chunk = {}
         if len(share):
@@ -229,7 +251,7 @@ class MinibatchSource:
             first_use, first_pos = uniq[by_first], lo + first[by_first]
         else:
             first_use = first_pos = np.zeros(0, dtype=np.int64)
-        sweep = _Sweep(index, order.chunk, order.index, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
+        sweep = _Sweep(index, chunk, seq, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
                        np.full(hi - lo, -2, dtype=np.int64), np.zeros(hi - lo, dtype=np.int64))
         for cid in self._loaded:
             self._resolve(sweep, cid)
@@ -328,6 +350,46 @@ class MinibatchSource:
     def _global_start(self, pos: int) -> int:
         return self._sweep.index * self.sweep_samples + int(self._sweep.cum[pos])
 
+    def _following_sweep(self) -> int:
+        """The index of the sweep that comes after the current one (or after the current group of an
+        elastic run: its next group, then the plan's first ordinary sweep)."""
+        if self._group is not None:
+            g = self._group + 1
+            return self._run.groups[g][0] if g < len(self._run.groups) else self._plan.resume_sweep
+        return self._sweep.index + 1
+
+    def _advance_sweep(self) -> None:
+        if self._group is not None:
+            self._enter_group(self._group + 1)
+        else:
+            self._start_sweep(self._sweep.index + 1)
+
+    def _enter_group(self, group: int, at: int = 0) -> None:
+        """Deliver group ``group`` of this partition's elastic run from ``at`` on; past the last
+        group, the ordinary sweeps of the new partitioning begin at the plan's ``resume_sweep``."""
+        for fut in self._futures.values():
+            fut.cancel()
+        self._futures.clear()
+        if group >= len(self._run.groups):
+            self._group = None
+            self._start_sweep(self._plan.resume_sweep)
+            return
+        self._group = group
+        index, positions = self._run.groups[group]
+        self._sweep = self._make_run_sweep(index, positions)
+        for cid in self._loaded:
+            self._resolve(self._sweep, cid)
+        self._cursor = min(max(int(at), 0), self._sweep.hi)
+        if self.trace_level >= 2:
+            self._trace_sweep(self._sweep)
+
+    def _run_position(self) -> int | None:
+        """How far into its elastic run this partition is (None: in the ordinary sweeps)."""
+        if self._group is None:
+            return None
+        return self._run.offsets[self._group] + int(self._cursor) if self._group < len(self._run.groups) \
+            else self._run.length
+
     def _start_sweep(self, index: int, at: int | None = None) -> None:
         for fut in self._futures.values():
             fut.cancel()
@@ -347,6 +409,11 @@ class MinibatchSource:
         else:
             order = "file order"
         n, i = self._partition
+        if sw.orig is not None:
+            warn(f"sweep {sw.index} (elastic resume): worker {i} of {n} delivers {len(sw.orig)} of the positions "
+                 f"the old partitions left, {int(sw.orig[0])}..{int(sw.orig[-1])}; {order}; ordinary sweeps "
+                 f"resume at sweep {self._plan.resume_sweep}", RecordkitInfo, self.trace_level)
+            return
         share = int(sw.cum[sw.hi] - sw.cum[sw.lo])
         warn(f"sweep {sw.index}: {len(sw.chunk)} sequences, {int(sw.cum[-1])} samples in {len(self._chunks)} "
              f"chunks, {order}; worker {i} of {n}: positions {sw.lo}..{sw.hi} ({share} samples)",
@@ -374,6 +441,7 @@ class MinibatchSource:
         part = self._resolve_partition(num_data_partitions, partition_index)
         if part != self._partition:
             self._reconfigure(part)
+        self._elastic_from = None
         if self._exhausted and not (self._bptt is not None and self._bptt.busy()):
             return None
         if self.truncation_length:
@@ -406,10 +474,11 @@ class MinibatchSource:
             sw = self._sweep
             if self._cursor >= sw.hi:
                 end_of_sweep = True
-                if self.max_sweeps is not None and sw.index + 1 >= self.max_sweeps:
+                following = self._following_sweep()
+                if self.max_sweeps is not None and following >= self.max_sweeps:
                     self._exhausted = True
                     break
-                if self.max_samples is not None and (sw.index + 1) * self.sweep_samples >= self.max_samples:
+                if self.max_samples is not None and following * self.sweep_samples >= self.max_samples:
                     self._exhausted = True
                     break
                 if sw.hi == sw.lo:
@@ -420,7 +489,7 @@ class MinibatchSource:
                     if empty_sweeps > 2 and (count == 0 or max_sequences is not None):
                         self._exhausted = True
                         break
-                self._start_sweep(sw.index + 1)
+                self._advance_sweep()
                 continue
             stop = sw.hi
             if self.max_sweeps is not None and sw.index >= self.max_sweeps:
@@ -454,7 +523,7 @@ class MinibatchSource:
                 js.append(sw.pos_j[sel])
                 lens.append(sw.pos_len[sel])
                 sweeps.append(np.full(len(sel), sw.index, dtype=np.int64))
-                positions.append(sw.lo + sel)
+                positions.append(sw.lo + sel if sw.orig is None else sw.orig[sel])
                 count += len(sel)
             if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
                 end = min(stop, self._reach(size - total if count else size))
@@ -496,6 +565,9 @@ class MinibatchSource:
 
     def _reconfigure(self, part) -> None:
         """A new worker split: keep the sweep and global position, move into the new share."""
+        if self._plan is not None and self._group is not None:
+            self._reconfigure_run(part)
+            return
         first = self._partition is None
         self._partition = part
         sweep = 0 if self._sweep is None else self._sweep.index
@@ -522,24 +594,46 @@ class MinibatchSource:
             "minibatches_delivered": self.minibatches_delivered,
             "bptt": bptt,
             "fingerprint": self._fingerprint(),
+            **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
+                                                          "run_position": self._run_position()}}),
         }
 
-    def restore_from_checkpoint(self, state: dict) -> None:
+    def restore_from_checkpoint(self, state, *, num_data_partitions: int | None = None,
+                                partition_index: int | None = None) -> None:
         """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
         every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
         naming the field and leaves this source as it was.
+
+        Elastic resume: ``state`` may be the list of *every* partition's state of a job, in
+        partition order (None for a partition that had taken nothing), taken with the workers
+        anywhere. This source then reads as partition ``partition_index`` of
+        ``num_data_partitions`` (default: as ``next_minibatch`` would: the constructor's, else
+        torch.distributed's, else 1/0), any number of partitions: what no old partition
+        delivered of the sweeps they were in is cut into equal runs of the new partitions,
+        delivered exactly once, and then ordinary sweeps of the new partitioning follow
+        (``engine/elastic.py``). With as many partitions as the job had, it is the exact resume
+        of this partition's own state.
 
         A checkpoint whose randomization window differs from this source's only because a
         memory bound chose one of them (a machine with other memory, another ``max_memory``)
         is continued with the checkpoint's window, so the resumed order is the one it was
         made with; a warning says so when that window exceeds this source's bound."""
-        adopted = self._checkpoint_window(state)
+        if isinstance(state, (list, tuple)):
+            part = self._resolve_partition(num_data_partitions, partition_index)
+            self._restore_with_window(next((s for s in state if s is not None), None),
+                                      lambda: self._restore_many(list(state), part))
+            self._elastic_from = (list(state), part)  # kept until the first minibatch (see _reconfigure_run)
+            return
+        self._restore_with_window(state, lambda: self._restore(state))
+
+    def _restore_with_window(self, state, restore) -> None:
+        adopted = self._checkpoint_window(state) if state is not None else None
         saved = self.randomizer
         if adopted is not None:
             self.randomizer = BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
                                               seed=self.randomizer.seed)
         try:
-            self._restore(state)
+            restore()
         except BaseException:
             self.randomizer = saved
             raise
@@ -579,45 +673,177 @@ class MinibatchSource:
                           f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
                           f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
 
-    def _restore(self, state: dict) -> None:
-        facts = SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
-                            int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
-        st = check_state(state, facts)
-        n, i = self._default_partitions
-        if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
-            raise ValueError(f"checkpoint field 'partition': the checkpoint is of partition {st.partition[1]} of "
-                             f"{st.partition[0]}, this source reads partition {i or 0} of {n}")
-        sweep = None
-        if st.partition is not None:
-            saved = self._partition
-            self._partition = st.partition
-            try:
-                sweep = self._make_sweep(st.sweep)
-                check_position(st.position, sweep.lo, sweep.hi)
-            finally:
-                self._partition = saved
+    def _facts(self) -> SourceFacts:
+        return SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
+                           int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
+
+    def _checked_plan(self, state: dict, facts: SourceFacts):
+        """(the elastic plan a checkpoint runs on, its run position) or (None, None)."""
+        data = state.get("elastic")
+        if data is None:
+            return None, None
+        from recordkit.engine.checkpoint import last_sweep
+        from recordkit.engine.elastic import ElasticPlan
+        plan = ElasticPlan.from_json(data, facts.num_sequences, last_sweep(facts))
+        run_position = data.get("run_position")
+        if run_position is not None and (isinstance(run_position, bool) or not isinstance(run_position, int)
+                                         or run_position < 0):
+            raise ValueError(f"checkpoint field 'elastic': run_position {run_position!r} is not a count")
+        return plan, run_position
+
+    def _sweep_cum(self, index: int) -> np.ndarray:
+        return self._order_cum(index)[1]
+
+    def _cut(self, plan, part):
+        from recordkit.engine.elastic import cut_run
+        if plan.partitions != part[0]:
+            raise ValueError(f"checkpoint field 'elastic': the plan is cut for {plan.partitions} partitions, this "
+                             f"source reads partition {part[1]} of {part[0]}")
+        return cut_run(plan, self._sweep_cum, part[1])
+
+    def _clear_chunks(self) -> None:
         for fut in self._futures.values():
             fut.cancel()
         self._futures.clear()
         self._loaded.clear()
         self._lookups.clear()
+
+    def _restore(self, state: dict) -> None:
+        facts = self._facts()
+        st = check_state(state, facts)
+        n, i = self._default_partitions
+        if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
+            raise ValueError(f"checkpoint field 'partition': the checkpoint is of partition {st.partition[1]} of "
+                             f"{st.partition[0]}, this source reads partition {i or 0} of {n}")
+        plan, run_position = self._checked_plan(state, facts)
+        sweep = run = None
+        if st.partition is not None:
+            saved = self._partition
+            self._partition = st.partition
+            try:
+                if plan is not None and run_position is not None:  # within its elastic run
+                    run = self._cut(plan, st.partition)
+                    if run_position > run.length:
+                        raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
+                                         f"partition's run of {run.length} positions")
+                else:
+                    sweep = self._make_sweep(st.sweep)
+                    check_position(st.position, sweep.lo, sweep.hi)
+            finally:
+                self._partition = saved
+        self._clear_chunks()
         self._partition = st.partition
         self._exhausted = st.exhausted
         self._epoch = st.epoch
         self.samples_delivered = st.samples_delivered
         self.minibatches_delivered = st.minibatches_delivered
         self._bptt = None
+        self._plan, self._run, self._group = plan, run, None
         if st.partition is None:
             self._sweep = None
             self._cursor = 0
             return
-        sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
-        sweep.pos_len.fill(0)
-        self._sweep = sweep
-        self._cursor = st.position
+        if run is not None:
+            self._enter_group(*run.locate(run_position))
+        else:
+            sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
+            sweep.pos_len.fill(0)
+            self._sweep = sweep
+            self._cursor = st.position
         if st.bptt:
             from recordkit.engine.bptt import BpttSlots
             self._bptt = BpttSlots.from_state(self, st.bptt)
+
+    def _restore_many(self, states: list, part: tuple) -> None:
+        """Elastic resume from every old partition's state (see ``restore_from_checkpoint``)."""
+        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.elastic import OldPartition, plan_resume
+        if not states:
+            raise ValueError("an elastic resume needs the states of all the job's partitions, got an empty list")
+        facts = self._facts()
+        n_old = len(states)
+        checked, plans = [], []
+        for k, state in enumerate(states):
+            if state is None:
+                checked.append(None)
+                continue
+            try:
+                st = check_state(state, facts)
+                if st.partition is not None and st.partition != (n_old, k):
+                    raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
+                                             f"place {k} of a list of {n_old}: give the states of all partitions "
+                                             f"in partition order (None for one that took nothing)")
+                plan, run_position = self._checked_plan(state, facts)
+            except ValueError as exc:
+                raise ValueError(f"state {k} of {n_old}: {exc}") from None
+            checked.append((st, run_position))
+            plans.append(plan)
+        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
+                p is not None and not p.same_job(plans[0]) for p in plans):
+            raise ValueError("the states are of different jobs (their elastic plans differ): give the states all "
+                             "partitions of one job saved at one checkpoint")
+        old_plan = plans[0] if plans else None
+        if old_plan is not None and old_plan.partitions != n_old:
+            raise ValueError(f"the states' job had {old_plan.partitions} partitions, the list has {n_old} states")
+        if n_old == part[0] and checked[part[1]] is not None:  # same partitioning: this partition's exact resume
+            self._restore(states[part[1]])
+            return
+        if n_old == part[0] or all(c is None for c in checked):
+            plan = old_plan  # this partition had taken nothing: it starts its run (or the job) from the start
+        else:
+            old = []
+            for c in checked:
+                if c is None or c[0].partition is None:
+                    old.append(OldPartition(0, 0, None, False, [], None))
+                    continue
+                st, run_position = c
+                slots = (st.bptt or {}).get("slots") or []
+                waiting = [tuple(e) for q in slots for e in q]
+                old.append(OldPartition(st.sweep, st.position, run_position, True, waiting, len(slots) or None))
+            plan = plan_resume(old, old_plan, n_old, part[0], self._sweep_cum, num_sequences=facts.num_sequences,
+                               sweep_samples=self.sweep_samples, max_sweeps=self.max_sweeps,
+                               max_samples=self.max_samples)
+        self._start_run(plan, part)
+
+    def _start_run(self, plan, part) -> None:
+        """Begin as partition ``part`` with nothing delivered: the plan's run (then its ordinary
+        sweeps), or with no plan the job's first sweep."""
+        run = self._cut(plan, part) if plan is not None else None
+        if run is not None and run.carry and not self.truncation_length:
+            raise ValueError("the states hold sequences that truncated BPTT had split across minibatches: "
+                             "resume with the same truncation_length")
+        self._clear_chunks()
+        self._partition = part
+        self._exhausted = False
+        self.samples_delivered = 0
+        self.minibatches_delivered = 0
+        self._bptt = None
+        self._plan, self._run, self._group = plan, run, None
+        if run is None:
+            self._start_sweep(0)
+        else:
+            self._enter_group(0)
+        self._epoch = 0
+        if self.epoch_size is not None and self._cursor < self._sweep.hi:
+            self._epoch = self._global_start(self._cursor) // self.epoch_size
+        if run is not None and run.carry:
+            from recordkit.engine.bptt import BpttSlots
+            width = max(1, plan.bptt_slots or 1)
+            slots = [[] for _ in range(width)]
+            for q, entry in enumerate(run.carry):
+                slots[q % width].append(list(entry))
+            self._bptt = BpttSlots.from_state(self, {"slots": slots})
+
+    def _reconfigure_run(self, part) -> None:
+        """Another partitioning asked of a source resumed elastically: fine before it has delivered
+        anything (the plan is made again for it), refused after."""
+        held = getattr(self, "_elastic_from", None)
+        if held is None:
+            n, i = self._partition
+            raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
+                             f"it cannot move to partition {part[1]} of {part[0]}")
+        self._restore_many(held[0], part)
+        self._elastic_from = (held[0], part)
 
     def _fingerprint(self) -> list:
         r = self.randomizer.describe()

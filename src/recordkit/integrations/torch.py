@@ -51,8 +51,13 @@ training loop consumed from each worker (``StateTracker``, or
 each worker's source, so each worker continues with exactly the minibatches it would
 have produced next; a worker with no state starts from its beginning (the loop had
 taken nothing from it). Minibatches the DataLoader had prefetched but the loop had
-not taken are produced again. The checkpoint must be resumed with the same number of
-partitions (world size x workers) and the same data and randomization settings.
+not taken are produced again. The checkpoint needs the same data and randomization
+settings; the number of partitions (world size x workers) may change: resumed on another
+number, what no old partition delivered of the sweep(s) they were in is delivered exactly once
+over the new partitions, then ordinary sweeps of the new split follow (``engine/elastic.py``).
+An elastic resume needs the states of all the old partitions (under DDP: the union of every
+rank's, e.g. gathered with ``torch.distributed.all_gather_object``); ``resume_state`` also takes a
+``StatefulDataLoader.state_dict()`` (or a list of them, one per rank) and finds the states inside.
 Under DDP each rank may resume from its own states or from the union of all ranks'
 (the partition indexes are global). DataLoader workers started by spawn or
 forkserver have no process group: they use the rank and world size the main process
@@ -251,19 +256,68 @@ def _distributed() -> tuple[int, int] | None:
     return None
 
 
+def _is_state(value) -> bool:
+    return isinstance(value, Mapping) and "recordkit_torch_state" in value
+
+
+def _is_loader_state(value) -> bool:
+    """A ``StatefulDataLoader.state_dict()`` (its workers' dataset states hold ours)."""
+    return isinstance(value, Mapping) and ("_snapshot" in value or "dataset_state" in value)
+
+
+def _nested_states(value):
+    """The worker states inside a container that holds them deeper, such as the ``state_dict()``
+    of torchdata's ``StatefulDataLoader`` (each worker's ``dataset_state``)."""
+    if _is_state(value):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _nested_states(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _nested_states(v)
+
+
 def _normalize_states(states) -> dict[int, dict]:
-    """``{partition_index: worker state}`` from a mapping or an iterable of states or items."""
+    """``{partition_index: worker state}`` from a mapping or an iterable of states or items, or
+    from a ``StatefulDataLoader.state_dict()``. The states of a job resized since (another number
+    of partitions) replace the earlier ones: the last one seen gives the number."""
     if states is None:
         return {}
-    values = states.values() if isinstance(states, Mapping) else states
+    if _is_loader_state(states) or (isinstance(states, (list, tuple)) and states
+                                     and all(_is_loader_state(v) for v in states)):
+        values = list(_nested_states(states))  # StatefulDataLoader state(s): one per rank
+    else:
+        values = states.values() if isinstance(states, Mapping) else states
+    ordered = not isinstance(states, Mapping)  # items in the order taken: the last split wins
     out: dict[int, dict] = {}
     for st in values:
         if isinstance(st, Mapping) and STATE_KEY in st:  # a whole item
             st = st[STATE_KEY]
         if not isinstance(st, Mapping) or st.get("recordkit_torch_state") != TORCH_STATE_VERSION:
             raise ValueError("not a recordkit MinibatchDataset worker state (an item's '__state__')")
+        if out and int(next(iter(out.values()))["num_partitions"]) != int(st["num_partitions"]):
+            if ordered:
+                out = {}  # a resized job: its states supersede the old job's
+            else:
+                counts = sorted({int(st["num_partitions"]), int(next(iter(out.values()))["num_partitions"])})
+                raise ValueError(f"resume_state mixes states of jobs with {counts} partitions")
         out[int(st["partition_index"])] = dict(st)
     return out
+
+
+def _job_states(resume: dict) -> list | None:
+    """The sources' states of all the partitions of the job ``resume`` was saved from, in partition
+    order, None for a partition that had taken nothing (or None when there is nothing to resume)."""
+    if not resume:
+        return None
+    counts = {int(s["num_partitions"]) for s in resume.values()}
+    if len(counts) != 1:
+        raise ValueError(f"resume_state mixes states of jobs with {sorted(counts)} partitions")
+    (n_old,) = counts
+    if any(not 0 <= k < n_old for k in resume):
+        raise ValueError(f"resume_state has a partition index outside [0, {n_old})")
+    return [resume[k]["source"] if k in resume else None for k in range(n_old)]
 
 
 class StateTracker:
@@ -279,6 +333,8 @@ class StateTracker:
 
     def update(self, item: Mapping) -> Mapping:
         st = item[STATE_KEY]
+        if self.states and int(next(iter(self.states.values()))["num_partitions"]) != int(st["num_partitions"]):
+            self.states = {}  # the first item of a resized job: the old job's states are superseded
         self.states[int(st["partition_index"])] = st
         return item
 
@@ -362,6 +418,8 @@ class MinibatchDataset(IterableDataset):
         states = dict(self.resume_state)
         live = getattr(self, "_live", None)
         if live is not None:
+            if any(int(v["num_partitions"]) != int(live["num_partitions"]) for v in states.values()):
+                states = {}  # resumed on another number of partitions: the old job's states are superseded
             states[int(live["partition_index"])] = live
         if get_worker_info() is not None:  # a worker answers for its own partition only
             mine = self.partition()["partition_index"]
@@ -403,18 +461,14 @@ class MinibatchDataset(IterableDataset):
     def _iterate(self) -> Iterator[dict]:
         part = self.partition()
         n, i = part["num_partitions"], part["partition_index"]
-        resume = self.resume_state
-        if resume:
-            bad = sorted({int(s["num_partitions"]) for s in resume.values()} - {n})
-            if bad:
-                raise ValueError(f"resume_state was saved with {bad[0]} partitions (world size x DataLoader "
-                                 f"workers) but this run has {n}: resume with the same split")
+        resumed = _job_states(self.resume_state)
         source = self.source_factory()
         in_worker = get_worker_info() is not None
         try:
-            mine = resume.get(i)
-            if mine is not None:
-                source.restore_from_checkpoint(mine["source"])
+            if resumed is not None:
+                # the list of every old partition's state: the exact resume of this partition's own
+                # when the split is the same, an elastic one (engine/elastic.py) when it is not
+                source.restore_from_checkpoint(resumed, num_data_partitions=n, partition_index=i)
             while True:
                 mb = source.next_minibatch(self.minibatch_size, num_data_partitions=n, partition_index=i)
                 if mb is None:
