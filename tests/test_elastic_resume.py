@@ -353,3 +353,159 @@ def test_runs_cut_the_pending_positions_into_equal_contiguous_parts():
     assert flat == [(0, p) for p in [*range(3, 7), *range(12, 20)]] + [(1, p) for p in range(4)]
     assert [r.length for r in runs] == [6, 5, 5]
     assert runs[0].carry == [(0, 2, 1), (1, 5, 1)] and runs[1].carry == [(0, 9, 1)]
+
+
+# -- ChunkPartition readers ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def many_chunks(tmp_path_factory):
+    path = tmp_path_factory.mktemp("elastic") / "c.cbf"
+    with CBFWriter(path, [StreamSpec("x", "dense", 3)], chunk_size=128) as w:
+        for i in range(150):
+            w.write({"x": np.full((i % 5 + 1, 3), i, dtype=np.float32)})
+    return str(path)
+
+
+def chunk_reader(path, n, k, **kw):
+    from recordkit.engine.chunk_partition import ChunkPartition
+    return MinibatchSource(ChunkPartition(CBFReader(path), n, k), **kw)
+
+
+def take_own(src, count, size, out):
+    for _ in range(count):
+        mb = src.next_minibatch(size)
+        if mb is None:
+            return False
+        out.update(zip(mb.sweeps.tolist(), mb.keys.tolist()))
+    return True
+
+
+@pytest.mark.parametrize("randomize", [True, False])
+def test_chunk_partition_readers_resized_deliver_every_sequence_once_per_sweep(many_chunks, randomize):
+    """N whole-chunk readers stop anywhere (some a sweep ahead), M resume from all their states, maybe
+    resized again mid-run: each sweep up to max_sweeps holds every sequence exactly once."""
+    keys = range(150)
+    for trial in range(25):
+        rng = random.Random(f"chunks-{randomize}-{trial}")
+        kw = dict(randomize=randomize, seed=rng.randint(0, 9), window=rng.choice([None, 1, 2]),
+                  max_sweeps=rng.randint(1, 3))
+        size = rng.randint(1, 30)
+        sizes = [rng.randint(1, 5) for _ in range(rng.randint(2, 3))]
+        got, states = collections.Counter(), None
+        for stage, n in enumerate(sizes):
+            new = []
+            for k in range(n):
+                src = chunk_reader(many_chunks, n, k, **kw)
+                if states is not None:
+                    src.restore_from_checkpoint(json.loads(json.dumps(states)))
+                if stage == len(sizes) - 1:
+                    while take_own(src, 100, size, got):
+                        pass
+                else:
+                    take_own(src, rng.randint(0, 10), size, got)
+                    new.append(src.get_checkpoint_state())
+            states = new
+        expect = collections.Counter((s, k) for s in range(kw["max_sweeps"]) for k in keys)
+        assert got == expect, (trial, sizes, kw, size)
+
+
+def test_a_new_chunk_reader_reads_only_chunks_it_owns(many_chunks):
+    from recordkit.engine.chunk_partition import assign_chunks
+    old = [chunk_reader(many_chunks, 2, k, randomize=True, seed=1, max_sweeps=1) for k in range(2)]
+    for src in old:
+        take_own(src, 3, 10, collections.Counter())
+    states = [s.get_checkpoint_state() for s in old]
+    owner = assign_chunks(CBFReader(many_chunks).chunks, 3)
+    for j in range(3):
+        src = chunk_reader(many_chunks, 3, j, randomize=True, seed=1, max_sweeps=1)
+        src.restore_from_checkpoint(states)
+        loaded = []
+        inner = src.deserializer.inner
+        inner.load_chunk = lambda cid, _load=inner.load_chunk, _seen=loaded, **kw: _seen.append(cid) or _load(cid, **kw)
+        src.deserializer._wire_optional()
+        take_own(src, 1000, 10, collections.Counter())
+        src.close()  # its prefetch threads are done before the next reader counts
+        assert loaded and set(owner[loaded].tolist()) == {j}
+
+
+def test_chunk_reader_states_need_max_sweeps_not_sample_limits(many_chunks):
+    old = [chunk_reader(many_chunks, 2, k, randomize=False, max_samples=300) for k in range(2)]
+    for src in old:
+        take_own(src, 2, 10, collections.Counter())
+    states = [s.get_checkpoint_state() for s in old]
+    with pytest.raises(ValueError, match="max_sweeps, not with max_samples"):
+        chunk_reader(many_chunks, 3, 0, randomize=False, max_samples=300).restore_from_checkpoint(states)
+
+
+def test_a_chunk_readers_state_restored_into_another_reader_is_refused(many_chunks):
+    src = chunk_reader(many_chunks, 3, 1, randomize=False, max_sweeps=1)
+    take_own(src, 2, 10, collections.Counter())
+    with pytest.raises(ValueError, match="ChunkPartition 1 of 3, this source reads 0 of 3"):
+        chunk_reader(many_chunks, 3, 0, randomize=False, max_sweeps=1).restore_from_checkpoint(
+            src.get_checkpoint_state())
+
+
+def test_chunk_reader_states_out_of_order_are_refused(many_chunks):
+    old = [chunk_reader(many_chunks, 2, k, randomize=False, max_sweeps=1) for k in range(2)]
+    states = [s.get_checkpoint_state() for s in old]
+    with pytest.raises(ValueError, match=r"state 0 of 2: .*chunk_partition.*expected \[2, 0\]"):
+        chunk_reader(many_chunks, 3, 0, randomize=False, max_sweeps=1).restore_from_checkpoint(states[::-1])
+
+
+# -- the command line: recordkit read --stop-after / --save-state / --resume ---------------------------
+
+def cli_read(*argv):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "recordkit.cli.main", "read", *argv], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def ctf(tmp_path):
+    path = tmp_path / "d.ctf"
+    path.write_text("".join(f"{k} |x {k} {t}\n" for k in range(50) for t in range(k % 4 + 1)))
+    return path
+
+
+@pytest.mark.parametrize("partition_by", ["samples", "chunks"])
+def test_read_saves_states_and_resumes_them_on_another_number_of_partitions(ctf, tmp_path, partition_by):
+    common = [str(ctf), "--stream", "x=dense:2", "--mb-size", "8", "--randomize", "--sweeps", "2", "--json",
+              "--partition-by", partition_by, "--chunk-size", "64"]
+    totals = {"samples": 0, "sequences": 0}
+    for i in range(3):
+        r = cli_read(*common, "--partitions", "3", "--partition-index", str(i), "--stop-after", str(i + 1),
+                     "--save-state", str(tmp_path / f"state-{i}.json"))
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["minibatches"] == i + 1
+        for k in totals:
+            totals[k] += out[k]
+    states = [str(tmp_path / f"state-{i}.json") for i in (2, 0, 1)]  # any order
+    for j in range(2):
+        r = cli_read(*common, "--partitions", "2", "--partition-index", str(j), "--resume", *states)
+        assert r.returncode == 0, r.stderr
+        for k in totals:
+            totals[k] += json.loads(r.stdout)[k]
+    assert totals == {"samples": 2 * sum(k % 4 + 1 for k in range(50)), "sequences": 100}
+
+
+def test_read_resume_errors_are_one_line(ctf, tmp_path):
+    common = [str(ctf), "--stream", "x=dense:2", "--mb-size", "8", "--randomize"]
+    for i in range(2):
+        assert cli_read(*common, "--partitions", "2", "--partition-index", str(i), "--stop-after", "1",
+                        "--save-state", str(tmp_path / f"s{i}.json")).returncode == 0
+    (tmp_path / "bad.json").write_text("{not json")
+    cases = [
+        (["--partitions", "3", "--resume", str(tmp_path / "s0.json")], "1 of 2 missing"),
+        (["--partitions", "2", "--partition-index", "1", "--resume", str(tmp_path / "s0.json")],
+         "no state of partition 1 of 2"),
+        (["--resume", str(tmp_path / "nope.json")], "nope.json"),
+        (["--resume", str(tmp_path / "bad.json")], "not JSON"),
+        (["--seed", "9", "--resume", str(tmp_path / "s0.json"), str(tmp_path / "s1.json")],
+         "other data or another randomization"),
+    ]
+    for extra, says in cases:
+        r = cli_read(*common, *extra)
+        assert r.returncode == 2 and says in r.stderr, (extra, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -1,6 +1,7 @@
 """``recordkit read``: read like a training loop and report samples per second."""
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -71,6 +72,14 @@ def add_read_arguments(p, singa: bool = False) -> None:
                    help="truncated BPTT length (0: off)")
     p.add_argument("--epoch-size", type=argtypes.positive_int, default=None, metavar="SAMPLES",
                    help="CNTK epochs of this many samples: no minibatch crosses an epoch end")
+    g = p.add_argument_group("checkpoints (README: Elastic resume)")
+    g.add_argument("--stop-after", type=argtypes.positive_int, default=None, metavar="MINIBATCHES",
+                   help="stop after this many minibatches (as a job that is interrupted)")
+    g.add_argument("--save-state", default=None, metavar="FILE",
+                   help="write the source's checkpoint (JSON) here when the read stops")
+    g.add_argument("--resume", nargs="+", default=None, metavar="STATE.json",
+                   help="continue from checkpoints: one state resumes exactly; the states of every partition "
+                        "of a job (in any order) resume on --partitions N of any number (elastic resume)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -163,10 +172,13 @@ def run(args) -> int:
     t0 = time.perf_counter()
     readers, source = build_source(args)
     t_open = time.perf_counter() - t0
+    if getattr(args, "resume", None):
+        resume(source, args)
     samples = sequences = minibatches = 0
+    stop_after = getattr(args, "stop_after", None)
     t1 = time.perf_counter()
     with source:
-        while True:
+        while stop_after is None or minibatches < stop_after:
             mb = source.next_minibatch(args.mb_size, num_data_partitions=args.partitions,
                                        partition_index=args.partition_index)
             if mb is None:
@@ -175,6 +187,8 @@ def run(args) -> int:
             sequences += mb.num_sequences
             minibatches += 1
     seconds = time.perf_counter() - t1
+    if getattr(args, "save_state", None):
+        save_state(source, args.save_state)
     result = {"samples": samples, "sequences": sequences, "minibatches": minibatches,
               "memory": source.memory.as_dict(),
               "open_seconds": round(t_open, 4), "read_seconds": round(seconds, 4),
@@ -195,6 +209,47 @@ def run(args) -> int:
         report_tolerated(r)
         r.close()
     return 0
+
+
+def resume(source, args) -> None:
+    """``--resume``: one state file resumes exactly; several states (files, or a file holding a JSON
+    list) are a job's partitions and resume elastically on this read's partition."""
+    from recordkit.engine.elastic import order_states
+    from recordkit.errors import UsageError
+    states = []
+    for path in args.resume:
+        try:
+            with open(path, "rb") as f:
+                data = json.load(f)
+        except OSError as e:
+            raise UsageError(f"--resume: {path}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise UsageError(f"--resume: {path}: not JSON ({e})") from None
+        states.extend(data if isinstance(data, list) else [data])
+    chunked = getattr(source.deserializer, "num_partitions", None)  # --partition-by chunks
+    m, j = (chunked, source.deserializer.index) if chunked else (args.partitions, args.partition_index)
+    try:
+        ordered = order_states(states)
+        missing = [i for i, st in enumerate(ordered) if st is None]
+        if len(ordered) == m:  # the same split: this partition's own state, exactly
+            if ordered[j] is None:
+                raise ValueError(f"no state of partition {j} of {m} among them")
+            source.restore_from_checkpoint(ordered[j])
+        elif missing:
+            raise ValueError(f"an elastic resume needs the state of every partition of the job: "
+                             f"{len(missing)} of {len(ordered)} missing (partitions {missing[:8]})")
+        else:
+            source.restore_from_checkpoint(ordered, num_data_partitions=args.partitions,
+                                           partition_index=args.partition_index)
+    except ValueError as e:
+        raise UsageError(f"--resume: {e}") from None
+
+
+def save_state(source, path) -> None:
+    """``--save-state``: the checkpoint as JSON, written aside and renamed."""
+    from recordkit.atomic import AtomicFile
+    with AtomicFile(path) as f:
+        f.write(json.dumps(source.get_checkpoint_state()).encode() + b"\n")
 
 
 def shuffle_report(source) -> dict:

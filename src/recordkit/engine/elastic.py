@@ -229,3 +229,183 @@ def plan_resume(old: list, old_plan: ElasticPlan | None, n_old: int, m_new: int,
     carry.sort()
     slots = max((o.bptt_slots or 0 for o in old), default=0) or (old_plan.bptt_slots if old_plan else None)
     return ElasticPlan(pending, k_new, int(m_new), carry, slots or None)
+
+
+# -- whole-chunk partitions (ChunkPartition) --------------------------------------------------------
+#
+# A job of N ``ChunkPartition`` readers has N independent sources, each sweeping its own chunks in
+# its own order. Resized to M, the chunks belong to other partitions, so what is left cannot be
+# stretches of one sweep order: it is the rest of each old partition's own sweep, kept as
+# ``segments`` (n, k, sweep, start, stop, level) of partition k-of-n's order, and every new
+# partition delivers the pending sequences of the chunks it now owns, in that order. A resize
+# during that run adds a ``cut``: per partition of that time, how many of the sequences its run
+# held it had delivered (runs are the pending sequences its chunks hold, so a rank in that list
+# says which). After the run, ordinary sweeps of each new partition's own chunks from
+# ``resume_sweep`` on; each old partition's sweeps up to it are owed in full, so partitions that
+# were a sweep apart all end the same sweep.
+
+@dataclass
+class ChunkPlan:
+    """An elastic plan over ``ChunkPartition`` readers (see above); same interface as ElasticPlan."""
+    segments: list
+    cuts: list
+    resume_sweep: int
+    partitions: int
+    carry: list = field(default_factory=list)
+    bptt_slots: int | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": "chunks", "segments": [list(s) for s in self.segments],
+                "cuts": [[n, list(r)] for n, r in self.cuts], "resume_sweep": self.resume_sweep,
+                "partitions": self.partitions}
+
+    @classmethod
+    def from_json(cls, data, max_sweep: int) -> "ChunkPlan":
+        def fail(what):
+            return ValueError(f"checkpoint field 'elastic': {what}")
+
+        def count(v, what, lo=0):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise fail(f"{what}: expected an integer >= {lo}, found {v!r}")
+            return v
+
+        segments = []
+        for i, seg in enumerate(data.get("segments") or []):
+            if not isinstance(seg, (list, tuple)) or len(seg) != 6:
+                raise fail(f"segments[{i}]: expected [n, k, sweep, start, stop, level], found {seg!r}")
+            n, k, s, a, b, level = (count(v, f"segments[{i}]") for v in seg)
+            if not (n >= 1 and k < n and s <= max_sweep and a < b):
+                raise fail(f"segments[{i}] = {list(seg)} is out of range")
+            segments.append((n, k, s, a, b, level))
+        cuts = []
+        for i, cut in enumerate(data.get("cuts") or []):
+            if not isinstance(cut, (list, tuple)) or len(cut) != 2 or not isinstance(cut[1], (list, tuple)):
+                raise fail(f"cuts[{i}]: expected [n, [delivered per partition]], found {cut!r}")
+            n = count(cut[0], f"cuts[{i}]", 1)
+            ranks = tuple(count(r, f"cuts[{i}]") for r in cut[1])
+            if len(ranks) != n:
+                raise fail(f"cuts[{i}]: {len(ranks)} counts for {n} partitions")
+            cuts.append((n, ranks))
+        if any(seg[5] > len(cuts) for seg in segments):
+            raise fail("a segment's level is beyond the cuts")
+        k_sweep = count(data.get("resume_sweep"), "resume_sweep")
+        m = count(data.get("partitions"), "partitions", 1)
+        return cls(segments, cuts, k_sweep, m)
+
+    def same_job(self, other) -> bool:
+        return isinstance(other, ChunkPlan) and self.to_json() == other.to_json()
+
+
+def chunk_pending(plan: ChunkPlan, order_of, owner_of) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pending sequences of a chunk plan, in delivery order: (sweep, inner chunk id, index)."""
+    empty = np.zeros(0, dtype=np.int64)
+    sw, cid, idx = empty, empty, empty
+    for level in range(len(plan.cuts) + 1):
+        add = [(s, *order_of(n, k, s), a, b) for n, k, s, a, b, lv in plan.segments if lv == level]
+        if add:
+            sw = np.concatenate([sw] + [np.full(b - a, s, dtype=np.int64) for s, _, _, a, b in add])
+            cid = np.concatenate([cid] + [c[a:b] for _, c, _, a, b in add])
+            idx = np.concatenate([idx] + [i[a:b] for _, _, i, a, b in add])
+        if level < len(plan.cuts) and len(cid):
+            n, ranks = plan.cuts[level]
+            owner = owner_of(n)[cid]
+            rank = _rank_within(owner)
+            keep = rank >= np.asarray(ranks, dtype=np.int64)[owner]
+            sw, cid, idx = sw[keep], cid[keep], idx[keep]
+    return sw, cid, idx
+
+
+def _rank_within(owner: np.ndarray) -> np.ndarray:
+    """For each element, how many earlier elements have the same owner."""
+    order = np.argsort(owner, kind="stable")
+    sorted_owner = owner[order]
+    starts = np.flatnonzero(np.concatenate([[True], sorted_owner[1:] != sorted_owner[:-1]]))
+    first = np.repeat(starts, np.diff(np.append(starts, len(owner))))
+    rank = np.empty(len(owner), dtype=np.int64)
+    rank[order] = np.arange(len(owner)) - first
+    return rank
+
+
+def cut_chunk_run(plan: ChunkPlan, order_of, owner_of, j: int, local_of=None) -> Run:
+    """Partition j's run: the pending sequences of the chunks it owns, grouped by sweep; ``groups``
+    hold (sweep, run positions, local chunk ids, indexes). ``local_of``: inner id -> its chunk id."""
+    sw, cid, idx = chunk_pending(plan, order_of, owner_of)
+    mine = owner_of(plan.partitions)[cid] == j if len(cid) else np.zeros(0, dtype=bool)
+    sw, cid, idx = sw[mine], cid[mine], idx[mine]
+    groups, offsets = [], []
+    if len(sw):
+        edges = np.flatnonzero(np.concatenate([[True], sw[1:] != sw[:-1], [True]]))
+        for a, b in zip(edges[:-1], edges[1:]):
+            local = cid[a:b] if local_of is None else local_of[cid[a:b]]
+            groups.append((int(sw[a]), np.arange(a, b, dtype=np.int64), local, idx[a:b]))
+            offsets.append(int(a))
+    return Run(groups, offsets, [])
+
+
+def plan_chunk_resume(old: list, old_plan: ChunkPlan | None, n_old: int, m_new: int, order_of, owner_of, *,
+                      max_sweeps: int | None) -> ChunkPlan:
+    """The chunk plan for M partitions from the checkpoints of all N old ``ChunkPartition``
+    sources (``old[k]`` is partition k's; positions are in its own sweep orders)."""
+    k_old = old_plan.resume_sweep if old_plan is not None else 0
+    nxt = []
+    for k, o in enumerate(old):
+        if o.started and o.run_position is None:
+            s, p = o.sweep, o.position
+            if p >= len(order_of(n_old, k, s)[0]):
+                s, p = s + 1, 0
+            nxt.append((s, p))
+        else:
+            nxt.append((k_old, 0))
+    k_new = max([k_old] + [s + (1 if p else 0) for s, p in nxt])
+    if max_sweeps is not None:
+        k_new = min(k_new, max(max_sweeps, k_old))
+    cuts = list(old_plan.cuts) if old_plan is not None else []
+    segments = list(old_plan.segments) if old_plan is not None else []
+    if old_plan is not None:
+        ranks = []
+        for k, o in enumerate(old):
+            if not o.started:
+                ranks.append(0)
+            elif o.run_position is not None:
+                ranks.append(int(o.run_position))
+            else:
+                ranks.append(cut_chunk_run(old_plan, order_of, owner_of, k).length)
+        cuts.append((n_old, tuple(ranks)))
+    level = len(cuts)
+    for k, (s0, p0) in enumerate(nxt):
+        for s in range(s0, k_new):
+            length = len(order_of(n_old, k, s)[0])
+            a = p0 if s == s0 else 0
+            if a < length:
+                segments.append((n_old, k, s, a, length, level))
+    return ChunkPlan(segments, cuts, k_new, int(m_new))
+
+
+def order_states(states: list) -> list:
+    """Every partition's state in partition order, whatever order they come in (files named
+    ``state-10.json`` sort before ``state-2.json``): each sits at the index it names (its
+    ``chunk_partition`` index for ChunkPartition readers, else its ``partition`` index), None where
+    no state names a partition. A state with no partition (its source had taken nothing) names
+    none and is left out. Two states for one partition, or states of different partition counts,
+    are an error."""
+    placed: dict = {}
+    count = None
+    for k, st in enumerate(states):
+        if not isinstance(st, dict):
+            raise ValueError(f"state {k}: a checkpoint must be a dict, not {type(st).__name__}")
+        where = st.get("chunk_partition") or st.get("partition")
+        if where is None:
+            continue
+        if (not isinstance(where, (list, tuple)) or len(where) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in where) or not 0 <= where[1] < where[0]):
+            raise ValueError(f"state {k}: checkpoint field 'partition': expected [count, index], found {where!r}")
+        n, i = where
+        if count is not None and n != count:
+            raise ValueError(f"state {k} is of a job of {n} partitions, an earlier one of {count}")
+        count = n
+        if i in placed:
+            raise ValueError(f"states {placed[i][0]} and {k} are both of partition {i} of {n}")
+        placed[i] = (k, st)
+    if count is None:
+        return [None]
+    return [placed[i][1] if i in placed else None for i in range(count)]

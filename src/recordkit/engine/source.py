@@ -185,17 +185,7 @@ class MinibatchSource:
         return choice
 
     def _estimate_lengths(self) -> dict:
-        get = getattr(self.deserializer, "sequence_lengths", None)
-        out = {}
-        for c in self._chunks:
-            if get is not None:
-                out[c.id] = np.asarray(get(c.id), dtype=np.int64)
-            else:  # spread the chunk's samples evenly over its sequences
-                base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
-                est = np.full(c.num_sequences, base, dtype=np.int64)
-                est[:extra] += 1
-                out[c.id] = est
-        return out
+        return estimate_lengths(self.deserializer, self._chunks)
 
     def _resolve_partition(self, num_data_partitions, partition_index) -> tuple[int, int]:
         n, i = num_data_partitions, partition_index
@@ -225,10 +215,19 @@ class MinibatchSource:
         lo, hi = share_bounds(cum, n, i)
         return self._build_sweep(index, order.chunk, order.index, cum, lo, hi)
 
-    def _make_run_sweep(self, index: int, positions: np.ndarray) -> _Sweep:
+    def _make_run_sweep(self, index: int, positions: np.ndarray, chunk=None, seq=None) -> _Sweep:
         """An elastic run's stretch of sweep ``index``: only ``positions`` (sorted), all this
         worker's; ``cum`` keeps each one's place in the whole sweep, so sample limits, epochs and
-        positions in minibatches and checkpoints mean what they mean in an ordinary sweep."""
+        positions in minibatches and checkpoints mean what they mean in an ordinary sweep.
+        ``chunk``/``seq`` given (a ChunkPartition's run: other partitions' orders): the sequences
+        themselves, ``positions`` their places in the run."""
+        if chunk is not None:
+            est = self._est_flat[self._est_base[chunk] + seq]
+            cum = np.zeros(len(est) + 1, dtype=np.int64)
+            np.cumsum(est, out=cum[1:])
+            sweep = self._build_sweep(index, chunk, seq, cum, 0, len(chunk))
+            sweep.orig = positions
+            return sweep
         order, cum = self._order_cum(index)
         run_cum = np.append(cum[positions], cum[positions[-1] + 1])
         sweep = self._build_sweep(index, order.chunk[positions], order.index[positions], run_cum, 0, len(positions))
@@ -375,8 +374,7 @@ class MinibatchSource:
             self._start_sweep(self._plan.resume_sweep)
             return
         self._group = group
-        index, positions = self._run.groups[group]
-        self._sweep = self._make_run_sweep(index, positions)
+        self._sweep = self._make_run_sweep(*self._run.groups[group])
         for cid in self._loaded:
             self._resolve(self._sweep, cid)
         self._cursor = min(max(int(at), 0), self._sweep.hi)
@@ -594,6 +592,8 @@ class MinibatchSource:
             "minibatches_delivered": self.minibatches_delivered,
             "bptt": bptt,
             "fingerprint": self._fingerprint(),
+            **({} if self._chunk_partition() is None else
+               {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
             **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
                                                           "run_position": self._run_position()}}),
         }
@@ -673,6 +673,11 @@ class MinibatchSource:
                           f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
                           f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
 
+    def _chunk_partition(self):
+        """The ChunkPartition this source reads, or None."""
+        from recordkit.engine.chunk_partition import ChunkPartition
+        return self.deserializer if isinstance(self.deserializer, ChunkPartition) else None
+
     def _facts(self) -> SourceFacts:
         return SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
                            int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
@@ -683,8 +688,11 @@ class MinibatchSource:
         if data is None:
             return None, None
         from recordkit.engine.checkpoint import last_sweep
-        from recordkit.engine.elastic import ElasticPlan
-        plan = ElasticPlan.from_json(data, facts.num_sequences, last_sweep(facts))
+        from recordkit.engine.elastic import ChunkPlan, ElasticPlan
+        if isinstance(data, dict) and data.get("kind") == "chunks":
+            plan = ChunkPlan.from_json(data, last_sweep(facts))
+        else:
+            plan = ElasticPlan.from_json(data, facts.num_sequences, last_sweep(facts))
         run_position = data.get("run_position")
         if run_position is not None and (isinstance(run_position, bool) or not isinstance(run_position, int)
                                          or run_position < 0):
@@ -695,7 +703,14 @@ class MinibatchSource:
         return self._order_cum(index)[1]
 
     def _cut(self, plan, part):
-        from recordkit.engine.elastic import cut_run
+        from recordkit.engine.elastic import ChunkPlan, cut_chunk_run, cut_run
+        if isinstance(plan, ChunkPlan):
+            cp = self._chunk_partition()
+            if cp is None or plan.partitions != cp.num_partitions:
+                raise ValueError(f"checkpoint field 'elastic': the plan is for {plan.partitions} ChunkPartition "
+                                 f"readers, this source reads "
+                                 f"{'no ChunkPartition' if cp is None else f'partition {cp.index} of {cp.num_partitions}'}")
+            return cut_chunk_run(plan, self._shadow_order, self._owners, cp.index, self._local_ids())
         if plan.partitions != part[0]:
             raise ValueError(f"checkpoint field 'elastic': the plan is cut for {plan.partitions} partitions, this "
                              f"source reads partition {part[1]} of {part[0]}")
@@ -710,6 +725,12 @@ class MinibatchSource:
 
     def _restore(self, state: dict) -> None:
         facts = self._facts()
+        cp, said = self._chunk_partition(), state.get("chunk_partition") if isinstance(state, dict) else None
+        if cp is not None and said is not None and said != [cp.num_partitions, cp.index]:
+            where = f"{said[1]} of {said[0]}" if isinstance(said, list) and len(said) == 2 else repr(said)
+            raise ValueError(f"checkpoint field 'chunk_partition': the checkpoint is of ChunkPartition {where}, "
+                             f"this source reads {cp.index} of {cp.num_partitions}; to change the number of "
+                             f"readers, restore from the list of every reader's state")
         st = check_state(state, facts)
         n, i = self._default_partitions
         if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
@@ -756,6 +777,10 @@ class MinibatchSource:
 
     def _restore_many(self, states: list, part: tuple) -> None:
         """Elastic resume from every old partition's state (see ``restore_from_checkpoint``)."""
+        if self._chunk_partition() is not None and any(isinstance(s, dict) and "chunk_partition" in s
+                                                       for s in states):
+            self._restore_many_chunks(states)
+            return
         from recordkit.engine.checkpoint import _fail
         from recordkit.engine.elastic import OldPartition, plan_resume
         if not states:
@@ -804,6 +829,95 @@ class MinibatchSource:
                                sweep_samples=self.sweep_samples, max_sweeps=self.max_sweeps,
                                max_samples=self.max_samples)
         self._start_run(plan, part)
+
+    # -- elastic resume of ChunkPartition readers -------------------------------------------------
+    def _shadow(self, n: int, k: int):
+        """Partition k of n of this source's data, as a ChunkPartition reader with this source's
+        randomization would have read it: (its chunks' ids in the data, its randomizer, facts)."""
+        cache = self.__dict__.setdefault("_shadows", {})
+        if (n, k) not in cache:
+            from recordkit.engine.chunk_partition import ChunkPartition
+            part = ChunkPartition(self.deserializer.inner, n, k)
+            chunks = part.chunks
+            r = self.randomizer
+            rnd = BlockRandomizer(chunks, window=r.window, sample_based=r.sample_based, seed=r.seed) \
+                if isinstance(r, BlockRandomizer) else NoRandomizer(chunks)
+            est = estimate_lengths(part, chunks)
+            flat = np.concatenate([est[c.id] for c in chunks]) if chunks else np.zeros(0, np.int64)
+            d = rnd.describe()
+            fp = [d.get("randomize"), d.get("window"), d.get("sample_based"), d.get("seed"), len(chunks),
+                  int(sum(c.num_sequences for c in chunks)), int(flat.sum())]
+            facts = SourceFacts(fp, len(flat), int(flat.sum()), int(flat.max()) if len(flat) else 0,
+                                self.max_sweeps, self.max_samples)
+            cache[(n, k)] = (np.asarray(part.inner_chunk_ids, dtype=np.int64), rnd, facts)
+        return cache[(n, k)]
+
+    def _shadow_order(self, n: int, k: int, sweep: int):
+        ids, rnd, _ = self._shadow(n, k)
+        order = rnd.sweep(sweep)
+        return ids[order.chunk], np.asarray(order.index, dtype=np.int64)
+
+    def _owners(self, n: int) -> np.ndarray:
+        from recordkit.engine.chunk_partition import assign_chunks
+        cache = self.__dict__.setdefault("_owner_cache", {})
+        if n not in cache:
+            cache[n] = assign_chunks(self.deserializer.inner.chunks, n)
+        return cache[n]
+
+    def _local_ids(self) -> np.ndarray:
+        """Inner chunk id -> this partition's chunk id (-1: not this partition's)."""
+        cp = self._chunk_partition()
+        local = np.full(len(cp.inner.chunks), -1, dtype=np.int64)
+        local[np.asarray(cp.inner_chunk_ids, dtype=np.int64)] = np.arange(len(cp.inner_chunk_ids))
+        return local
+
+    def _restore_many_chunks(self, states: list) -> None:
+        """Elastic resume of ChunkPartition readers: ``states`` are every old reader's, in order."""
+        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.elastic import OldPartition, plan_chunk_resume
+        cp = self._chunk_partition()
+        n_old, m_new, j = len(states), cp.num_partitions, cp.index
+        if self.max_samples is not None or self.epoch_size is not None or self.truncation_length:
+            raise ValueError("an elastic resume of ChunkPartition readers counts no job-wide samples: it "
+                             "works with max_sweeps, not with max_samples, epoch_size or truncated BPTT "
+                             "(resume with the same number of readers, or partition by samples instead)")
+        checked, plans = [], []
+        for k, state in enumerate(states):
+            if state is None:
+                checked.append(None)
+                continue
+            try:
+                if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
+                    raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
+                                                   f"readers in order, None for one that took nothing), found "
+                                                   f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
+                facts = self._shadow(n_old, k)[2]
+                st = check_state(state, facts)
+                if st.partition not in (None, (1, 0)):
+                    raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
+                plan, run_position = self._checked_plan(state, facts)
+            except ValueError as exc:
+                raise ValueError(f"state {k} of {n_old}: {exc}") from None
+            checked.append((st, run_position))
+            plans.append(plan)
+        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
+                p is not None and not p.same_job(plans[0]) for p in plans):
+            raise ValueError("the states are of different jobs (their elastic plans differ): give the states of "
+                             "all the readers of one job saved at one checkpoint")
+        old_plan = plans[0] if plans else None
+        if old_plan is not None and old_plan.partitions != n_old:
+            raise ValueError(f"the states' job had {old_plan.partitions} readers, the list has {n_old} states")
+        if n_old == m_new and checked[j] is not None:
+            self._restore(states[j])
+            return
+        if n_old == m_new or all(c is None for c in checked):
+            plan = old_plan
+        else:
+            old = [OldPartition(0, 0, None, False, [], None) if c is None or c[0].partition is None else
+                   OldPartition(c[0].sweep, c[0].position, c[1], True, [], None) for c in checked]
+            plan = plan_chunk_resume(old, old_plan, n_old, m_new, self._shadow_order, self._owners,
+                                     max_sweeps=self.max_sweeps)
+        self._start_run(plan, (1, 0))
 
     def _start_run(self, plan, part) -> None:
         """Begin as partition ``part`` with nothing delivered: the plan's run (then its ordinary
@@ -874,6 +988,21 @@ class MinibatchSource:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def estimate_lengths(deserializer, chunks) -> dict:
+    """Chunk id -> the index's estimate of each sequence's samples (what positions are counted in)."""
+    get = getattr(deserializer, "sequence_lengths", None)
+    out = {}
+    for c in chunks:
+        if get is not None:
+            out[c.id] = np.asarray(get(c.id), dtype=np.int64)
+        else:  # spread the chunk's samples evenly over its sequences
+            base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
+            est = np.full(c.num_sequences, base, dtype=np.int64)
+            est[:extra] += 1
+            out[c.id] = est
+    return out
 
 
 def _torch_worker_count() -> int:
