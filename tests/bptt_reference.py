@@ -1,6 +1,6 @@
 """The truncated-BPTT slots as they were before the compiled refill (issue 12 defect 6), kept
 verbatim as the reference that tests/test_engine_bptt.py compares engine/bptt.py against: one
-sequence pulled per ``_pick`` call and copied with NumPy/SciPy per sequence. Slow, obviously right.
+sequence pulled per ``take_sequences(1)`` call and copied with NumPy/SciPy per sequence. Slow, obviously right.
 
 ``use_reference(monkeypatch)`` makes MinibatchSource use these classes.
 """
@@ -26,6 +26,10 @@ class _Pending:
 
 
 class BpttSlots:
+    @property
+    def num_slots(self) -> int:
+        return len(self.slots)
+
     def __init__(self, source, slots: int):
         self.source = source
         self.slots = [deque() for _ in range(slots)]
@@ -52,13 +56,13 @@ class BpttSlots:
     def _pull(self) -> _Pending | None:
         """The next sequence from the source, or None when the data is exhausted."""
         src = self.source
-        if src._exhausted:
+        if src.exhausted:
             return None
-        picked, _, _ = src._pick(1, max_sequences=1)
+        picked = src.take_sequences(1)
         cids, js, _, sweeps, positions = picked
         if len(cids) == 0:
             return None
-        chunk = src._chunk(int(cids[0]))
+        chunk = src.chunk(int(cids[0]))
         seq = chunk.sequence(int(js[0]))
         return _Pending(seq.key, _arrays(src, seq.data), 0, int(sweeps[0]), int(positions[0]))
 
@@ -102,8 +106,8 @@ class BpttSlots:
         lengths = mask.sum(axis=1)
         streams = {s.name: StreamBatch(s.name, False, s.dim, lengths, data=data[s.name], mask=mask)
                    for s in src.streams}
-        mb = Minibatch(streams, np.array(touched, dtype=np.uint64), lengths, src._cursor >= src._sweep.hi,
-                       src._sweep.index, extra={"continues": continues, "sequence_start": starts, "keys": keys})
+        mb = Minibatch(streams, np.array(touched, dtype=np.uint64), lengths, src.at_sweep_end,
+                       src.sweep_index, extra={"continues": continues, "sequence_start": starts, "keys": keys})
         src.samples_delivered += mb.num_samples
         src.minibatches_delivered += 1
         return mb
@@ -130,19 +134,7 @@ def _arrays(src, data: dict) -> dict:
     return out
 
 
-def next_bptt_minibatch(source, size: int) -> Minibatch | None:
-    length = source.truncation_length
-    slots = max(1, size // length)
-    if source._bptt is None or len(source._bptt.slots) != slots:
-        if source._bptt is not None and source._bptt.busy():
-            raise ValueError("the minibatch size (number of BPTT slots) cannot change while sequences are "
-                             "split across minibatches")
-        source._bptt = BpttSlots(source, slots)
-    return source._bptt.next(length)
-
-
 def use_reference(monkeypatch):
     """Route MinibatchSource's BPTT calls (next_minibatch, restore_from_checkpoint) to this module."""
     import recordkit.engine.bptt as bptt
-    monkeypatch.setattr(bptt, "next_bptt_minibatch", next_bptt_minibatch)
     monkeypatch.setattr(bptt, "BpttSlots", BpttSlots)

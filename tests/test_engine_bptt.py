@@ -178,7 +178,7 @@ def test_chunks_are_released_as_the_sweep_moves_on(tmp_path):
     n_chunks = len(src.deserializer.chunks)
     held = []
     for mb in src.minibatches(16):
-        held.append(len(set(src._loaded) | set(src._bptt._chunks)))
+        held.append(len(set(src.held_chunks()) | set(src._bptt._chunks)))
     # 4 slots hold at most a few chunks between them; before, every chunk read stayed loaded
     assert n_chunks > 100 and max(held) <= 12, (n_chunks, max(held))
 

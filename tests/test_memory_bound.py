@@ -189,7 +189,7 @@ def test_chunks_held_never_exceed_the_planned_most_over_two_sweeps(tmp_path, win
     _, most = plan.held_peak(order, nbytes, prefetch=prefetch, steps=ends)
     seen = 0
     while source.next_minibatch(64) is not None:
-        seen = max(seen, len(source._loaded) + len([f for f in source._futures.values() if not f.done()]))
+        seen = max(seen, len(source.held_chunks()) + source.loads_under_way())
     # sweep 1 has its own order; chunks carried over from sweep 0 are dropped unless needed soon
     assert seen <= most + 1
 
@@ -199,7 +199,7 @@ def test_chunks_left_from_the_previous_sweep_are_not_kept_until_their_late_use(t
     source = MinibatchSource(r, randomize=True, window=2, seed=4, max_sweeps=3, prefetch_chunks=0, max_memory=None)
     most = 0
     while source.next_minibatch(32) is not None:
-        most = max(most, len(source._loaded))
+        most = max(most, len(source.held_chunks()))
     assert most <= 4  # a 2-chunk window, one more across a minibatch, one more across a sweep end
 
 

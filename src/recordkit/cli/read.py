@@ -258,7 +258,7 @@ def shuffle_report(source) -> dict:
     from recordkit.engine.shuffle_quality import window_report
     r = source.randomizer
     randomize = hasattr(r, "window")
-    return window_report(source._chunks, seed=getattr(r, "seed", 0), chosen=getattr(r, "window", None),
+    return window_report(source.chunks, seed=getattr(r, "seed", 0), chosen=getattr(r, "window", None),
                          chosen_sample_based=getattr(r, "sample_based", False), randomize=randomize,
                          order=r.sweep(0))
 

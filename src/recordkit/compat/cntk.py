@@ -354,4 +354,4 @@ class MinibatchSource:
 
     @property
     def is_distributed(self) -> bool:
-        return self._source._partition is not None and self._source._partition[0] > 1
+        return self._source.partition is not None and self._source.partition[0] > 1

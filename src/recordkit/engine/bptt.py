@@ -10,12 +10,12 @@ minibatch) and ``sequence_start[s, t]`` (a new sequence begins at step t).
 All streams must have the same length in every sequence; sparse streams are
 delivered dense here, as CNTK's composite reader does in this mode.
 
-Why it is built this way (issue 12 defect 6): pulling one sequence per ``_pick`` call and
+Why it is built this way (issue 12 defect 6): pulling one sequence per pick (``take_sequences``) and
 copying each through NumPy/SciPy cost ~100 us a sequence, 28x the plain minibatch path. The
 slots are now flat arrays of pending entries (chunk, sequence, offset, length, key, sweep,
 position), sorted by slot. A refill asks ``_gather.bptt_need`` how many sequences the slots
 will take (computed from the upcoming positions' lengths), pulls exactly that many in one
-``_pick`` (so the source's cursor, sweeps and exhaustion end where one-at-a-time pulls would
+``take_sequences`` (so the source's cursor, sweeps and exhaustion end where one-at-a-time pulls would
 leave them) and deals them with ``bptt_assign``; assembly is ``bptt_plan`` (flags, keys,
 offsets) plus one copy kernel per stream straight from the chunks' columns. The per-sequence
 path it replaced is kept in tests/bptt_reference.py, and the tests compare the two.
@@ -29,7 +29,6 @@ from recordkit.engine.minibatch import Minibatch, StreamBatch, _prepared
 
 _FIELDS = ("slot", "cid", "j", "off", "len", "key", "sweep", "pos")
 SLOT, CID, J, OFF, LEN, KEY, SWEEP, POS = range(len(_FIELDS))
-_NO_SIZE_LIMIT = 1 << 62  # _pick's sample budget when only the number of sequences counts
 
 
 class BpttSlots:
@@ -72,8 +71,8 @@ class BpttSlots:
             for e, (sweep, position, offset) in enumerate(entries):
                 order = source.randomizer.sweep(int(sweep))
                 cid, idx = int(order.chunk[position]), int(order.index[position])
-                chunk = source._chunk(cid)
-                j = int(source._lookups[cid][idx])
+                chunk = source.chunk(cid)
+                j = source.sequence_index(cid, idx)
                 where = f"checkpoint field 'bptt': slot {s}, entry {e}"
                 if j < 0:
                     raise ValueError(f"{where}: the sequence at position {position} of sweep {sweep} was dropped "
@@ -101,12 +100,11 @@ class BpttSlots:
         src = self.source
         rem = self._pending(length)
         new = []
-        while not src._exhausted:
-            sw = src._sweep
-            need = _gather.bptt_need(rem, length, sw.pos_j, sw.pos_len, src._cursor - sw.lo, sw.hi - sw.lo)
+        while not src.exhausted:
+            need = _gather.bptt_need(rem, length, *src.share_ahead())
             if need == 0:
                 break
-            picked, _, _ = src._pick(_NO_SIZE_LIMIT, max_sequences=need)
+            picked = src.take_sequences(need)
             cids, js, _, sweeps, positions = picked
             if len(cids) == 0:
                 break
@@ -116,7 +114,7 @@ class BpttSlots:
             equal = np.empty(n, dtype=bool)
             for cid in dict.fromkeys(cids.tolist()):  # usually one chunk
                 at = slice(None) if cids[0] == cids[-1] and (cids == cid).all() else np.flatnonzero(cids == cid)
-                chunk = src._chunk(cid)
+                chunk = src.chunk(cid)
                 counts, eq = _step_counts(chunk, src.streams)
                 rows[LEN, at] = counts[js[at]]
                 rows[KEY, at] = chunk.keys.view(np.int64)[js[at]]
@@ -130,7 +128,7 @@ class BpttSlots:
         if new:
             e = np.concatenate([self._e] + new, axis=1)
             self._e = np.ascontiguousarray(e[:, np.argsort(e[SLOT], kind="stable")])  # by slot, queue order kept
-        src._evict()
+        src.release_chunks()
 
     # -- assembly ----------------------------------------------------------------------------------
     def next(self, length: int) -> Minibatch | None:
@@ -154,10 +152,9 @@ class BpttSlots:
         lengths = mask.sum(axis=1)
         streams = {s.name: StreamBatch(s.name, False, s.dim, lengths, data=data[s.name], mask=mask)
                    for s in src.streams}
-        mb = Minibatch(streams, touched.view(np.uint64), lengths, src._cursor >= src._sweep.hi, src._sweep.index,
+        mb = Minibatch(streams, touched.view(np.uint64), lengths, src.at_sweep_end, src.sweep_index,
                        extra={"continues": continues, "sequence_start": starts, "keys": keys.view(np.uint64)})
-        src.samples_delivered += mb.num_samples
-        src.minibatches_delivered += 1
+        src.count_delivered(mb)
         return mb
 
 
@@ -227,14 +224,3 @@ def _dtype(src, spec):
     if spec.dtype is not None:
         return spec.dtype
     return getattr(src.deserializer, "dtype", None) or np.float32
-
-
-def next_bptt_minibatch(source, size: int) -> Minibatch | None:
-    length = source.truncation_length
-    slots = max(1, size // length)
-    if source._bptt is None or source._bptt.num_slots != slots:
-        if source._bptt is not None and source._bptt.busy():
-            raise ValueError("the minibatch size (number of BPTT slots) cannot change while sequences are "
-                             "split across minibatches")
-        source._bptt = BpttSlots(source, slots)
-    return source._bptt.next(length)

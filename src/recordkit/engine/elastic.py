@@ -27,17 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-
-def share_bounds(cum: np.ndarray, n: int, i: int) -> tuple[int, int]:
-    """Partition i of n of a sweep whose sample positions are ``cum`` (len + 1): the contiguous
-    positions whose first sample falls in [i*S/n, (i+1)*S/n) (by count when nothing has samples)."""
-    count = len(cum) - 1
-    total = int(cum[-1])
-    if total == 0:
-        return count * i // n, count * (i + 1) // n
-    lo = int(np.searchsorted(cum[:-1], i * total / n, side="left")) if i else 0
-    hi = int(np.searchsorted(cum[:-1], (i + 1) * total / n, side="left")) if i + 1 < n else count
-    return lo, hi
+from recordkit.engine.sweep import share_bounds  # noqa: F401  (re-exported: the plans use it)
 
 
 @dataclass

@@ -27,44 +27,25 @@ available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
-from recordkit.engine.chunk import ChunkData
-from recordkit.engine.minibatch import Minibatch, pack_from_chunks
 from recordkit.engine import _gather
-from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state
-from recordkit.engine.deserializer import accepts_keyword
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.chunk_cache import ChunkCache
+from recordkit.engine.minibatch import Minibatch, pack_from_chunks
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
+from recordkit.engine.resume import Checkpointing
+from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
+                                    reach, share_bounds, wanted_ahead)
 
 INFINITELY_REPEAT = None
+_NO_SIZE_LIMIT = 1 << 62  # the sample budget of a pick where only the number of sequences counts
 
 
-@dataclass
-class _Sweep:
-    """One sweep's order with its positions, and this worker's share of it."""
-    index: int
-    chunk: np.ndarray      # original chunk id per position
-    seq: np.ndarray        # index in the chunk description per position
-    cum: np.ndarray        # estimated samples before each position (len + 1)
-    lo: int                # this worker's positions [lo, hi)
-    hi: int
-    last_use: dict         # chunk id -> last position in [lo, hi) that needs it
-    first_use: np.ndarray  # chunks in order of first use within [lo, hi)
-    first_pos: np.ndarray  # ... and that first position
-    by_chunk: dict         # chunk id -> share-relative positions that use it
-    pos_j: np.ndarray      # share-relative: index in the loaded chunk (-1 dropped, -2 not loaded yet)
-    pos_len: np.ndarray    # share-relative: real length once loaded (0 for dropped)
-    first_at: dict | None = None  # chunk id -> first_pos, made on first eviction
-    orig: np.ndarray | None = None  # elastic resume: the sweep positions of this run (None: all of [lo, hi))
-
-
-class MinibatchSource:
+class MinibatchSource(Checkpointing):
     """Minibatches from a deserializer (``CTFReader``, ``CBFReader``, a composite, ...).
 
     randomize: block randomization (CNTK's) or file order. window: randomization
@@ -122,32 +103,19 @@ class MinibatchSource:
         self.frame_mode = bool(frame_mode)
         self.truncation_length = int(truncation_length)
         self._default_partitions = (num_data_partitions, partition_index)
-        self._est_lengths = self._estimate_lengths()
-        # the estimates flattened in chunk-id order, to gather a sweep's lengths in one step
-        ids = sorted(self._est_lengths)
-        self._est_flat = np.concatenate([self._est_lengths[c] for c in ids]) if ids else np.zeros(0, np.int64)
-        self._est_base = np.zeros(max(ids) + 1 if ids else 0, dtype=np.int64)
-        base = 0
-        for c in ids:
-            self._est_base[c] = base
-            base += len(self._est_lengths[c])
-        self.sweep_samples = int(self._est_flat.sum())
+        self._lengths = LengthTable(estimate_lengths(self.deserializer, self._chunks))
+        self.sweep_samples = int(self._lengths.flat.sum())
         if self.sweep_samples == 0 and sum(self._described.values()) == 0:
             raise ValueError("the data holds no sequences")
         self._partition = None
-        self._sweep: _Sweep | None = None
+        self._sweep: Sweep | None = None
         self._cursor = 0
         self._exhausted = False
         self.samples_delivered = 0
         self.minibatches_delivered = 0
-        self._loaded: dict[int, ChunkData] = {}
-        self._lookups: dict[int, np.ndarray] = {}
-        self._futures: dict = {}
         self._prefetch_chunks = max(0, int(prefetch_chunks))
-        self._threads = max(1, int(threads))
-        self._load_takes_threads = None  # asked of the deserializer on the first load
-        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="recordkit-prefetch") \
-            if self._prefetch_chunks else None
+        self._cache = ChunkCache(deserializer, self._described, prefetch=self._prefetch_chunks > 0, threads=threads,
+                                 on_load=self._on_load)
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
         # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
@@ -184,9 +152,6 @@ class MinibatchSource:
                           f"randomization window", RecordkitWarning, stacklevel=3)
         return choice
 
-    def _estimate_lengths(self) -> dict:
-        return estimate_lengths(self.deserializer, self._chunks)
-
     def _resolve_partition(self, num_data_partitions, partition_index) -> tuple[int, int]:
         n, i = num_data_partitions, partition_index
         if n is None and i is None:
@@ -201,69 +166,43 @@ class MinibatchSource:
 
     def _order_cum(self, index: int):
         """Sweep ``index``'s order and the index estimate of the sample each position starts at."""
-        order = self.randomizer.sweep(index)
-        est = self._est_flat[self._est_base[order.chunk] + order.index] if len(order) else np.zeros(0, np.int64)
-        cum = np.zeros(len(order) + 1, dtype=np.int64)
-        np.cumsum(est, out=cum[1:])
-        return order, cum
+        return order_positions(self.randomizer, self._lengths, index)
 
-    def _make_sweep(self, index: int) -> _Sweep:
-        from recordkit.engine.elastic import share_bounds
+    def _make_sweep(self, index: int) -> Sweep:
         order, cum = self._order_cum(index)
         n, i = self._partition
         # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
         lo, hi = share_bounds(cum, n, i)
-        return self._build_sweep(index, order.chunk, order.index, cum, lo, hi)
+        return self._held(build_sweep(index, order.chunk, order.index, cum, lo, hi))
 
-    def _make_run_sweep(self, index: int, positions: np.ndarray, chunk=None, seq=None) -> _Sweep:
+    def _make_run_sweep(self, index: int, positions: np.ndarray, chunk=None, seq=None) -> Sweep:
         """An elastic run's stretch of sweep ``index``: only ``positions`` (sorted), all this
         worker's; ``cum`` keeps each one's place in the whole sweep, so sample limits, epochs and
         positions in minibatches and checkpoints mean what they mean in an ordinary sweep.
         ``chunk``/``seq`` given (a ChunkPartition's run: other partitions' orders): the sequences
         themselves, ``positions`` their places in the run."""
         if chunk is not None:
-            est = self._est_flat[self._est_base[chunk] + seq]
-            cum = np.zeros(len(est) + 1, dtype=np.int64)
-            np.cumsum(est, out=cum[1:])
-            sweep = self._build_sweep(index, chunk, seq, cum, 0, len(chunk))
-            sweep.orig = positions
-            return sweep
+            return self._held(build_sweep(index, chunk, seq, cumulative(self._lengths.of(chunk, seq)), 0,
+                                          len(chunk), orig=positions))
         order, cum = self._order_cum(index)
         run_cum = np.append(cum[positions], cum[positions[-1] + 1])
-        sweep = self._build_sweep(index, order.chunk[positions], order.index[positions], run_cum, 0, len(positions))
-        sweep.orig = positions
-        return sweep
+        return self._held(build_sweep(index, order.chunk[positions], order.index[positions], run_cum, 0,
+                                      len(positions), orig=positions))
 
-    def _build_sweep(self, index, chunk, seq, cum, lo, hi) -> _Sweep:
-        share = chunk[lo:hi]
-        last_use = {}
-        by_chunk = {}
-        if len(share):
-            srt = np.argsort(share, kind="stable")
-            keys, starts = np.unique(share[srt], return_index=True)
-            bounds = list(starts) + [len(srt)]
-            by_chunk = {int(c): srt[bounds[k]:bounds[k + 1]] for k, c in enumerate(keys)}
-            uniq, first = np.unique(share, return_index=True)
-            rev_first = len(share) - 1 - np.unique(share[::-1], return_index=True)[1]
-            last_use = {int(c): lo + int(p) for c, p in zip(uniq, rev_first)}
-            by_first = np.argsort(first, kind="stable")
-            first_use, first_pos = uniq[by_first], lo + first[by_first]
-        else:
-            first_use = first_pos = np.zeros(0, dtype=np.int64)
-        sweep = _Sweep(index, chunk, seq, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
-                       np.full(hi - lo, -2, dtype=np.int64), np.zeros(hi - lo, dtype=np.int64))
-        for cid in self._loaded:
+    def _held(self, sweep: Sweep) -> Sweep:
+        """The sweep with what the chunks already held say about its positions."""
+        for cid in self._cache.ids():
             self._resolve(sweep, cid)
         return sweep
 
-    def _resolve(self, sweep: _Sweep, cid: int) -> None:
+    def _resolve(self, sweep: Sweep, cid: int) -> None:
         """Record, for the share's positions that use chunk ``cid``, where each sequence is and its length."""
         rel = sweep.by_chunk.get(cid)
         if rel is None:
             return
-        js = self._lookups[cid][sweep.seq[sweep.lo + rel]]
+        js = self._cache.lookups[cid][sweep.seq[sweep.lo + rel]]
         sweep.pos_j[rel] = js
-        chunk = self._loaded[cid]
+        chunk = self._cache.loaded[cid]
         if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
             from recordkit.engine.bptt import _step_counts
             lengths = _step_counts(chunk, self.streams)[0]
@@ -274,32 +213,14 @@ class MinibatchSource:
 
     # -- chunks ----------------------------------------------------------------------------------
     def _chunk(self, cid: int) -> ChunkData:
-        data = self._loaded.get(cid)
-        if data is None:
-            fut = self._futures.pop(cid, None)
-            data = fut.result() if fut is not None else self._load_now(cid)
-            self._loaded[cid] = data
-            self._lookups[cid] = data.position_lookup(self._described[cid])
-            if self._sweep is not None:
-                self._resolve(self._sweep, cid)
-        return data
+        return self._cache.get(cid)
 
-    def _load_now(self, cid: int) -> ChunkData:
-        """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
-        if self._load_takes_threads is None:
-            self._load_takes_threads = accepts_keyword(self.deserializer.load_chunk, "threads")
-        if self._load_takes_threads:
-            return self.deserializer.load_chunk(cid, threads=self._threads)
-        return self.deserializer.load_chunk(cid)  # load_chunk(chunk_id) is all the protocol asks
+    def _on_load(self, cid: int) -> None:
+        if self._sweep is not None:
+            self._resolve(self._sweep, cid)
 
     def _ensure(self, cids: list) -> None:
-        """Load these chunks, all at once on the background threads when there are several."""
-        if self._pool is not None and len(cids) > 1:
-            for cid in cids:
-                if cid not in self._loaded and cid not in self._futures:
-                    self._futures[cid] = self._pool.submit(self.deserializer.load_chunk, cid)
-        for cid in cids:
-            self._chunk(cid)
+        self._cache.ensure(cids)
 
     def _evict(self, size: int = 1) -> None:
         """Drop loaded chunks that no position from the cursor on still needs, and those not
@@ -312,38 +233,26 @@ class MinibatchSource:
         if sw.first_at is None:
             sw.first_at = dict(zip(sw.first_use.tolist(), sw.first_pos.tolist()))
         first_at = sw.first_at
-        for cid in list(self._loaded):
+        for cid in self._cache.ids():
             if sw.last_use.get(cid, -1) < self._cursor or (first_at.get(cid, -1) >= reach and cid not in soon):
-                del self._loaded[cid]
-                del self._lookups[cid]
+                self._cache.drop(cid)
                 if cid in sw.by_chunk:
                     rel = sw.by_chunk[cid]
                     sw.pos_j[rel] = -2
                     sw.pos_len[rel] = 0
 
     def _reach(self, samples: int) -> int:
-        """The end of the stretch from the cursor that ``samples`` samples cover by the index lengths
-        (at least one position): what a minibatch with that much room left can still take."""
-        cum = self._sweep.cum
-        end = int(np.searchsorted(cum, cum[self._cursor] + max(int(samples), 1), side="right")) - 1
-        return max(end, self._cursor + 1)
+        return reach(self._sweep, self._cursor, samples)
 
     def _wanted_ahead(self) -> list:
         """The chunks the prefetch wants now: the one in use and the next ones in order of first use."""
-        sw = self._sweep
-        if not self._pool:
+        if self._cache.pool is None:
             return []
-        k = int(np.searchsorted(sw.first_pos, self._cursor, side="left"))
-        return [int(c) for c in sw.first_use[max(0, k - 1):k + self._prefetch_chunks + 1]]
+        return wanted_ahead(self._sweep, self._cursor, self._prefetch_chunks)
 
     def _prefetch(self) -> None:
         """Start loading the next chunks, in order of first use, on the background threads."""
-        if not self._pool:
-            return
-        # chunks already in use stay; schedule the next ones in order of first use
-        for cid in self._wanted_ahead():
-            if cid not in self._loaded and cid not in self._futures:
-                self._futures[cid] = self._pool.submit(self.deserializer.load_chunk, cid)
+        self._cache.start(self._wanted_ahead())
 
     # -- positions -------------------------------------------------------------------------------
     def _global_start(self, pos: int) -> int:
@@ -366,17 +275,13 @@ class MinibatchSource:
     def _enter_group(self, group: int, at: int = 0) -> None:
         """Deliver group ``group`` of this partition's elastic run from ``at`` on; past the last
         group, the ordinary sweeps of the new partitioning begin at the plan's ``resume_sweep``."""
-        for fut in self._futures.values():
-            fut.cancel()
-        self._futures.clear()
+        self._cache.cancel()
         if group >= len(self._run.groups):
             self._group = None
             self._start_sweep(self._plan.resume_sweep)
             return
         self._group = group
         self._sweep = self._make_run_sweep(*self._run.groups[group])
-        for cid in self._loaded:
-            self._resolve(self._sweep, cid)
         self._cursor = min(max(int(at), 0), self._sweep.hi)
         if self.trace_level >= 2:
             self._trace_sweep(self._sweep)
@@ -389,15 +294,13 @@ class MinibatchSource:
             else self._run.length
 
     def _start_sweep(self, index: int, at: int | None = None) -> None:
-        for fut in self._futures.values():
-            fut.cancel()
-        self._futures.clear()
+        self._cache.cancel()
         self._sweep = self._make_sweep(index)
         self._cursor = self._sweep.lo if at is None else min(max(at, self._sweep.lo), self._sweep.hi)
         if self.trace_level >= 2:
             self._trace_sweep(self._sweep)
 
-    def _trace_sweep(self, sw: _Sweep) -> None:
+    def _trace_sweep(self, sw: Sweep) -> None:
         from recordkit.errors import RecordkitInfo, warn
         r = self.randomizer
         if isinstance(r, BlockRandomizer):
@@ -443,8 +346,7 @@ class MinibatchSource:
         if self._exhausted and not (self._bptt is not None and self._bptt.busy()):
             return None
         if self.truncation_length:
-            from recordkit.engine.bptt import next_bptt_minibatch
-            return next_bptt_minibatch(self, size)
+            return self._next_bptt(size)
         self._last_size = size
         picked, end_of_sweep, sweep_index = self._pick(size)
         if len(picked[0]) == 0:
@@ -544,6 +446,76 @@ class MinibatchSource:
         self._last_epoch = (mb_epoch, end_of_epoch)
         return picked, end_of_sweep, sweep_index
 
+    def _next_bptt(self, size: int) -> Minibatch | None:
+        from recordkit.engine.bptt import BpttSlots
+        slots = max(1, size // self.truncation_length)
+        if self._bptt is None or self._bptt.num_slots != slots:
+            if self._bptt is not None and self._bptt.busy():
+                raise ValueError("the minibatch size (number of BPTT slots) cannot change while sequences are "
+                                 "split across minibatches")
+            self._bptt = BpttSlots(self, slots)
+        return self._bptt.next(self.truncation_length)
+
+    # -- what engine/bptt.py drives: the picker one sequence count at a time -----------------------
+    @property
+    def exhausted(self) -> bool:
+        """The data has ended for this worker (``max_samples``/``max_sweeps``)."""
+        return self._exhausted
+
+    @property
+    def at_sweep_end(self) -> bool:
+        return self._cursor >= self._sweep.hi
+
+    @property
+    def sweep_index(self) -> int:
+        return self._sweep.index
+
+    def share_ahead(self) -> tuple:
+        """(index in the loaded chunk, real length) of this worker's share from the cursor on, the
+        share-relative cursor and end: what ``_gather.bptt_need`` reads."""
+        sw = self._sweep
+        return sw.pos_j, sw.pos_len, self._cursor - sw.lo, sw.hi - sw.lo
+
+    def take_sequences(self, count: int):
+        """The next ``count`` sequences whatever their samples: (chunk ids, indexes in the loaded
+        chunks, lengths, sweep of each, position of each in its sweep)."""
+        return self._pick(_NO_SIZE_LIMIT, max_sequences=count)[0]
+
+    def chunk(self, cid: int) -> ChunkData:
+        """Chunk ``cid``, held (loaded now if it is not)."""
+        return self._chunk(cid)
+
+    def sequence_index(self, cid: int, index: int) -> int:
+        """Where the chunk description's sequence ``index`` is in the loaded chunk (-1: dropped)."""
+        self._chunk(cid)
+        return int(self._cache.lookups[cid][index])
+
+    def release_chunks(self) -> None:
+        """Drop the chunks the rest of the share no longer needs (after the caller took its own)."""
+        self._evict()
+
+    def count_delivered(self, mb: Minibatch) -> None:
+        self.samples_delivered += mb.num_samples
+        self.minibatches_delivered += 1
+
+    @property
+    def partition(self) -> tuple[int, int] | None:
+        """(number of partitions, this one's index) once the first minibatch chose it, else None."""
+        return self._partition
+
+    def held_chunks(self) -> list:
+        """The ids of the chunks held in memory now (the window and prefetch at work)."""
+        return self._cache.ids()
+
+    def loads_under_way(self) -> int:
+        """Chunk loads running on the background threads now."""
+        return sum(1 for f in self._cache.futures.values() if not f.done())
+
+    @property
+    def chunks(self) -> list:
+        """The deserializer's chunk descriptions, as this source reads them."""
+        return list(self._chunks)
+
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
         cids, js, _, sweeps, _ = picked
         if len(cids) and cids[0] == cids[-1] and not (cids != cids[0]).any():  # all from one chunk: no sort
@@ -557,8 +529,7 @@ class MinibatchSource:
         mb = Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps)
         if self.epoch_size is not None:
             mb.epoch, mb.end_of_epoch = self._last_epoch
-        self.samples_delivered += mb.num_samples
-        self.minibatches_delivered += 1
+        self.count_delivered(mb)
         return mb
 
     def _reconfigure(self, part) -> None:
@@ -574,395 +545,8 @@ class MinibatchSource:
         if self._bptt is not None:
             self._bptt = None
 
-    # -- checkpoints -------------------------------------------------------------------------------
-    def get_checkpoint_state(self) -> dict:
-        """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
-        if self._bptt is not None and self._bptt.busy():
-            bptt = self._bptt.state()
-        else:
-            bptt = None
-        return {
-            "recordkit_state": STATE_VERSION,
-            "sweep": 0 if self._sweep is None else self._sweep.index,
-            "position": int(self._cursor),
-            "partition": None if self._partition is None else list(self._partition),
-            "exhausted": self._exhausted,
-            "epoch": self._epoch,
-            "samples_delivered": self.samples_delivered,
-            "minibatches_delivered": self.minibatches_delivered,
-            "bptt": bptt,
-            "fingerprint": self._fingerprint(),
-            **({} if self._chunk_partition() is None else
-               {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
-            **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
-                                                          "run_position": self._run_position()}}),
-        }
-
-    def restore_from_checkpoint(self, state, *, num_data_partitions: int | None = None,
-                                partition_index: int | None = None) -> None:
-        """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
-        every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
-        naming the field and leaves this source as it was.
-
-        Elastic resume: ``state`` may be the list of *every* partition's state of a job, in
-        partition order (None for a partition that had taken nothing), taken with the workers
-        anywhere. This source then reads as partition ``partition_index`` of
-        ``num_data_partitions`` (default: as ``next_minibatch`` would: the constructor's, else
-        torch.distributed's, else 1/0), any number of partitions: what no old partition
-        delivered of the sweeps they were in is cut into equal runs of the new partitions,
-        delivered exactly once, and then ordinary sweeps of the new partitioning follow
-        (``engine/elastic.py``). With as many partitions as the job had, it is the exact resume
-        of this partition's own state.
-
-        A checkpoint whose randomization window differs from this source's only because a
-        memory bound chose one of them (a machine with other memory, another ``max_memory``)
-        is continued with the checkpoint's window, so the resumed order is the one it was
-        made with; a warning says so when that window exceeds this source's bound."""
-        if isinstance(state, (list, tuple)):
-            part = self._resolve_partition(num_data_partitions, partition_index)
-            self._restore_with_window(next((s for s in state if s is not None), None),
-                                      lambda: self._restore_many(list(state), part))
-            self._elastic_from = (list(state), part)  # kept until the first minibatch (see _reconfigure_run)
-            return
-        self._restore_with_window(state, lambda: self._restore(state))
-
-    def _restore_with_window(self, state, restore) -> None:
-        adopted = self._checkpoint_window(state) if state is not None else None
-        saved = self.randomizer
-        if adopted is not None:
-            self.randomizer = BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
-                                              seed=self.randomizer.seed)
-        try:
-            restore()
-        except BaseException:
-            self.randomizer = saved
-            raise
-        if adopted is not None:
-            self._adopt_window(adopted[0])
-
-    def _checkpoint_window(self, state):
-        """(the checkpoint's window,) when it is the only difference and a memory bound explains it
-        (no larger than the window asked for here), else None (then the usual check refuses it)."""
-        mine = self._fingerprint()
-        fp = state.get("fingerprint") if isinstance(state, dict) else None
-        if not mine[0] or not isinstance(fp, list) or len(fp) != len(mine) or fp[1] == mine[1]:
-            return None
-        if any(a != b for k, (a, b) in enumerate(zip(fp, mine)) if k != 1):
-            return None
-        w, asked = fp[1], self.memory.window_requested
-        if w is None:  # the whole data set: a bound elsewhere let it be
-            return (None,) if asked is None else None
-        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-            return None
-        return (w,) if asked is None or w <= asked else None
-
-    def _adopt_window(self, window) -> None:
-        from recordkit.engine import plan
-        from recordkit.errors import RecordkitWarning
-        m = self.memory
-        nbytes = plan.chunk_bytes(self.deserializer)
-        est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
-                                 randomize=True, window=window, sample_based=m.sample_based,
-                                 seed=self.randomizer.seed, prefetch=m.prefetch).estimated_bytes
-        fits = m.max_memory is None or est <= m.max_memory
-        self.memory = dataclasses.replace(m, window=window, capped=window != m.window_requested, fits=fits,
-                                          estimated_bytes=est)
-        if not fits:
-            warnings.warn(f"the checkpoint's randomization window ({self.memory.window_text()}) "
-                          f"is kept so the order continues as it "
-                          f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
-                          f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
-
-    def _chunk_partition(self):
-        """The ChunkPartition this source reads, or None."""
-        from recordkit.engine.chunk_partition import ChunkPartition
-        return self.deserializer if isinstance(self.deserializer, ChunkPartition) else None
-
-    def _facts(self) -> SourceFacts:
-        return SourceFacts(self._fingerprint(), len(self._est_flat), self.sweep_samples,
-                           int(self._est_flat.max()) if len(self._est_flat) else 0, self.max_sweeps, self.max_samples)
-
-    def _checked_plan(self, state: dict, facts: SourceFacts):
-        """(the elastic plan a checkpoint runs on, its run position) or (None, None)."""
-        data = state.get("elastic")
-        if data is None:
-            return None, None
-        from recordkit.engine.checkpoint import last_sweep
-        from recordkit.engine.elastic import ChunkPlan, ElasticPlan
-        if isinstance(data, dict) and data.get("kind") == "chunks":
-            plan = ChunkPlan.from_json(data, last_sweep(facts))
-        else:
-            plan = ElasticPlan.from_json(data, facts.num_sequences, last_sweep(facts))
-        run_position = data.get("run_position")
-        if run_position is not None and (isinstance(run_position, bool) or not isinstance(run_position, int)
-                                         or run_position < 0):
-            raise ValueError(f"checkpoint field 'elastic': run_position {run_position!r} is not a count")
-        return plan, run_position
-
-    def _sweep_cum(self, index: int) -> np.ndarray:
-        return self._order_cum(index)[1]
-
-    def _cut(self, plan, part):
-        from recordkit.engine.elastic import ChunkPlan, cut_chunk_run, cut_run
-        if isinstance(plan, ChunkPlan):
-            cp = self._chunk_partition()
-            if cp is None or plan.partitions != cp.num_partitions:
-                raise ValueError(f"checkpoint field 'elastic': the plan is for {plan.partitions} ChunkPartition "
-                                 f"readers, this source reads "
-                                 f"{'no ChunkPartition' if cp is None else f'partition {cp.index} of {cp.num_partitions}'}")
-            return cut_chunk_run(plan, self._shadow_order, self._owners, cp.index, self._local_ids())
-        if plan.partitions != part[0]:
-            raise ValueError(f"checkpoint field 'elastic': the plan is cut for {plan.partitions} partitions, this "
-                             f"source reads partition {part[1]} of {part[0]}")
-        return cut_run(plan, self._sweep_cum, part[1])
-
     def _clear_chunks(self) -> None:
-        for fut in self._futures.values():
-            fut.cancel()
-        self._futures.clear()
-        self._loaded.clear()
-        self._lookups.clear()
-
-    def _restore(self, state: dict) -> None:
-        facts = self._facts()
-        cp, said = self._chunk_partition(), state.get("chunk_partition") if isinstance(state, dict) else None
-        if cp is not None and said is not None and said != [cp.num_partitions, cp.index]:
-            where = f"{said[1]} of {said[0]}" if isinstance(said, list) and len(said) == 2 else repr(said)
-            raise ValueError(f"checkpoint field 'chunk_partition': the checkpoint is of ChunkPartition {where}, "
-                             f"this source reads {cp.index} of {cp.num_partitions}; to change the number of "
-                             f"readers, restore from the list of every reader's state")
-        st = check_state(state, facts)
-        n, i = self._default_partitions
-        if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
-            raise ValueError(f"checkpoint field 'partition': the checkpoint is of partition {st.partition[1]} of "
-                             f"{st.partition[0]}, this source reads partition {i or 0} of {n}")
-        plan, run_position = self._checked_plan(state, facts)
-        sweep = run = None
-        if st.partition is not None:
-            saved = self._partition
-            self._partition = st.partition
-            try:
-                if plan is not None and run_position is not None:  # within its elastic run
-                    run = self._cut(plan, st.partition)
-                    if run_position > run.length:
-                        raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
-                                         f"partition's run of {run.length} positions")
-                else:
-                    sweep = self._make_sweep(st.sweep)
-                    check_position(st.position, sweep.lo, sweep.hi)
-            finally:
-                self._partition = saved
-        self._clear_chunks()
-        self._partition = st.partition
-        self._exhausted = st.exhausted
-        self._epoch = st.epoch
-        self.samples_delivered = st.samples_delivered
-        self.minibatches_delivered = st.minibatches_delivered
-        self._bptt = None
-        self._plan, self._run, self._group = plan, run, None
-        if st.partition is None:
-            self._sweep = None
-            self._cursor = 0
-            return
-        if run is not None:
-            self._enter_group(*run.locate(run_position))
-        else:
-            sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
-            sweep.pos_len.fill(0)
-            self._sweep = sweep
-            self._cursor = st.position
-        if st.bptt:
-            from recordkit.engine.bptt import BpttSlots
-            self._bptt = BpttSlots.from_state(self, st.bptt)
-
-    def _restore_many(self, states: list, part: tuple) -> None:
-        """Elastic resume from every old partition's state (see ``restore_from_checkpoint``)."""
-        if self._chunk_partition() is not None and any(isinstance(s, dict) and "chunk_partition" in s
-                                                       for s in states):
-            self._restore_many_chunks(states)
-            return
-        from recordkit.engine.checkpoint import _fail
-        from recordkit.engine.elastic import OldPartition, plan_resume
-        if not states:
-            raise ValueError("an elastic resume needs the states of all the job's partitions, got an empty list")
-        facts = self._facts()
-        n_old = len(states)
-        checked, plans = [], []
-        for k, state in enumerate(states):
-            if state is None:
-                checked.append(None)
-                continue
-            try:
-                st = check_state(state, facts)
-                if st.partition is not None and st.partition != (n_old, k):
-                    raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
-                                             f"place {k} of a list of {n_old}: give the states of all partitions "
-                                             f"in partition order (None for one that took nothing)")
-                plan, run_position = self._checked_plan(state, facts)
-            except ValueError as exc:
-                raise ValueError(f"state {k} of {n_old}: {exc}") from None
-            checked.append((st, run_position))
-            plans.append(plan)
-        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
-                p is not None and not p.same_job(plans[0]) for p in plans):
-            raise ValueError("the states are of different jobs (their elastic plans differ): give the states all "
-                             "partitions of one job saved at one checkpoint")
-        old_plan = plans[0] if plans else None
-        if old_plan is not None and old_plan.partitions != n_old:
-            raise ValueError(f"the states' job had {old_plan.partitions} partitions, the list has {n_old} states")
-        if n_old == part[0] and checked[part[1]] is not None:  # same partitioning: this partition's exact resume
-            self._restore(states[part[1]])
-            return
-        if n_old == part[0] or all(c is None for c in checked):
-            plan = old_plan  # this partition had taken nothing: it starts its run (or the job) from the start
-        else:
-            old = []
-            for c in checked:
-                if c is None or c[0].partition is None:
-                    old.append(OldPartition(0, 0, None, False, [], None))
-                    continue
-                st, run_position = c
-                slots = (st.bptt or {}).get("slots") or []
-                waiting = [tuple(e) for q in slots for e in q]
-                old.append(OldPartition(st.sweep, st.position, run_position, True, waiting, len(slots) or None))
-            plan = plan_resume(old, old_plan, n_old, part[0], self._sweep_cum, num_sequences=facts.num_sequences,
-                               sweep_samples=self.sweep_samples, max_sweeps=self.max_sweeps,
-                               max_samples=self.max_samples)
-        self._start_run(plan, part)
-
-    # -- elastic resume of ChunkPartition readers -------------------------------------------------
-    def _shadow(self, n: int, k: int):
-        """Partition k of n of this source's data, as a ChunkPartition reader with this source's
-        randomization would have read it: (its chunks' ids in the data, its randomizer, facts)."""
-        cache = self.__dict__.setdefault("_shadows", {})
-        if (n, k) not in cache:
-            from recordkit.engine.chunk_partition import ChunkPartition
-            part = ChunkPartition(self.deserializer.inner, n, k)
-            chunks = part.chunks
-            r = self.randomizer
-            rnd = BlockRandomizer(chunks, window=r.window, sample_based=r.sample_based, seed=r.seed) \
-                if isinstance(r, BlockRandomizer) else NoRandomizer(chunks)
-            est = estimate_lengths(part, chunks)
-            flat = np.concatenate([est[c.id] for c in chunks]) if chunks else np.zeros(0, np.int64)
-            d = rnd.describe()
-            fp = [d.get("randomize"), d.get("window"), d.get("sample_based"), d.get("seed"), len(chunks),
-                  int(sum(c.num_sequences for c in chunks)), int(flat.sum())]
-            facts = SourceFacts(fp, len(flat), int(flat.sum()), int(flat.max()) if len(flat) else 0,
-                                self.max_sweeps, self.max_samples)
-            cache[(n, k)] = (np.asarray(part.inner_chunk_ids, dtype=np.int64), rnd, facts)
-        return cache[(n, k)]
-
-    def _shadow_order(self, n: int, k: int, sweep: int):
-        ids, rnd, _ = self._shadow(n, k)
-        order = rnd.sweep(sweep)
-        return ids[order.chunk], np.asarray(order.index, dtype=np.int64)
-
-    def _owners(self, n: int) -> np.ndarray:
-        from recordkit.engine.chunk_partition import assign_chunks
-        cache = self.__dict__.setdefault("_owner_cache", {})
-        if n not in cache:
-            cache[n] = assign_chunks(self.deserializer.inner.chunks, n)
-        return cache[n]
-
-    def _local_ids(self) -> np.ndarray:
-        """Inner chunk id -> this partition's chunk id (-1: not this partition's)."""
-        cp = self._chunk_partition()
-        local = np.full(len(cp.inner.chunks), -1, dtype=np.int64)
-        local[np.asarray(cp.inner_chunk_ids, dtype=np.int64)] = np.arange(len(cp.inner_chunk_ids))
-        return local
-
-    def _restore_many_chunks(self, states: list) -> None:
-        """Elastic resume of ChunkPartition readers: ``states`` are every old reader's, in order."""
-        from recordkit.engine.checkpoint import _fail
-        from recordkit.engine.elastic import OldPartition, plan_chunk_resume
-        cp = self._chunk_partition()
-        n_old, m_new, j = len(states), cp.num_partitions, cp.index
-        if self.max_samples is not None or self.epoch_size is not None or self.truncation_length:
-            raise ValueError("an elastic resume of ChunkPartition readers counts no job-wide samples: it "
-                             "works with max_sweeps, not with max_samples, epoch_size or truncated BPTT "
-                             "(resume with the same number of readers, or partition by samples instead)")
-        checked, plans = [], []
-        for k, state in enumerate(states):
-            if state is None:
-                checked.append(None)
-                continue
-            try:
-                if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
-                    raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
-                                                   f"readers in order, None for one that took nothing), found "
-                                                   f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
-                facts = self._shadow(n_old, k)[2]
-                st = check_state(state, facts)
-                if st.partition not in (None, (1, 0)):
-                    raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
-                plan, run_position = self._checked_plan(state, facts)
-            except ValueError as exc:
-                raise ValueError(f"state {k} of {n_old}: {exc}") from None
-            checked.append((st, run_position))
-            plans.append(plan)
-        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
-                p is not None and not p.same_job(plans[0]) for p in plans):
-            raise ValueError("the states are of different jobs (their elastic plans differ): give the states of "
-                             "all the readers of one job saved at one checkpoint")
-        old_plan = plans[0] if plans else None
-        if old_plan is not None and old_plan.partitions != n_old:
-            raise ValueError(f"the states' job had {old_plan.partitions} readers, the list has {n_old} states")
-        if n_old == m_new and checked[j] is not None:
-            self._restore(states[j])
-            return
-        if n_old == m_new or all(c is None for c in checked):
-            plan = old_plan
-        else:
-            old = [OldPartition(0, 0, None, False, [], None) if c is None or c[0].partition is None else
-                   OldPartition(c[0].sweep, c[0].position, c[1], True, [], None) for c in checked]
-            plan = plan_chunk_resume(old, old_plan, n_old, m_new, self._shadow_order, self._owners,
-                                     max_sweeps=self.max_sweeps)
-        self._start_run(plan, (1, 0))
-
-    def _start_run(self, plan, part) -> None:
-        """Begin as partition ``part`` with nothing delivered: the plan's run (then its ordinary
-        sweeps), or with no plan the job's first sweep."""
-        run = self._cut(plan, part) if plan is not None else None
-        if run is not None and run.carry and not self.truncation_length:
-            raise ValueError("the states hold sequences that truncated BPTT had split across minibatches: "
-                             "resume with the same truncation_length")
-        self._clear_chunks()
-        self._partition = part
-        self._exhausted = False
-        self.samples_delivered = 0
-        self.minibatches_delivered = 0
-        self._bptt = None
-        self._plan, self._run, self._group = plan, run, None
-        if run is None:
-            self._start_sweep(0)
-        else:
-            self._enter_group(0)
-        self._epoch = 0
-        if self.epoch_size is not None and self._cursor < self._sweep.hi:
-            self._epoch = self._global_start(self._cursor) // self.epoch_size
-        if run is not None and run.carry:
-            from recordkit.engine.bptt import BpttSlots
-            width = max(1, plan.bptt_slots or 1)
-            slots = [[] for _ in range(width)]
-            for q, entry in enumerate(run.carry):
-                slots[q % width].append(list(entry))
-            self._bptt = BpttSlots.from_state(self, {"slots": slots})
-
-    def _reconfigure_run(self, part) -> None:
-        """Another partitioning asked of a source resumed elastically: fine before it has delivered
-        anything (the plan is made again for it), refused after."""
-        held = getattr(self, "_elastic_from", None)
-        if held is None:
-            n, i = self._partition
-            raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
-                             f"it cannot move to partition {part[1]} of {part[0]}")
-        self._restore_many(held[0], part)
-        self._elastic_from = (held[0], part)
-
-    def _fingerprint(self) -> list:
-        r = self.randomizer.describe()
-        return [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
-                len(self._chunks), int(sum(self._described.values())), self.sweep_samples]
+        self._cache.clear()
 
     # -- conveniences ------------------------------------------------------------------------------
     def __iter__(self):
@@ -977,32 +561,13 @@ class MinibatchSource:
             yield mb
 
     def close(self) -> None:
-        if self._pool is not None:
-            for fut in self._futures.values():
-                fut.cancel()
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._cache.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-
-def estimate_lengths(deserializer, chunks) -> dict:
-    """Chunk id -> the index's estimate of each sequence's samples (what positions are counted in)."""
-    get = getattr(deserializer, "sequence_lengths", None)
-    out = {}
-    for c in chunks:
-        if get is not None:
-            out[c.id] = np.asarray(get(c.id), dtype=np.int64)
-        else:  # spread the chunk's samples evenly over its sequences
-            base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
-            est = np.full(c.num_sequences, base, dtype=np.int64)
-            est[:extra] += 1
-            out[c.id] = est
-    return out
 
 
 def _torch_worker_count() -> int:

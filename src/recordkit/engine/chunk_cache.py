@@ -1,0 +1,91 @@
+"""The chunks a MinibatchSource holds: loaded ones, and loads under way on background threads.
+
+What to keep and what to load next is the source's policy (it knows the sweep and the cursor);
+this only holds chunks and runs the loads. A chunk the caller waits for is loaded with every
+thread the reader can use (``load_chunk(cid, threads=...)`` where the reader takes it); chunks
+wanted ahead are loaded on the pool while the caller trains (parsing releases the GIL).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.deserializer import accepts_keyword
+
+
+class ChunkCache:
+    """Loaded chunks with their position lookups. ``on_load(cid)`` is called after each load."""
+
+    def __init__(self, deserializer, described: dict, *, prefetch: bool, threads: int, on_load=None):
+        self.deserializer = deserializer
+        self.described = described  # chunk id -> sequences the index describes
+        self.threads = max(1, int(threads))
+        self.loaded: dict[int, ChunkData] = {}
+        self.lookups: dict = {}
+        self.futures: dict = {}
+        self.on_load = on_load
+        self._takes_threads = None  # asked of the deserializer on the first load
+        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="recordkit-prefetch") \
+            if prefetch else None
+
+    def __contains__(self, cid) -> bool:
+        return cid in self.loaded
+
+    def ids(self) -> list:
+        return list(self.loaded)
+
+    def get(self, cid: int) -> ChunkData:
+        """The chunk, loaded now (or its background load awaited) if it is not held."""
+        data = self.loaded.get(cid)
+        if data is None:
+            fut = self.futures.pop(cid, None)
+            data = fut.result() if fut is not None else self._load_now(cid)
+            self.loaded[cid] = data
+            self.lookups[cid] = data.position_lookup(self.described[cid])
+            if self.on_load is not None:
+                self.on_load(cid)
+        return data
+
+    def _load_now(self, cid: int) -> ChunkData:
+        """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
+        if self._takes_threads is None:
+            self._takes_threads = accepts_keyword(self.deserializer.load_chunk, "threads")
+        if self._takes_threads:
+            return self.deserializer.load_chunk(cid, threads=self.threads)
+        return self.deserializer.load_chunk(cid)  # load_chunk(chunk_id) is all the protocol asks
+
+    def start(self, cids) -> None:
+        """Begin loading these chunks on the background threads (those neither held nor under way)."""
+        if self.pool is None:
+            return
+        for cid in cids:
+            if cid not in self.loaded and cid not in self.futures:
+                self.futures[cid] = self.pool.submit(self.deserializer.load_chunk, cid)
+
+    def ensure(self, cids: list) -> None:
+        """Load these chunks, all at once on the background threads when there are several."""
+        if len(cids) > 1:
+            self.start(cids)
+        for cid in cids:
+            self.get(cid)
+
+    def drop(self, cid: int) -> None:
+        del self.loaded[cid]
+        del self.lookups[cid]
+
+    def cancel(self) -> None:
+        """Forget the loads under way (a new sweep or a restore wants others)."""
+        for fut in self.futures.values():
+            fut.cancel()
+        self.futures.clear()
+
+    def clear(self) -> None:
+        self.cancel()
+        self.loaded.clear()
+        self.lookups.clear()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.cancel()
+            self.pool.shutdown(wait=True)
+            self.pool = None

@@ -1,0 +1,405 @@
+"""MinibatchSource's checkpoints: saving the position, and restoring it exactly or elastically.
+
+A mixin of ``MinibatchSource`` (engine/source.py), kept apart because restoring is its own
+concern: a checkpoint is untrusted input (``engine/checkpoint.py`` checks every field first), a
+checkpoint made under another memory bound keeps its randomization window, and the list of every
+partition's state of a job resumes on another number of partitions (``engine/elastic.py`` plans
+what is left; here the source enters its run). ChunkPartition readers are resumed through
+"shadows": the chunk lists and orders each old reader had, rebuilt from the data.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+
+from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state
+from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
+from recordkit.engine.sweep import estimate_lengths
+
+
+class Checkpointing:
+    """``get_checkpoint_state`` / ``restore_from_checkpoint`` of ``MinibatchSource``."""
+
+    def get_checkpoint_state(self) -> dict:
+        """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
+        if self._bptt is not None and self._bptt.busy():
+            bptt = self._bptt.state()
+        else:
+            bptt = None
+        return {
+            "recordkit_state": STATE_VERSION,
+            "sweep": 0 if self._sweep is None else self._sweep.index,
+            "position": int(self._cursor),
+            "partition": None if self._partition is None else list(self._partition),
+            "exhausted": self._exhausted,
+            "epoch": self._epoch,
+            "samples_delivered": self.samples_delivered,
+            "minibatches_delivered": self.minibatches_delivered,
+            "bptt": bptt,
+            "fingerprint": self._fingerprint(),
+            **({} if self._chunk_partition() is None else
+               {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
+            **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
+                                                          "run_position": self._run_position()}}),
+        }
+
+    def restore_from_checkpoint(self, state, *, num_data_partitions: int | None = None,
+                                partition_index: int | None = None) -> None:
+        """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
+        every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
+        naming the field and leaves this source as it was.
+
+        Elastic resume: ``state`` may be the list of *every* partition's state of a job, in
+        partition order (None for a partition that had taken nothing), taken with the workers
+        anywhere. This source then reads as partition ``partition_index`` of
+        ``num_data_partitions`` (default: as ``next_minibatch`` would: the constructor's, else
+        torch.distributed's, else 1/0), any number of partitions: what no old partition
+        delivered of the sweeps they were in is cut into equal runs of the new partitions,
+        delivered exactly once, and then ordinary sweeps of the new partitioning follow
+        (``engine/elastic.py``). With as many partitions as the job had, it is the exact resume
+        of this partition's own state.
+
+        A checkpoint whose randomization window differs from this source's only because a
+        memory bound chose one of them (a machine with other memory, another ``max_memory``)
+        is continued with the checkpoint's window, so the resumed order is the one it was
+        made with; a warning says so when that window exceeds this source's bound."""
+        if isinstance(state, (list, tuple)):
+            part = self._resolve_partition(num_data_partitions, partition_index)
+            self._restore_with_window(next((s for s in state if s is not None), None),
+                                      lambda: self._restore_many(list(state), part))
+            self._elastic_from = (list(state), part)  # kept until the first minibatch (see _reconfigure_run)
+            return
+        self._restore_with_window(state, lambda: self._restore(state))
+
+    def _restore_with_window(self, state, restore) -> None:
+        adopted = self._checkpoint_window(state) if state is not None else None
+        saved = self.randomizer
+        if adopted is not None:
+            self.randomizer = BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
+                                              seed=self.randomizer.seed)
+        try:
+            restore()
+        except BaseException:
+            self.randomizer = saved
+            raise
+        if adopted is not None:
+            self._adopt_window(adopted[0])
+
+    def _checkpoint_window(self, state):
+        """(the checkpoint's window,) when it is the only difference and a memory bound explains it
+        (no larger than the window asked for here), else None (then the usual check refuses it)."""
+        mine = self._fingerprint()
+        fp = state.get("fingerprint") if isinstance(state, dict) else None
+        if not mine[0] or not isinstance(fp, list) or len(fp) != len(mine) or fp[1] == mine[1]:
+            return None
+        if any(a != b for k, (a, b) in enumerate(zip(fp, mine)) if k != 1):
+            return None
+        w, asked = fp[1], self.memory.window_requested
+        if w is None:  # the whole data set: a bound elsewhere let it be
+            return (None,) if asked is None else None
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            return None
+        return (w,) if asked is None or w <= asked else None
+
+    def _adopt_window(self, window) -> None:
+        from recordkit.engine import plan
+        from recordkit.errors import RecordkitWarning
+        m = self.memory
+        nbytes = plan.chunk_bytes(self.deserializer)
+        est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
+                                 randomize=True, window=window, sample_based=m.sample_based,
+                                 seed=self.randomizer.seed, prefetch=m.prefetch).estimated_bytes
+        fits = m.max_memory is None or est <= m.max_memory
+        self.memory = dataclasses.replace(m, window=window, capped=window != m.window_requested, fits=fits,
+                                          estimated_bytes=est)
+        if not fits:
+            warnings.warn(f"the checkpoint's randomization window ({self.memory.window_text()}) "
+                          f"is kept so the order continues as it "
+                          f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
+                          f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
+
+    def _chunk_partition(self):
+        """The ChunkPartition this source reads, or None."""
+        from recordkit.engine.chunk_partition import ChunkPartition
+        return self.deserializer if isinstance(self.deserializer, ChunkPartition) else None
+
+    def _facts(self) -> SourceFacts:
+        flat = self._lengths.flat
+        return SourceFacts(self._fingerprint(), len(flat), self.sweep_samples, int(flat.max()) if len(flat) else 0,
+                           self.max_sweeps, self.max_samples)
+
+    def _checked_plan(self, state: dict, facts: SourceFacts):
+        """(the elastic plan a checkpoint runs on, its run position) or (None, None)."""
+        data = state.get("elastic")
+        if data is None:
+            return None, None
+        from recordkit.engine.checkpoint import last_sweep
+        from recordkit.engine.elastic import ChunkPlan, ElasticPlan
+        if isinstance(data, dict) and data.get("kind") == "chunks":
+            plan = ChunkPlan.from_json(data, last_sweep(facts))
+        else:
+            plan = ElasticPlan.from_json(data, facts.num_sequences, last_sweep(facts))
+        run_position = data.get("run_position")
+        if run_position is not None and (isinstance(run_position, bool) or not isinstance(run_position, int)
+                                         or run_position < 0):
+            raise ValueError(f"checkpoint field 'elastic': run_position {run_position!r} is not a count")
+        return plan, run_position
+
+    def _sweep_cum(self, index: int) -> np.ndarray:
+        return self._order_cum(index)[1]
+
+    def _cut(self, plan, part):
+        from recordkit.engine.elastic import ChunkPlan, cut_chunk_run, cut_run
+        if isinstance(plan, ChunkPlan):
+            cp = self._chunk_partition()
+            if cp is None or plan.partitions != cp.num_partitions:
+                raise ValueError(f"checkpoint field 'elastic': the plan is for {plan.partitions} ChunkPartition "
+                                 f"readers, this source reads "
+                                 f"{'no ChunkPartition' if cp is None else f'partition {cp.index} of {cp.num_partitions}'}")
+            return cut_chunk_run(plan, self._shadow_order, self._owners, cp.index, self._local_ids())
+        if plan.partitions != part[0]:
+            raise ValueError(f"checkpoint field 'elastic': the plan is cut for {plan.partitions} partitions, this "
+                             f"source reads partition {part[1]} of {part[0]}")
+        return cut_run(plan, self._sweep_cum, part[1])
+
+    def _restore(self, state: dict) -> None:
+        facts = self._facts()
+        cp, said = self._chunk_partition(), state.get("chunk_partition") if isinstance(state, dict) else None
+        if cp is not None and said is not None and said != [cp.num_partitions, cp.index]:
+            where = f"{said[1]} of {said[0]}" if isinstance(said, list) and len(said) == 2 else repr(said)
+            raise ValueError(f"checkpoint field 'chunk_partition': the checkpoint is of ChunkPartition {where}, "
+                             f"this source reads {cp.index} of {cp.num_partitions}; to change the number of "
+                             f"readers, restore from the list of every reader's state")
+        st = check_state(state, facts)
+        n, i = self._default_partitions
+        if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
+            raise ValueError(f"checkpoint field 'partition': the checkpoint is of partition {st.partition[1]} of "
+                             f"{st.partition[0]}, this source reads partition {i or 0} of {n}")
+        plan, run_position = self._checked_plan(state, facts)
+        sweep = run = None
+        if st.partition is not None:
+            saved = self._partition
+            self._partition = st.partition
+            try:
+                if plan is not None and run_position is not None:  # within its elastic run
+                    run = self._cut(plan, st.partition)
+                    if run_position > run.length:
+                        raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
+                                         f"partition's run of {run.length} positions")
+                else:
+                    sweep = self._make_sweep(st.sweep)
+                    check_position(st.position, sweep.lo, sweep.hi)
+            finally:
+                self._partition = saved
+        self._clear_chunks()
+        self._partition = st.partition
+        self._exhausted = st.exhausted
+        self._epoch = st.epoch
+        self.samples_delivered = st.samples_delivered
+        self.minibatches_delivered = st.minibatches_delivered
+        self._bptt = None
+        self._plan, self._run, self._group = plan, run, None
+        if st.partition is None:
+            self._sweep = None
+            self._cursor = 0
+            return
+        if run is not None:
+            self._enter_group(*run.locate(run_position))
+        else:
+            sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
+            sweep.pos_len.fill(0)
+            self._sweep = sweep
+            self._cursor = st.position
+        if st.bptt:
+            from recordkit.engine.bptt import BpttSlots
+            self._bptt = BpttSlots.from_state(self, st.bptt)
+
+    def _restore_many(self, states: list, part: tuple) -> None:
+        """Elastic resume from every old partition's state (see ``restore_from_checkpoint``)."""
+        if self._chunk_partition() is not None and any(isinstance(s, dict) and "chunk_partition" in s
+                                                       for s in states):
+            self._restore_many_chunks(states)
+            return
+        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.elastic import OldPartition, plan_resume
+        if not states:
+            raise ValueError("an elastic resume needs the states of all the job's partitions, got an empty list")
+        facts = self._facts()
+        n_old = len(states)
+        checked, plans = [], []
+        for k, state in enumerate(states):
+            if state is None:
+                checked.append(None)
+                continue
+            try:
+                st = check_state(state, facts)
+                if st.partition is not None and st.partition != (n_old, k):
+                    raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
+                                             f"place {k} of a list of {n_old}: give the states of all partitions "
+                                             f"in partition order (None for one that took nothing)")
+                plan, run_position = self._checked_plan(state, facts)
+            except ValueError as exc:
+                raise ValueError(f"state {k} of {n_old}: {exc}") from None
+            checked.append((st, run_position))
+            plans.append(plan)
+        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
+                p is not None and not p.same_job(plans[0]) for p in plans):
+            raise ValueError("the states are of different jobs (their elastic plans differ): give the states all "
+                             "partitions of one job saved at one checkpoint")
+        old_plan = plans[0] if plans else None
+        if old_plan is not None and old_plan.partitions != n_old:
+            raise ValueError(f"the states' job had {old_plan.partitions} partitions, the list has {n_old} states")
+        if n_old == part[0] and checked[part[1]] is not None:  # same partitioning: this partition's exact resume
+            self._restore(states[part[1]])
+            return
+        if n_old == part[0] or all(c is None for c in checked):
+            plan = old_plan  # this partition had taken nothing: it starts its run (or the job) from the start
+        else:
+            old = []
+            for c in checked:
+                if c is None or c[0].partition is None:
+                    old.append(OldPartition(0, 0, None, False, [], None))
+                    continue
+                st, run_position = c
+                slots = (st.bptt or {}).get("slots") or []
+                waiting = [tuple(e) for q in slots for e in q]
+                old.append(OldPartition(st.sweep, st.position, run_position, True, waiting, len(slots) or None))
+            plan = plan_resume(old, old_plan, n_old, part[0], self._sweep_cum, num_sequences=facts.num_sequences,
+                               sweep_samples=self.sweep_samples, max_sweeps=self.max_sweeps,
+                               max_samples=self.max_samples)
+        self._start_run(plan, part)
+
+    def _shadow(self, n: int, k: int):
+        """Partition k of n of this source's data, as a ChunkPartition reader with this source's
+        randomization would have read it: (its chunks' ids in the data, its randomizer, facts)."""
+        cache = self.__dict__.setdefault("_shadows", {})
+        if (n, k) not in cache:
+            from recordkit.engine.chunk_partition import ChunkPartition
+            part = ChunkPartition(self.deserializer.inner, n, k)
+            chunks = part.chunks
+            r = self.randomizer
+            rnd = BlockRandomizer(chunks, window=r.window, sample_based=r.sample_based, seed=r.seed) \
+                if isinstance(r, BlockRandomizer) else NoRandomizer(chunks)
+            est = estimate_lengths(part, chunks)
+            flat = np.concatenate([est[c.id] for c in chunks]) if chunks else np.zeros(0, np.int64)
+            d = rnd.describe()
+            fp = [d.get("randomize"), d.get("window"), d.get("sample_based"), d.get("seed"), len(chunks),
+                  int(sum(c.num_sequences for c in chunks)), int(flat.sum())]
+            facts = SourceFacts(fp, len(flat), int(flat.sum()), int(flat.max()) if len(flat) else 0,
+                                self.max_sweeps, self.max_samples)
+            cache[(n, k)] = (np.asarray(part.inner_chunk_ids, dtype=np.int64), rnd, facts)
+        return cache[(n, k)]
+
+    def _shadow_order(self, n: int, k: int, sweep: int):
+        ids, rnd, _ = self._shadow(n, k)
+        order = rnd.sweep(sweep)
+        return ids[order.chunk], np.asarray(order.index, dtype=np.int64)
+
+    def _owners(self, n: int) -> np.ndarray:
+        from recordkit.engine.chunk_partition import assign_chunks
+        cache = self.__dict__.setdefault("_owner_cache", {})
+        if n not in cache:
+            cache[n] = assign_chunks(self.deserializer.inner.chunks, n)
+        return cache[n]
+
+    def _local_ids(self) -> np.ndarray:
+        """Inner chunk id -> this partition's chunk id (-1: not this partition's)."""
+        cp = self._chunk_partition()
+        local = np.full(len(cp.inner.chunks), -1, dtype=np.int64)
+        local[np.asarray(cp.inner_chunk_ids, dtype=np.int64)] = np.arange(len(cp.inner_chunk_ids))
+        return local
+
+    def _restore_many_chunks(self, states: list) -> None:
+        """Elastic resume of ChunkPartition readers: ``states`` are every old reader's, in order."""
+        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.elastic import OldPartition, plan_chunk_resume
+        cp = self._chunk_partition()
+        n_old, m_new, j = len(states), cp.num_partitions, cp.index
+        if self.max_samples is not None or self.epoch_size is not None or self.truncation_length:
+            raise ValueError("an elastic resume of ChunkPartition readers counts no job-wide samples: it "
+                             "works with max_sweeps, not with max_samples, epoch_size or truncated BPTT "
+                             "(resume with the same number of readers, or partition by samples instead)")
+        checked, plans = [], []
+        for k, state in enumerate(states):
+            if state is None:
+                checked.append(None)
+                continue
+            try:
+                if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
+                    raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
+                                                   f"readers in order, None for one that took nothing), found "
+                                                   f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
+                facts = self._shadow(n_old, k)[2]
+                st = check_state(state, facts)
+                if st.partition not in (None, (1, 0)):
+                    raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
+                plan, run_position = self._checked_plan(state, facts)
+            except ValueError as exc:
+                raise ValueError(f"state {k} of {n_old}: {exc}") from None
+            checked.append((st, run_position))
+            plans.append(plan)
+        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
+                p is not None and not p.same_job(plans[0]) for p in plans):
+            raise ValueError("the states are of different jobs (their elastic plans differ): give the states of "
+                             "all the readers of one job saved at one checkpoint")
+        old_plan = plans[0] if plans else None
+        if old_plan is not None and old_plan.partitions != n_old:
+            raise ValueError(f"the states' job had {old_plan.partitions} readers, the list has {n_old} states")
+        if n_old == m_new and checked[j] is not None:
+            self._restore(states[j])
+            return
+        if n_old == m_new or all(c is None for c in checked):
+            plan = old_plan
+        else:
+            old = [OldPartition(0, 0, None, False, [], None) if c is None or c[0].partition is None else
+                   OldPartition(c[0].sweep, c[0].position, c[1], True, [], None) for c in checked]
+            plan = plan_chunk_resume(old, old_plan, n_old, m_new, self._shadow_order, self._owners,
+                                     max_sweeps=self.max_sweeps)
+        self._start_run(plan, (1, 0))
+
+    def _start_run(self, plan, part) -> None:
+        """Begin as partition ``part`` with nothing delivered: the plan's run (then its ordinary
+        sweeps), or with no plan the job's first sweep."""
+        run = self._cut(plan, part) if plan is not None else None
+        if run is not None and run.carry and not self.truncation_length:
+            raise ValueError("the states hold sequences that truncated BPTT had split across minibatches: "
+                             "resume with the same truncation_length")
+        self._clear_chunks()
+        self._partition = part
+        self._exhausted = False
+        self.samples_delivered = 0
+        self.minibatches_delivered = 0
+        self._bptt = None
+        self._plan, self._run, self._group = plan, run, None
+        if run is None:
+            self._start_sweep(0)
+        else:
+            self._enter_group(0)
+        self._epoch = 0
+        if self.epoch_size is not None and self._cursor < self._sweep.hi:
+            self._epoch = self._global_start(self._cursor) // self.epoch_size
+        if run is not None and run.carry:
+            from recordkit.engine.bptt import BpttSlots
+            width = max(1, plan.bptt_slots or 1)
+            slots = [[] for _ in range(width)]
+            for q, entry in enumerate(run.carry):
+                slots[q % width].append(list(entry))
+            self._bptt = BpttSlots.from_state(self, {"slots": slots})
+
+    def _reconfigure_run(self, part) -> None:
+        """Another partitioning asked of a source resumed elastically: fine before it has delivered
+        anything (the plan is made again for it), refused after."""
+        held = getattr(self, "_elastic_from", None)
+        if held is None:
+            n, i = self._partition
+            raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
+                             f"it cannot move to partition {part[1]} of {part[0]}")
+        self._restore_many(held[0], part)
+        self._elastic_from = (held[0], part)
+
+    def _fingerprint(self) -> list:
+        r = self.randomizer.describe()
+        return [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
+                len(self._chunks), int(sum(self._described.values())), self.sweep_samples]

@@ -1,0 +1,127 @@
+"""Sweep planning, as pure functions: a sweep's order with sample positions, a worker's share.
+
+Every worker computes the same positions before loading anything: a sequence's place in the
+sweep is counted with the deserializer's *index* estimate of its length (``estimate_lengths``),
+not with the loaded data. From the randomizer's order (``randomizer.py``) and those estimates
+come the sample each position starts at (``order_positions``), the worker's contiguous share
+(``share_bounds``) and the bookkeeping the chunk cache and the picker need about that share
+(``build_sweep``: which chunks it uses, first and last, and where). Nothing here loads data or
+keeps state: ``MinibatchSource`` (source.py) holds the current ``Sweep`` and its cursor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Sweep:
+    """One sweep's order with its positions, and this worker's share of it."""
+    index: int
+    chunk: np.ndarray      # original chunk id per position
+    seq: np.ndarray        # index in the chunk description per position
+    cum: np.ndarray        # estimated samples before each position (len + 1)
+    lo: int                # this worker's positions [lo, hi)
+    hi: int
+    last_use: dict         # chunk id -> last position in [lo, hi) that needs it
+    first_use: np.ndarray  # chunks in order of first use within [lo, hi)
+    first_pos: np.ndarray  # ... and that first position
+    by_chunk: dict         # chunk id -> share-relative positions that use it
+    pos_j: np.ndarray      # share-relative: index in the loaded chunk (-1 dropped, -2 not loaded yet)
+    pos_len: np.ndarray    # share-relative: real length once loaded (0 for dropped)
+    first_at: dict | None = None  # chunk id -> first_pos, made on first eviction
+    orig: np.ndarray | None = None  # elastic resume: the sweep positions of this run (None: all of [lo, hi))
+
+
+def estimate_lengths(deserializer, chunks) -> dict:
+    """Chunk id -> the index's estimate of each sequence's samples (what positions are counted in)."""
+    get = getattr(deserializer, "sequence_lengths", None)
+    out = {}
+    for c in chunks:
+        if get is not None:
+            out[c.id] = np.asarray(get(c.id), dtype=np.int64)
+        else:  # spread the chunk's samples evenly over its sequences
+            base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
+            est = np.full(c.num_sequences, base, dtype=np.int64)
+            est[:extra] += 1
+            out[c.id] = est
+    return out
+
+
+class LengthTable:
+    """The estimates flattened in chunk-id order, to gather a sweep's lengths in one step."""
+
+    def __init__(self, lengths: dict):
+        ids = sorted(lengths)
+        self.flat = np.concatenate([lengths[c] for c in ids]) if ids else np.zeros(0, np.int64)
+        self.base = np.zeros(max(ids) + 1 if ids else 0, dtype=np.int64)
+        at = 0
+        for c in ids:
+            self.base[c] = at
+            at += len(lengths[c])
+
+    def of(self, chunk: np.ndarray, seq: np.ndarray) -> np.ndarray:
+        return self.flat[self.base[chunk] + seq] if len(chunk) else np.zeros(0, np.int64)
+
+
+def cumulative(lengths: np.ndarray) -> np.ndarray:
+    """The sample each position starts at, and the total last (len + 1)."""
+    cum = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=cum[1:])
+    return cum
+
+
+def order_positions(randomizer, table: LengthTable, index: int):
+    """Sweep ``index``'s order and the index estimate of the sample each position starts at."""
+    order = randomizer.sweep(index)
+    return order, cumulative(table.of(order.chunk, order.index))
+
+
+def share_bounds(cum: np.ndarray, n: int, i: int) -> tuple[int, int]:
+    """Partition i of n of a sweep whose sample positions are ``cum`` (len + 1): the contiguous
+    positions whose first sample falls in [i*S/n, (i+1)*S/n) (by count when nothing has samples)."""
+    count = len(cum) - 1
+    total = int(cum[-1])
+    if total == 0:
+        return count * i // n, count * (i + 1) // n
+    lo = int(np.searchsorted(cum[:-1], i * total / n, side="left")) if i else 0
+    hi = int(np.searchsorted(cum[:-1], (i + 1) * total / n, side="left")) if i + 1 < n else count
+    return lo, hi
+
+
+def build_sweep(index: int, chunk: np.ndarray, seq: np.ndarray, cum: np.ndarray, lo: int, hi: int,
+                orig: np.ndarray | None = None) -> Sweep:
+    """The share [lo, hi) of an order, with where each chunk is first and last used in it; nothing
+    is loaded yet (``pos_j`` -2 everywhere)."""
+    share = chunk[lo:hi]
+    last_use = {}
+    by_chunk = {}
+    if len(share):
+        srt = np.argsort(share, kind="stable")
+        keys, starts = np.unique(share[srt], return_index=True)
+        bounds = list(starts) + [len(srt)]
+        by_chunk = {int(c): srt[bounds[k]:bounds[k + 1]] for k, c in enumerate(keys)}
+        uniq, first = np.unique(share, return_index=True)
+        rev_first = len(share) - 1 - np.unique(share[::-1], return_index=True)[1]
+        last_use = {int(c): lo + int(p) for c, p in zip(uniq, rev_first)}
+        by_first = np.argsort(first, kind="stable")
+        first_use, first_pos = uniq[by_first], lo + first[by_first]
+    else:
+        first_use = first_pos = np.zeros(0, dtype=np.int64)
+    return Sweep(index, chunk, seq, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
+                 np.full(hi - lo, -2, dtype=np.int64), np.zeros(hi - lo, dtype=np.int64), orig=orig)
+
+
+def reach(sweep: Sweep, cursor: int, samples: int) -> int:
+    """The end of the stretch from the cursor that ``samples`` samples cover by the index lengths
+    (at least one position): what a minibatch with that much room left can still take."""
+    cum = sweep.cum
+    end = int(np.searchsorted(cum, cum[cursor] + max(int(samples), 1), side="right")) - 1
+    return max(end, cursor + 1)
+
+
+def wanted_ahead(sweep: Sweep, cursor: int, prefetch: int) -> list:
+    """The chunks to hold or load now: the one in use and the next ``prefetch`` in order of first use."""
+    k = int(np.searchsorted(sweep.first_pos, cursor, side="left"))
+    return [int(c) for c in sweep.first_use[max(0, k - 1):k + prefetch + 1]]
