@@ -10,7 +10,6 @@ from recordkit.cli.cat import report_tolerated
 
 
 def register(sub) -> None:
-    from recordkit.cli import argtypes
     p = sub.add_parser("read", help="read minibatches like a training loop and print samples/s",
                        description="Read PATH (several paths: one composite source, joined by sequence id or "
                                    "position) in minibatches and print throughput. With --singa-conf: the input "
