@@ -461,3 +461,45 @@ def test_an_item_from_a_worker_is_one_shared_buffer_and_arrives_as_the_same_tens
             assert back[key].dtype == value.dtype and torch.equal(back[key], value), key
         else:
             assert back[key] == value
+
+
+def test_worker_items_go_through_the_shared_memory_ring_and_fall_back_to_the_pipe_when_a_slot_is_held(
+        tmp_path, monkeypatch):
+    """In a worker, an item is packed into a ring slot and only its number crosses the pipe; a slot
+    the main process has not copied out yet is never written: that item takes the pipe instead."""
+    import io
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import recordkit.integrations.torch_transfer as tt
+    monkeypatch.setattr(tt, "RING_ENABLED", True)
+    monkeypatch.setattr(tt, "get_worker_info", lambda: object())  # as if in a DataLoader worker
+    monkeypatch.setattr(tt, "_RING", None)
+    data = write_ctf(tmp_path / "r.ctf")
+    source = make_source(data, randomize=False)
+    items = [to_torch(source.next_minibatch(8)) for _ in range(tt.RING_SLOTS + 3)]
+
+    def send(item):
+        buf = io.BytesIO()
+        ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(tt._PackedItem(item))
+        return buf.getvalue()
+
+    wire = [send(it) for it in items[:tt.RING_SLOTS]]  # every slot filled, none copied out yet
+    assert all(b"_unpack_from_ring" in w and b"_unpack_item" not in w for w in wire)
+    fallback = send(items[tt.RING_SLOTS])  # slot 0 is still held: the pipe
+    assert b"_unpack_item" in fallback and b"_unpack_from_ring" not in fallback
+    for item, w in zip(items, wire):
+        back = pickle.loads(w)  # the main process copies each out, freeing its slot
+        assert record(back) == record(item)
+    assert record(pickle.loads(fallback)) == record(items[tt.RING_SLOTS])
+    again = send(items[tt.RING_SLOTS + 1])  # slot 0 is free again
+    assert b"_unpack_from_ring" in again and record(pickle.loads(again)) == record(items[tt.RING_SLOTS + 1])
+    ring = tt._RECEIVED[tt._RING.token]
+    assert int(ring["control"].sum()) == 0
+
+
+def test_the_main_process_forgets_rings_of_workers_that_ended():
+    import recordkit.integrations.torch_transfer as tt
+    tt._RECEIVED["999999999-dead"] = {"control": None, "slots": {}}
+    tt._forget_exited_workers()
+    assert "999999999-dead" not in tt._RECEIVED

@@ -74,13 +74,10 @@ keeps, per worker, the state of the last item the loop took, so ``loader.state_d
 exactly, prefetched items included (they come again, none is skipped). ``StateTracker`` stays the
 way for the plain ``DataLoader``; both produce the same ``{partition_index: state}`` checkpoint.
 
-Passing minibatches between processes. A DataLoader worker sends each item to the main
-process through a queue; torch moves every tensor's storage into its own shared-memory
-segment and passes one file descriptor per tensor, which costs milliseconds per minibatch, far
-more than copying its few hundred KB. A worker therefore packs an item's arrays into one
-``bytearray`` (64-byte aligned) that crosses the pipe as one block and is viewed, not copied,
-in the main process: the same dict of tensors (``_PackedItem``; nothing changes for the loop).
-Measured in benchmarks/torch_loader.py.
+Passing minibatches between processes: a worker packs each item into a slot of its own
+shared-memory ring and sends only the slot's number; the main process copies it out once and
+sees the same dict of tensors (``integrations/torch_transfer.py``, measured in
+benchmarks/torch_loader.py).
 
 Sparse tensors sent from DataLoader workers are rebuilt in the main process by
 torch, which warns once that sparse invariant checks are off and that CSR support is
@@ -147,102 +144,7 @@ def to_torch(minibatch) -> dict:
     return out
 
 
-_ALIGN = 64
-
-
-class _PackedItem:
-    """An item on its way out of a DataLoader worker: pickles as (one buffer, layout) and unpickles
-    as the plain dict of tensors. Not a Mapping on purpose: the DataLoader's ``default_convert``
-    copies mappings (which would unpack it in the worker) but passes other objects through."""
-
-    __slots__ = ("item",)
-
-    def __init__(self, item: Mapping):
-        self.item = item
-
-    def __reduce__(self):
-        return _unpack_item, _pack_item(self.item)
-
-    # a custom ``collate_fn`` in the worker reads it like the dict it carries
-    def __getitem__(self, key):
-        return self.item[key]
-
-    def __iter__(self):
-        return iter(self.item)
-
-    def __len__(self) -> int:
-        return len(self.item)
-
-    def __contains__(self, key) -> bool:
-        return key in self.item
-
-    def keys(self):
-        return self.item.keys()
-
-    def values(self):
-        return self.item.values()
-
-    def items(self):
-        return self.item.items()
-
-    def get(self, key, default=None):
-        return self.item.get(key, default)
-
-
-def _pack_item(item: Mapping) -> tuple:
-    """(buffer, layout): every top-level tensor (CSR components included) copied into one
-    ``bytearray`` (64-byte aligned); other values kept in the layout as they are. A bytearray
-    crosses the worker's pipe as one block and is viewed, not copied, on the other side; torch's
-    own path would create a shared-memory segment (and pass a file descriptor) per tensor, which
-    costs milliseconds per minibatch."""
-    parts, layout, total = [], [], 0
-
-    def place(t: torch.Tensor):
-        nonlocal total
-        t = t.contiguous()
-        start = -(-total // _ALIGN) * _ALIGN
-        parts.append((start, t))
-        total = start + t.numel() * t.element_size()
-        return (start, t.dtype, tuple(t.shape))
-
-    for key, value in item.items():
-        if isinstance(value, torch.Tensor) and value.layout == torch.sparse_csr:
-            layout.append((key, "csr", (place(value.crow_indices()), place(value.col_indices()),
-                                        place(value.values()), tuple(value.shape))))
-        elif isinstance(value, torch.Tensor) and value.layout == torch.strided:
-            layout.append((key, "dense", place(value)))
-        else:
-            layout.append((key, "value", value))
-    buf = bytearray(max(total, 1))
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    for start, t in parts:
-        nbytes = t.numel() * t.element_size()
-        if nbytes:
-            raw[start:start + nbytes] = t.reshape(-1).view(torch.uint8).numpy()
-    return buf, layout
-
-
-def _view(buf: torch.Tensor, spec) -> torch.Tensor:
-    start, dtype, shape = spec
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    return buf[start:start + n].view(dtype).view(shape)
-
-
-def _unpack_item(buf, layout) -> dict:
-    with warnings.catch_warnings():  # a bytearray is writable; torch warns for read-only buffers only
-        buf = torch.frombuffer(buf, dtype=torch.uint8) if len(buf) else torch.empty(0, dtype=torch.uint8)
-    out = {}
-    for key, kind, spec in layout:
-        if kind == "dense":
-            out[key] = _view(buf, spec)
-        elif kind == "csr":
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
-                out[key] = torch.sparse_csr_tensor(_view(buf, spec[0]), _view(buf, spec[1]), _view(buf, spec[2]),
-                                                   size=spec[3], check_invariants=False)
-        else:
-            out[key] = spec
-    return out
+from recordkit.integrations.torch_transfer import _PackedItem  # noqa: E402  (items leaving a worker)
 
 
 def _distributed() -> tuple[int, int] | None:
