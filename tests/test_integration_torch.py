@@ -465,8 +465,10 @@ def test_an_item_from_a_worker_is_one_shared_buffer_and_arrives_as_the_same_tens
 
 def test_worker_items_go_through_the_shared_memory_ring_and_fall_back_to_the_pipe_when_a_slot_is_held(
         tmp_path, monkeypatch):
-    """In a worker, an item is packed into a ring slot and only its number crosses the pipe; a slot
-    the main process has not copied out yet is never written: that item takes the pipe instead."""
+    """In a worker, an item is packed into a ring slot and only its number crosses the pipe; its
+    tensors in the main process are views of the slot, which is written again only once every tensor
+    that shares it is gone. While all slots are held, items take the pipe."""
+    import gc
     import io
     import pickle
     from multiprocessing.reduction import ForkingPickler
@@ -477,25 +479,33 @@ def test_worker_items_go_through_the_shared_memory_ring_and_fall_back_to_the_pip
     monkeypatch.setattr(tt, "_RING", None)
     data = write_ctf(tmp_path / "r.ctf")
     source = make_source(data, randomize=False)
-    items = [to_torch(source.next_minibatch(8)) for _ in range(tt.RING_SLOTS + 3)]
+    items = [to_torch(source.next_minibatch(4)) for _ in range(2 * tt.RING_SLOTS + 2)]
 
     def send(item):
         buf = io.BytesIO()
         ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(tt._PackedItem(item))
         return buf.getvalue()
 
-    wire = [send(it) for it in items[:tt.RING_SLOTS]]  # every slot filled, none copied out yet
+    wire = [send(it) for it in items[:tt.RING_SLOTS]]  # every slot filled
     assert all(b"_unpack_from_ring" in w and b"_unpack_item" not in w for w in wire)
-    fallback = send(items[tt.RING_SLOTS])  # slot 0 is still held: the pipe
-    assert b"_unpack_item" in fallback and b"_unpack_from_ring" not in fallback
-    for item, w in zip(items, wire):
-        back = pickle.loads(w)  # the main process copies each out, freeing its slot
+    held = [pickle.loads(w) for w in wire]  # the loop keeps them: every slot stays held
+    for item, back in zip(items, held):
         assert record(back) == record(item)
+    fallback = send(items[tt.RING_SLOTS])
+    assert b"_unpack_item" in fallback and b"_unpack_from_ring" not in fallback
     assert record(pickle.loads(fallback)) == record(items[tt.RING_SLOTS])
-    again = send(items[tt.RING_SLOTS + 1])  # slot 0 is free again
-    assert b"_unpack_from_ring" in again and record(pickle.loads(again)) == record(items[tt.RING_SLOTS + 1])
-    ring = tt._RECEIVED[tt._RING.token]
-    assert int(ring["control"].sum()) == 0
+    kept = held[3]["x"][1:]  # one tensor of item 3 is still used: its slot stays held
+    del held, back
+    gc.collect()
+    control = tt._RECEIVED[tt._RING.token]["control"]
+    assert control.tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
+    for item in items[tt.RING_SLOTS + 1:]:
+        again = send(item)
+        assert b"_unpack_from_ring" in again and record(pickle.loads(again)) == record(item)
+    assert torch.equal(kept, items[3]["x"][1:])  # never overwritten while in use
+    del kept
+    gc.collect()
+    assert int(control.sum()) == 0
 
 
 def test_the_main_process_forgets_rings_of_workers_that_ended():

@@ -8,14 +8,16 @@ it costs to make the minibatch.
 
 So each worker keeps a small ring of shared-memory slots (``_Ring``, ``RING_SLOTS`` of them, grown
 to the largest item) and a control array of one flag per slot, both sent once to the main process
-(torch shares them by file descriptor). An item is packed straight into the next free slot and
-what crosses the pipe is its slot number and layout (~1 KB); the main process copies the slot into
-a tensor of its own (one memcpy, ~50 us for 450 KB), clears the slot's flag and views the tensors
-in that copy. The worker takes a slot only when its flag is clear; when it is not (the main process
-has not unpickled an earlier item yet, or never will), that item goes by the pipe as before, so a
-stalled or abandoned consumer never blocks or corrupts a worker. The flag is written after the
-copy and read before the slot is reused, which x86's store order makes safe; on other machines the
-ring is off (``RING_ENABLED``) and every item goes by the pipe.
+(torch shares them by file descriptor). An item is packed straight into a free slot and what
+crosses the pipe is its slot number and layout (~1 KB). The main process does not copy it (a
+fresh 450 KB buffer costs more in page faults than the pipe saves): the item's tensors are views
+of the slot, through a NumPy view that ``torch.frombuffer`` holds, and when the last tensor that
+shares it is gone, that view dies and its finalizer clears the slot's flag. The worker takes only
+slots whose flag is clear; when none is (the loop keeps items, or has abandoned them unpickled),
+the item goes by the pipe as before, so a slow or abandoned consumer never blocks or corrupts a
+worker. The flag is cleared after the last use and read before the slot is written again, which
+x86's store order makes safe; on other machines the ring is off (``RING_ENABLED``) and every
+item goes by the pipe.
 
 Unpickled, an item is the same plain dict of tensors whichever way it came (``_PackedItem``).
 Measured in benchmarks/torch_loader.py.
@@ -26,6 +28,7 @@ import os
 import platform
 import secrets
 import warnings
+import weakref
 from typing import Mapping
 
 import numpy as np
@@ -142,9 +145,12 @@ class _Ring:
         self.next = 0
 
     def take(self, nbytes: int):
-        """(slot, its tensor, whether the main process still needs the tensor) or None (busy)."""
-        k = self.next
-        if int(self.control[k]) != 0:
+        """(slot, its tensor, whether the main process still needs the tensor) or None (all held)."""
+        flags = self.control.numpy()
+        for k in (*range(self.next, RING_SLOTS), *range(self.next)):
+            if flags[k] == 0:
+                break
+        else:
             return None
         self.next = (k + 1) % RING_SLOTS
         slot = self.slots[k]
@@ -189,10 +195,16 @@ def _unpack_from_ring(token: str, k: int, total: int, layout, slot_tensor, contr
         ring["control"] = control
     if slot_tensor is not None:
         ring["slots"][k] = slot_tensor
-    buf = torch.empty(max(total, 1), dtype=torch.uint8)
-    buf[:total].copy_(ring["slots"][k][:total])
-    ring["control"][k] = 0  # after the copy: the worker may write the slot again
+    lease = ring["slots"][k].numpy()[:max(total, 1)]
+    weakref.finalize(lease, _release, ring["control"], k)  # when no tensor shares the slot any more
+    with warnings.catch_warnings():
+        buf = torch.frombuffer(lease, dtype=torch.uint8)
+    del lease
     return _unpack_item(buf, layout)
+
+
+def _release(control: torch.Tensor, k: int) -> None:
+    control[k] = 0  # the worker may write the slot again
 
 
 def _forget_exited_workers() -> None:
