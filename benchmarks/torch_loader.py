@@ -8,7 +8,8 @@ minibatches of --mb samples):
 * ``direct``: ``MinibatchSource(CBFReader(path)).next_minibatch(mb)`` until the sweep ends, each
   minibatch turned into tensors with ``to_torch`` (what a training loop without a DataLoader does);
 * ``workers=K``: ``DataLoader(MinibatchDataset(...), batch_size=None, num_workers=K)`` for K = 0, 1, 2,
-  with the start method (fork / forkserver / spawn), ``persistent_workers`` and ``pin_memory``.
+  with the start method (fork / forkserver / spawn), ``persistent_workers`` and ``pin_memory``;
+  ``pipe only``: the same with the workers' shared-memory ring off (integrations/torch_transfer.py).
 
 For each: the time to the first minibatch (start-up: worker processes, their import of torch and
 recordkit, opening the file), the steady-state rate (samples/s from the first minibatch to the
@@ -50,10 +51,13 @@ def run_direct(path, mb):
     return dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9), samples=samples)
 
 
-def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epochs=1):
+def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epochs=1, ring=True):
     import torch
     from torch.utils.data import DataLoader
+    import recordkit.integrations.torch_transfer as transfer
     from recordkit.integrations.torch import MinibatchDataset
+    transfer.RING_ENABLED = ring and transfer.RING_ENABLED  # fork workers inherit it
+    os.environ["RECORDKIT_TORCH_RING"] = "1" if ring else "0"  # spawn/forkserver workers read it
     ds = MinibatchDataset(functools.partial(make_source, path), mb)
     kwargs = dict(batch_size=None, num_workers=workers, pin_memory=pin)
     if workers:
@@ -72,6 +76,8 @@ def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epo
         out[epoch] = dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9),
                           samples=samples)
     del loader
+    transfer.RING_ENABLED = transfer.platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+    os.environ.pop("RECORDKIT_TORCH_RING", None)
     torch.set_num_threads(torch.get_num_threads())
     return out
 
@@ -99,6 +105,8 @@ def main(argv=None):
     for ctx in ("fork", "forkserver", "spawn"):
         for k in (1, 2):
             variants.append((f"workers={k} {ctx}", dict(workers=k, context=ctx)))
+            if ctx == "fork":  # the same without the shared-memory ring: every item by the pipe
+                variants.append((f"workers={k} fork, pipe only", dict(workers=k, context=ctx, ring=False)))
     variants.append(("workers=2 fork pin_memory", dict(workers=2, context="fork", pin=True)))
     for name, kw in variants:
         rows.append((name, best([run_loader(args.cbf, args.mb, **kw)[0] for _ in range(args.repeat)])))
