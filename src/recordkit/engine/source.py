@@ -27,7 +27,6 @@ available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
-import sys
 import warnings
 
 import numpy as np
@@ -35,6 +34,7 @@ import numpy as np
 from recordkit.engine import _gather
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.chunk_cache import ChunkCache
+from recordkit.engine.environment import distributed_partition, loader_workers
 from recordkit.engine.minibatch import Minibatch, pack_from_chunks
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
@@ -133,7 +133,7 @@ class MinibatchSource(Checkpointing):
         from recordkit.errors import RecordkitWarning
         if isinstance(max_memory, str) and max_memory.strip().lower() == "auto":
             # DataLoader workers each build a source: they share the machine's quarter
-            bound, frm = plan.machine_memory_bound() // _torch_worker_count(), "machine"
+            bound, frm = plan.machine_memory_bound() // loader_workers(), "machine"
         elif max_memory is None:
             bound, frm = None, "none"
         else:
@@ -157,7 +157,7 @@ class MinibatchSource(Checkpointing):
         if n is None and i is None:
             n, i = self._default_partitions
         if n is None and i is None:
-            n, i = _torch_distributed_partition()
+            n, i = distributed_partition()
         n = 1 if n is None else int(n)
         i = 0 if i is None else int(i)
         if n < 1 or not 0 <= i < n:
@@ -568,27 +568,3 @@ class MinibatchSource(Checkpointing):
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _torch_worker_count() -> int:
-    """The number of DataLoader workers when this runs in one (torch is never imported here), else 1."""
-    torch = sys.modules.get("torch")
-    try:
-        info = torch.utils.data.get_worker_info() if torch is not None else None
-    except Exception:
-        info = None
-    return max(1, int(getattr(info, "num_workers", 1) or 1))
-
-
-def _torch_distributed_partition():
-    """(world size, rank) when torch.distributed is initialized; torch is never imported here."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None, None
-    dist = getattr(torch, "distributed", None)
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist.get_world_size(), dist.get_rank()
-    except Exception:
-        pass
-    return None, None

@@ -54,8 +54,8 @@ class OFRecordReader(ClosingReader):
                                 storage_options=storage_options)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         if rank is None and world_size is None:
-            from recordkit.engine.source import _torch_distributed_partition
-            world_size, rank = _torch_distributed_partition()
+            from recordkit.engine.environment import distributed_partition
+            world_size, rank = distributed_partition()
         self.world_size = 1 if world_size is None else int(world_size)
         self.rank = 0 if rank is None else int(rank)
         if not 0 <= self.rank < self.world_size:

@@ -39,8 +39,8 @@ def _env_rank():
     """(world_size, rank) from oneflow.distributed.launch's RANK/WORLD_SIZE, else torch.distributed, else (1, 0)."""
     if "WORLD_SIZE" in os.environ and "RANK" in os.environ:
         return int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    from recordkit.engine.source import _torch_distributed_partition
-    w, r = _torch_distributed_partition()
+    from recordkit.engine.environment import distributed_partition
+    w, r = distributed_partition()
     return (1 if w is None else w), (0 if r is None else r)
 
 
