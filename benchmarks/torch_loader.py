@@ -27,16 +27,19 @@ import sys
 import time
 
 
-def make_source(path):
+SWEEPS = 1  # --sweeps: several make the steady state include every chunk's decode
+
+
+def make_source(path, sweeps=1):
     from recordkit.engine.source import MinibatchSource
     from recordkit.formats.cbf import CBFReader
-    return MinibatchSource(CBFReader(path), randomize=False, max_sweeps=1)
+    return MinibatchSource(CBFReader(path), randomize=False, max_sweeps=sweeps)
 
 
 def run_direct(path, mb):
     from recordkit.integrations.torch import to_torch
     t0 = time.perf_counter()
-    source = make_source(path)
+    source = make_source(path, SWEEPS)
     first = None
     samples = 0
     while True:
@@ -58,7 +61,7 @@ def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epo
     from recordkit.integrations.torch import MinibatchDataset
     transfer.RING_ENABLED = ring and transfer.RING_ENABLED  # fork workers inherit it
     os.environ["RECORDKIT_TORCH_RING"] = "1" if ring else "0"  # spawn/forkserver workers read it
-    ds = MinibatchDataset(functools.partial(make_source, path), mb)
+    ds = MinibatchDataset(functools.partial(make_source, path, SWEEPS), mb)
     kwargs = dict(batch_size=None, num_workers=workers, pin_memory=pin)
     if workers:
         kwargs.update(persistent_workers=persistent, multiprocessing_context=context)
@@ -91,8 +94,12 @@ def main(argv=None):
     ap.add_argument("--cbf", default="bench-data/dense.cbf")
     ap.add_argument("--mb", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sweeps", type=int, default=1,
+                    help="sweeps per epoch (1: the steady state leaves out the first chunk's decode)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    global SWEEPS
+    SWEEPS = args.sweeps
     if not os.path.exists(args.cbf):
         sys.exit(f"{args.cbf}: missing (python benchmarks/gen_ctf_corpora.py bench-data --mb 100; "
                  f"recordkit convert bench-data/dense.ctf {args.cbf} --stream features=dense:100 "
@@ -117,7 +124,8 @@ def main(argv=None):
     if args.json:
         print(json.dumps({name: r for name, r in rows}, indent=1))
         return
-    print(f"{args.cbf}: {direct['samples']} samples, minibatches of {args.mb}, best of {args.repeat}")
+    print(f"{args.cbf}: {direct['samples']} samples ({args.sweeps} sweep(s)), minibatches of {args.mb}, "
+          f"best of {args.repeat}")
     print(f"{'variant':40s} {'first mb s':>10s} {'epoch s':>8s} {'steady samples/s':>17s} {'vs direct':>9s}")
     for name, r in rows:
         print(f"{name:40s} {r['first']:10.3f} {r['total']:8.3f} {r['steady']:17,.0f} "
