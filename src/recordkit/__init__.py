@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 # Names imported on first use, so that ``import recordkit`` (and ``recordkit --help``) pays for
 # no NumPy/SciPy: a command imports only what it uses.
 _LAZY = {"StreamSpec": "recordkit.engine.streams", "MinibatchSource": "recordkit.engine.source",
-         "ChunkPartition": "recordkit.engine.chunk_partition", "CompositeDeserializer": "recordkit.engine.composite"}
+         "ChunkPartition": "recordkit.engine.chunk_partition", "CompositeDeserializer": "recordkit.engine.composite", "Mixture": "recordkit.engine.mixture"}
 
 
 def __getattr__(name):
@@ -32,5 +32,5 @@ def convert(src, dst, to=None, streams=None, **kwargs):
     return run(src, dst, to, streams, **kwargs)
 
 
-__all__ = ["ChunkPartition", "CompositeDeserializer", "FormatError", "MinibatchSource", "RecordkitError",
+__all__ = ["ChunkPartition", "CompositeDeserializer", "FormatError", "MinibatchSource", "Mixture", "RecordkitError",
            "RecordkitWarning", "StreamSpec", "convert", "from_config", "__version__"]

@@ -46,6 +46,22 @@ seed = _bounded(0, "a seed from 0 to 2^64-1", ["-1", "x", str(2**64), ""], 2**64
 suffix_length = _bounded(-1, "a number of digits >= -1 (-1: no zero padding)", ["-2", "x", ""], 64)
 
 
+def proportions(text: str) -> list[float]:
+    """``0.7,0.3``: one finite number >= 0 per data set, not all 0 (``read --weights/--repeats``)."""
+    import math
+    try:
+        values = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, such as 0.7,0.3, not {text!r}") \
+            from None
+    if any(not math.isfinite(v) or v < 0 for v in values) or not any(values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers >= 0, not all 0, not {text!r}")
+    return values
+
+
+proportions.invalid = ["", "x", "0.5,-1", "0,0", "nan,1", "1,,2"]
+
+
 def size(text: str) -> int:
     """A positive number of bytes: ``65536``, or with a binary suffix ``64K``, ``32M``, ``1G``
     (also ``32MiB``/``32MB``: powers of 1024, as CNTK's chunkSizeInBytes examples mean them)."""

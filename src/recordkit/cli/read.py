@@ -71,6 +71,14 @@ def add_read_arguments(p, singa: bool = False) -> None:
                    help="truncated BPTT length (0: off)")
     p.add_argument("--epoch-size", type=argtypes.positive_int, default=None, metavar="SAMPLES",
                    help="CNTK epochs of this many samples: no minibatch crosses an epoch end")
+    g = p.add_argument_group("mixing several PATHs (README: Weighted mixing), instead of joining them")
+    mix = g.add_mutually_exclusive_group()
+    mix.add_argument("--weights", type=argtypes.proportions, default=None, metavar="W1,W2,...",
+                     help="draw each sweep's sequences from the PATHs in these proportions")
+    mix.add_argument("--repeats", type=argtypes.proportions, default=None, metavar="R1,R2,...",
+                     help="each sweep takes R times each PATH's sequences (0.5: half, a new half each sweep)")
+    g.add_argument("--sweep-sequences", type=argtypes.positive_int, default=None, metavar="N",
+                   help="with --weights: sequences per sweep (default: all PATHs' together)")
     g = p.add_argument_group("checkpoints (README: Elastic resume)")
     g.add_argument("--stop-after", type=argtypes.positive_int, default=None, metavar="MINIBATCHES",
                    help="stop after this many minibatches (as a job that is interrupted)")
@@ -96,6 +104,12 @@ def check(parser, args) -> None:
         parser.error("the following arguments are required: PATH (or --singa-conf JOB.CONF)")
     elif args.mb_size is None:
         parser.error("the following arguments are required: --mb-size")
+    given = args.weights if getattr(args, "weights", None) is not None else getattr(args, "repeats", None)
+    if given is not None and len(given) != len(args.path or []):
+        parser.error(f"argument {'--weights' if args.weights is not None else '--repeats'}: {len(given)} values "
+                     f"for {len(args.path or [])} PATHs (one per PATH)")
+    if getattr(args, "sweep_sequences", None) is not None and getattr(args, "weights", None) is None:
+        parser.error("argument --sweep-sequences: only with --weights")
     if args.partition_index >= args.partitions:
         parser.error(f"argument --partition-index: {args.partition_index} is not below --partitions "
                      f"{args.partitions} (workers are numbered 0..{args.partitions - 1})")
@@ -115,7 +129,13 @@ def build_source(args):
         readers = [singa_reader(args)]
     else:
         readers = [sources.open_source(args, path) for path in args.path]
-    deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
+    weights, repeats = getattr(args, "weights", None), getattr(args, "repeats", None)
+    if weights is not None or repeats is not None:
+        from recordkit.engine.mixture import Mixture
+        deserializer = Mixture(readers, weights=weights, repeats=repeats,
+                               sweep_sequences=getattr(args, "sweep_sequences", None))
+    else:
+        deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
     if args.partition_by == "chunks" and args.partitions > 1:
         from recordkit.engine import ChunkPartition
         deserializer = ChunkPartition(deserializer, args.partitions, args.partition_index)

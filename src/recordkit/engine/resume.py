@@ -77,8 +77,11 @@ class Checkpointing:
         adopted = self._checkpoint_window(state) if state is not None else None
         saved = self.randomizer
         if adopted is not None:
-            self.randomizer = BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
-                                              seed=self.randomizer.seed)
+            make = getattr(self.deserializer, "make_randomizer", None)  # a mixture keeps its own order
+            self.randomizer = make(randomize=True, window=adopted[0], sample_based=self.memory.sample_based,
+                                   seed=self.randomizer.seed) if make is not None else \
+                BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
+                                seed=self.randomizer.seed)
         try:
             restore()
         except BaseException:
@@ -401,5 +404,6 @@ class Checkpointing:
 
     def _fingerprint(self) -> list:
         r = self.randomizer.describe()
-        return [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
-                len(self._chunks), int(sum(self._described.values())), self.sweep_samples]
+        fp = [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
+              len(self._chunks), int(sum(self._described.values())), self.sweep_samples]
+        return fp + [r["mixture"]] if "mixture" in r else fp  # another mixture is other data

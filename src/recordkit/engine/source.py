@@ -90,9 +90,14 @@ class MinibatchSource(Checkpointing):
         self.memory = self._choose_memory(max_memory, bool(randomize), window, bool(sample_based_window), seed,
                                           max(0, int(prefetch_chunks)), max(1, int(threads)), planned)
         window, prefetch_chunks = self.memory.window, self.memory.prefetch
-        self.randomizer = planned.get((bool(randomize), window, bool(sample_based_window), int(seed))) or (
-            BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
-            if randomize else NoRandomizer(self._chunks))
+        make = getattr(deserializer, "make_randomizer", None)  # a deserializer with an order of its own (mixture.py)
+        if make is not None:
+            self.randomizer = make(randomize=bool(randomize), window=window, sample_based=bool(sample_based_window),
+                                   seed=int(seed))
+        else:
+            self.randomizer = planned.get((bool(randomize), window, bool(sample_based_window), int(seed))) or (
+                BlockRandomizer(self._chunks, window=window, sample_based=sample_based_window, seed=seed)
+                if randomize else NoRandomizer(self._chunks))
         planned.clear()
         self.max_samples = max_samples
         self.max_sweeps = max_sweeps
@@ -105,6 +110,13 @@ class MinibatchSource(Checkpointing):
         self._default_partitions = (num_data_partitions, partition_index)
         self._lengths = LengthTable(estimate_lengths(self.deserializer, self._chunks))
         self.sweep_samples = int(self._lengths.flat.sum())
+        if getattr(self.randomizer, "constant_sweeps", None) is not None:  # a mixture: its sweeps are its own
+            if self.randomizer.constant_sweeps:
+                self.sweep_samples = int(self._order_cum(0)[1][-1])
+            elif max_samples is not None or epoch_size is not None:
+                from recordkit.errors import UsageError
+                raise UsageError("this mixture's sweeps differ in samples (weights or fractional repeats): bound "
+                                 "it with max_sweeps, not max_samples or epoch_size (or use whole repeats)")
         if self.sweep_samples == 0 and sum(self._described.values()) == 0:
             raise ValueError("the data holds no sequences")
         self._partition = None
@@ -303,7 +315,9 @@ class MinibatchSource(Checkpointing):
     def _trace_sweep(self, sw: Sweep) -> None:
         from recordkit.errors import RecordkitInfo, warn
         r = self.randomizer
-        if isinstance(r, BlockRandomizer):
+        if hasattr(r, "trace"):
+            order = r.trace(sw.index)
+        elif isinstance(r, BlockRandomizer):
             window = "the whole data set" if r.window is None else \
                 f"{r.window} {'samples' if r.sample_based else 'chunks'}"
             order = f"randomized (seed {r.seed + sw.index}, window {window})"
