@@ -98,7 +98,7 @@ def _bridge(path: str, directory: str, read, echo) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = recordkit.convert(path, out, streams=DEMO_STREAMS, chunk_size=64 << 10)
+        recordkit.convert(path, out, streams=DEMO_STREAMS, chunk_size=64 << 10)
     t_conv = time.perf_counter() - t0
     with ParquetDeserializer(out) as reader:
         back = [(s.key, s.data) for c in reader.iter_chunks() for s in c]

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import orjson
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 
 def register(sub) -> None:
@@ -23,7 +24,7 @@ def register(sub) -> None:
                                    "tuples, keys and value sizes.")
     p.add_argument("path", help="a CTF or CBF file, an OFRecord directory or part file, or a SINGA store")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES",
+    p.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES",
                    help="CTF: index chunk size, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
     ofrecord_cli.add_part_arguments(p)

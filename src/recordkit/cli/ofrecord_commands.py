@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 
 from recordkit.formats.ofrecord import codec
-from recordkit.formats.ofrecord.dataset import part_paths, scan_part
+from recordkit.formats.ofrecord.dataset import part_paths
 
 
 def _parts(args) -> list[str]:

@@ -9,6 +9,7 @@ import argparse
 
 from recordkit.engine.streams import StreamSpec, check_streams
 from recordkit.errors import RecordkitError, UsageError
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 
 def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +25,7 @@ def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
                         "CBF keeps the file's types unless this is given")
     p.add_argument("--defines-mb-size", metavar="NAME", type=argtypes.non_empty,
                    help="the stream whose sample count is the sequence length")
-    p.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES",
+    p.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES",
                    help="index chunk size in bytes, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--cache-index", action="store_true",
                    help="write the index beside the input and reuse it while it is newer than the input")

@@ -9,6 +9,7 @@ warning too), 0 otherwise.
 from __future__ import annotations
 
 import sys
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 WARNINGS_SHOWN_PER_KIND = 20  # beyond this a kind of warning is counted, not printed (--all-warnings shows all)
 
@@ -42,7 +43,7 @@ def register(sub) -> None:
     g.add_argument("--defines-mb-size", metavar="NAME", help="the stream whose sample count is the sequence length")
     g.add_argument("--precision", choices=["float", "double"], default="float",
                    help="parse values as float32 (default) or float64 (an overflow is checked at that precision)")
-    g.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES", help="index chunk size (32 MiB)")
+    g.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES", help="index chunk size (32 MiB)")
     g = p.add_argument_group("OFRecord")
     g.add_argument("--data-part-num", type=argtypes.positive_int, default=None, metavar="N",
                    help="check exactly parts 0..N-1 (default: every PREFIX<digits> file of the directory)")

@@ -10,6 +10,7 @@ an OFRecord side at the precision its records hold (float_list or double_list).
 from __future__ import annotations
 
 import sys
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 SELF_DESCRIBED = ("cbf", "singa")
 
@@ -38,7 +39,7 @@ def register(sub) -> None:
     p.add_argument("--precision", choices=["float", "double"], default=None,
                    help="read CTF sides at this precision (default: the other side's)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
-    p.add_argument("--chunk-size", type=argtypes.size, default=32 << 20, metavar="BYTES", help="CTF index chunk size")
+    p.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES", help="CTF index chunk size")
     from recordkit.cli.sources import add_storage_arguments
     add_storage_arguments(p)
     p.set_defaults(run=run)

@@ -49,7 +49,7 @@ __all__ = [
     "reader_config",
 ]
 
-DEFAULT_CHUNK_SIZE = 32 * 1024 * 1024  # chunkSizeInBytes default (32 MiB)
+from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402  chunkSizeInBytes default (32 MiB)
 _FOUR_GB = 2**32                       # g_4GB: the default window covers 4 GiB of chunks
 _MAX_SPARSE_DIM = 2**31 - 1
 

@@ -20,6 +20,7 @@ import numpy as np
 from recordkit.engine.composite import CompositeDeserializer
 from recordkit.engine.source import MinibatchSource as _EngineSource
 from recordkit.engine.streams import StreamSpec
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 INFINITELY_REPEAT = 2**64 - 1
 FULL_DATA_SWEEP = 2**64 - 2
@@ -152,7 +153,7 @@ class CTFDeserializer(dict):
                          max_errors=int(self.get("maxErrors", max_errors)),
                          skip_sequence_ids=bool(self.get("skipSequenceIds", False)),
                          trace_level=int(self.get("traceLevel", trace_level)),
-                         chunk_size=int(self.get("chunkSizeInBytes", 32 << 20)),
+                         chunk_size=int(self.get("chunkSizeInBytes", DEFAULT_CHUNK_SIZE)),
                          cache_index=bool(self.get("cacheIndex", False)),
                          keep_data_in_memory=bool(self.get("keepDataInMemory", False)))
 

@@ -3,6 +3,10 @@
 The names below are imported on first use (``from recordkit.engine import ChunkData`` works as
 before), so importing one engine module does not pull in all of them and SciPy.
 """
+# CNTK's chunkSizeInBytes default (32 MiB): how much of a file one chunk covers, for every reader and
+# writer that cuts chunks by size (CTF, CBF, the CTF -> CBF converter, HF record batches, BrainScript).
+DEFAULT_CHUNK_SIZE = 32 << 20
+
 _LAZY = {
     "ChunkData": "recordkit.engine.chunk", "DenseColumn": "recordkit.engine.chunk",
     "Sequence": "recordkit.engine.chunk", "SparseColumn": "recordkit.engine.chunk",
@@ -11,7 +15,7 @@ _LAZY = {
     "StreamSpec": "recordkit.engine.streams",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted([*_LAZY, "DEFAULT_CHUNK_SIZE"])
 
 
 def __getattr__(name):

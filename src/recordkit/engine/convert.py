@@ -24,6 +24,7 @@ import numpy as np
 
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import RecordkitWarning, UsageError
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 MAX_GROWTH = 10.0
 
@@ -310,7 +311,7 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         if from_ctf.supports(reader, resolve_precision(precision)):
             # CBF holds everything CTF does but ids: the estimate needs no sample
             est = SizeEstimate(input_bytes, 0, total_sequences)
-            written = from_ctf.convert(reader, dst, chunk_size=chunk_size or (32 << 20), threads=threads,
+            written = from_ctf.convert(reader, dst, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, threads=threads,
                                        progress=progress, storage_options=storage_options, checksums=checksums)
             ids = _SequenceIds(reader)
             if ids.carried:

@@ -18,7 +18,6 @@ chunk), so the answer is there before the first byte of data is parsed:
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -493,7 +492,7 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         total_samples = sweeps_needed * sweep_samples if r.max_samples is None else min(
             int(r.max_samples), sweeps_needed * sweep_samples)
     n, i = (r.partitions, r.partition_index) if r.partition_by == "samples" else (1, 0)
-    share_lengths, share_global, sweep_starts, first_ends, share_chunks = [], [], [], None, None
+    share_lengths, share_global, sweep_starts, share_chunks = [], [], [], None
     per_partition = [{"index": k, "sequences": 0, "samples": 0, "chunks": 0} for k in range(n)]
     offset = 0
     for s in range(n_sweeps):

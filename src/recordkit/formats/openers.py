@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import struct
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 _PART_DIGITS = re.compile(r"^part-\d+$")
 
@@ -99,7 +100,7 @@ def _selection(streams):
 
 
 def open_ctf(path, streams=None, *, precision=None, storage_options=None, cache_dir=None, max_errors=0,
-             skip_sequence_ids=False, trace_level=None, chunk_size=32 << 20, cache_index=False,
+             skip_sequence_ids=False, trace_level=None, chunk_size=DEFAULT_CHUNK_SIZE, cache_index=False,
              allow_empty_streams=None, **_):
     from recordkit.errors import UsageError
     from recordkit.formats.ctf import CTFReader
@@ -175,7 +176,6 @@ create_mds = _bridge_writer("mds", "MDSWriter")
 
 def create_cbf(path, streams, *, precision="float", chunk_size=None, checksums=False, storage_options=None, **_):
     from recordkit.formats.cbf import CBFWriter
-    from recordkit.formats.cbf.writer import DEFAULT_CHUNK_SIZE
     return CBFWriter(path, streams, precision=precision, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE,
                      checksums=checksums, storage_options=storage_options)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from recordkit.errors import UsageError
 

@@ -25,7 +25,7 @@ import operator
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

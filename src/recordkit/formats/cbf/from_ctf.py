@@ -32,7 +32,7 @@ from recordkit.atomic import AtomicFile
 from recordkit.engine.streams import StreamSpec, check_streams
 from recordkit.formats.cbf import _kernel, layout
 
-DEFAULT_CHUNK_SIZE = 32 << 20
+from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 PIECE_SIZE = 4 << 20  # input bytes parsed per task
 MAX_IN_FLIGHT = 2
 _IOV_MAX = 512  # buffers per writev call (Linux allows 1024)

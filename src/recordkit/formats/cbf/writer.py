@@ -24,7 +24,7 @@ from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.formats.cbf import _kernel, layout
 
-DEFAULT_CHUNK_SIZE = 32 << 20
+from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 MAX_IN_FLIGHT = 2
 
 

@@ -30,7 +30,7 @@ from recordkit.errors import (TRACE_INFO, TRACE_WARNINGS, ErrorBudget, FormatErr
 from recordkit.formats.ctf import _kernel, index as ctf_index, messages as msg
 from recordkit.storage import open_source
 
-DEFAULT_CHUNK_SIZE = 32 << 20
+from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 WARNINGS_PER_KIND = 20  # beyond this, a kind of warning is counted but not printed
 
 

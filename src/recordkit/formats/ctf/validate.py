@@ -21,6 +21,7 @@ from typing import Iterator
 from recordkit.errors import FormatError, UsageError
 from recordkit.formats.ctf import messages as msg
 from recordkit.formats.validate import Problem, checksum_problems, is_checksum_error
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 KINDS = {
     msg.E_NUMBER: "malformed-number", msg.E_SIGN: "malformed-number", msg.E_EXPONENT: "malformed-number",
@@ -58,7 +59,7 @@ def _reader_class(storage_options, unverified: bool):
     return ValidatingReader
 
 
-def validate(path, *, checked: Counter, streams=None, skip_sequence_ids: bool = False, chunk_size: int = 32 << 20,
+def validate(path, *, checked: Counter, streams=None, skip_sequence_ids: bool = False, chunk_size: int = DEFAULT_CHUNK_SIZE,
              precision="float", storage_options=None, cache_dir=None, **_) -> Iterator[Problem]:
     if not streams:
         raise UsageError(f"{path}: a CTF file is validated against its stream declarations: give them "

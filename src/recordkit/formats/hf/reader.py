@@ -24,7 +24,7 @@ from recordkit.formats.parquet.arrow import META_STREAMS, batch_to_chunk, select
 from recordkit.formats.hf.writer import INFO_KEY
 from recordkit.storage import location
 
-DEFAULT_CHUNK_SIZE = 32 << 20
+from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 
 
 def _read_json(path, storage_options):

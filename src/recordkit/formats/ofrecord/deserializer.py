@@ -26,7 +26,6 @@ recorded stream's feature: ``features=dense:4`` finds the feature ``f`` that
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 

@@ -20,7 +20,6 @@ each is counted and reported, the bad record (or the rest of a broken part) skip
 """
 from __future__ import annotations
 
-import os
 from typing import Iterator
 
 import numpy as np
