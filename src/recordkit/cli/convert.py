@@ -116,10 +116,11 @@ def run(args) -> int:
         target = conversion.resolve_target(args.output, args.to, opts)
     except UsageError:
         raise
+    from recordkit.formats import registry
     from recordkit.formats.detect import sniff_format
     source_format = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
     streams = _streams_arg(args)
-    if target in BRIDGE_TARGETS and source_format == "ofrecord" and streams is None and _records_as_records(args):
+    if target in registry.shard_formats() and source_format == "ofrecord" and streams is None and _records_as_records(args):
         return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum))
     if streams is None and source_format == "ctf":
         sources.parse_streams(args)  # "declare at least one --stream ..."
@@ -156,7 +157,7 @@ def _report(args, result) -> None:
         print(f"recordkit: note: {note}", file=sys.stderr)
 
 
-BRIDGE_TARGETS = ("webdataset", "tfrecord", "mds")  # record-level targets of _records_to_bridge
+
 
 
 def _records_to_bridge(args, target, out: dict) -> int:

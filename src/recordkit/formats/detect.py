@@ -50,7 +50,11 @@ def sniff(path, storage_options=None) -> str:
     return registry.get(sniff_format(path, storage_options)).kind
 
 
-BRIDGE_FORMATS = ("webdataset", "tfrecord", "mds")  # the shard formats of the bridge (formats/<name>/)
+def __getattr__(name):
+    if name == "BRIDGE_FORMATS":  # the bridge's shard formats: the registry entries with shards=True
+        from recordkit.formats import registry
+        return registry.shard_formats()
+    raise AttributeError(f"module 'recordkit.formats.detect' has no attribute {name!r}")
 
 
 def by_extension(path, default: str | None = None) -> str | None:

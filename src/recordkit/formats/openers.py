@@ -34,10 +34,6 @@ def probe_hf(names) -> bool:
     return "state.json" in names and "dataset_info.json" in names
 
 
-def probe_mds(names) -> bool:
-    return "index.json" in names
-
-
 def probe_tfrecord_parts(names) -> bool:
     return any(n.endswith((".tfrecord", ".tfrecords")) and not n.startswith(".") for n in names)
 
@@ -145,34 +141,7 @@ def open_csv(path, streams=None, *, precision=None, storage_options=None, csv_di
                                 precision=precision or "float", storage_options=storage_options)
 
 
-def _bridge_reader(module: str, cls: str):
-    def open_reader(path, streams=None, *, precision=None, storage_options=None, cache_dir=None, **_):
-        import importlib
-        reader = getattr(importlib.import_module(f"recordkit.formats.{module}"), cls)
-        return reader(path, _selection(streams), precision=precision, storage_options=storage_options,
-                      cache_dir=cache_dir)
-    return open_reader
-
-
-open_webdataset = _bridge_reader("webdataset", "WebDatasetReader")
-open_tfrecord = _bridge_reader("tfrecord", "TFRecordReader")
-open_mds = _bridge_reader("mds", "MDSReader")
-
-
 # -- writers -------------------------------------------------------------------------------------
-def _bridge_writer(module: str, cls: str):
-    def create(path, streams, *, precision="float", parts=None, shard_size=None, checksums=False,
-               storage_options=None, total_sequences=None, **_):
-        import importlib
-        writer = getattr(importlib.import_module(f"recordkit.formats.{module}"), cls)
-        return writer(path, streams, parts=parts, shard_size=shard_size, total=total_sequences, precision=precision,
-                      checksums=checksums, storage_options=storage_options)
-    return create
-
-
-create_webdataset = _bridge_writer("webdataset", "WebDatasetWriter")
-create_tfrecord = _bridge_writer("tfrecord", "TFRecordWriter")
-create_mds = _bridge_writer("mds", "MDSWriter")
 
 def create_cbf(path, streams, *, precision="float", chunk_size=None, checksums=False, storage_options=None, **_):
     from recordkit.formats.cbf import CBFWriter

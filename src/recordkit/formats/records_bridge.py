@@ -24,6 +24,9 @@ import numpy as np
 from recordkit.errors import FormatError, RecordkitWarning, UsageError
 
 
+# the targets that hold records feature by feature (MDS has no such layout: its records need streams)
+RECORD_TARGETS = ("webdataset", "tfrecord")
+
 def image_extension(data: bytes) -> str | None:
     if data[:3] == b"\xff\xd8\xff":
         return "jpg"
@@ -60,12 +63,12 @@ def count_records(path, storage_options=None) -> int:
 def convert_records(src, dst, target: str, *, image_features=(), parts=None, shard_size=None, storage_options=None,
                     checksums: bool = False) -> int:
     """Convert an OFRecord data set record by record; the number of records written."""
-    if target not in ("webdataset", "tfrecord"):
+    if target not in RECORD_TARGETS:
         raise UsageError(f"OFRecord records convert feature by feature to webdataset or tfrecord; for {target} "
                          f"declare the streams (--stream NAME=FORMAT:DIM:FEATURE)")
     images = list(image_features or ())
     total = count_records(src, storage_options) if parts else None
-    opts = dict(parts=parts, shard_size=shard_size, total=total, checksums=checksums, storage_options=storage_options)
+    opts = dict(parts=parts, shard_size=shard_size, total_sequences=total, checksums=checksums, storage_options=storage_options)
     if target == "webdataset":
         from recordkit.formats.webdataset import WebDatasetWriter
         writer = WebDatasetWriter(dst, [], **opts)

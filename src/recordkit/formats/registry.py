@@ -50,6 +50,8 @@ class Format:
     file_probe: str | None = None                # "module:callable"(path, head, source, storage_options) -> bool
     directory_probe: str | None = None           # "module:callable"(names) -> bool
     output_directory: bool = False               # the writer makes a directory (of parts)
+    shards: bool = False                         # a bridge shard directory (formats/sharding.py description)
+    validator: str | None = None                 # module with validate(path, *, checked, **options)
     notes: str = ""
 
     @property
@@ -73,7 +75,7 @@ class Format:
         if self.reader is None:
             raise UsageError(f"recordkit does not read {self.name} data")
         self.require("reading")
-        return _call(_load(self.reader), path, streams, **options)
+        return _call(_load(self.reader), path, _selection(streams), **options)
 
     def open_writer(self, path, streams, **options):
         if self.writer is None:
@@ -100,6 +102,14 @@ def _call(factory, *args, **options):
     return factory(*args, **taken)
 
 
+def _selection(streams):
+    """``--stream`` texts or StreamSpecs (or None) as StreamSpecs: what every reader factory gets."""
+    if not streams:
+        return None
+    from recordkit.engine.streams import StreamSpec
+    return [s if isinstance(s, StreamSpec) else StreamSpec.parse(s) for s in streams]
+
+
 def _load(ref: str):
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -119,47 +129,55 @@ _O = "recordkit.formats.openers"
 
 # -- the registrations (detection tries files' probes and directories' probes in this order; the
 #    shard formats come before OFRecord and SINGA, whose probes parse a first frame) -----
+_RV = "recordkit.formats.reader_validate"  # validation by loading every chunk through the reader
 register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
                 reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False,
+                validator="recordkit.formats.cbf.validate",
                 file_probe=f"{_O}:probe_cbf", directory_probe=f"{_O}:probe_cbf_parts",
                 notes="keys are ordinals"))
 register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
-                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet",
+                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet", validator=_RV,
                 directory_probe=f"{_O}:probe_parquet_parts",
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
                 extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
+                validator=_RV,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
-                reader=f"{_O}:open_webdataset", writer=f"{_O}:create_webdataset", extra="webdataset",
+                reader="recordkit.formats.webdataset:WebDatasetReader",
+                writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset", shards=True, validator=_RV,
                 file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
                 output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
-                (".tfrecord", ".tfrecords"), reader=f"{_O}:open_tfrecord", writer=f"{_O}:create_tfrecord",
+                (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
+                writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
                 directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
-                reader=f"{_O}:open_mds", writer=f"{_O}:create_mds", directory_probe=f"{_O}:probe_mds",
-                output_directory=True, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
+                reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
+                directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
+                validator="recordkit.formats.ofrecord.validate",
                 file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
                 output_directory=True, notes="needs --stream to read as streams"))
 register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa",
                 writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
+                validator="recordkit.formats.singa.validate",
                 file_probe=f"{_O}:probe_kvfile", directory_probe=f"{_O}:probe_singa_shard",
                 notes="records: `features` + `label`"))
 register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_O}:open_singa",
                 writer=f"{_O}:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
+                validator="recordkit.formats.singa.validate",
                 file_probe=f"{_O}:probe_binfile", notes="records: `features` + `label`"))
 register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", sparse=False,
                 keys=False, sequences=False, notes="read with --from csv --csv-dim N"))
 # CTF last: a file no probe claims is read as CTF text.
 register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
-                writer=f"{_O}:create_ctf", notes="needs --stream to read"))
+                writer=f"{_O}:create_ctf", validator="recordkit.formats.ctf.validate", notes="needs --stream to read"))
 
 
 def get(name: str) -> Format:
@@ -167,6 +185,16 @@ def get(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise UsageError(f"unknown format {name!r} (known: {', '.join(FORMATS)})") from None
+
+
+def shard_formats() -> tuple[str, ...]:
+    """The bridge's shard-directory formats (WebDataset, TFRecord, MDS, ...)."""
+    return tuple(f.name for f in FORMATS.values() if f.shards)
+
+
+def validators() -> dict[str, str]:
+    """Format kind (``detect.sniff``'s name) -> module with ``validate(path, *, checked, **options)``."""
+    return {f.kind: f.validator for f in FORMATS.values() if f.validator}
 
 
 def writable() -> list[str]:

@@ -26,20 +26,10 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from recordkit.errors import FormatError
+from recordkit.formats import registry
 
-# format -> module with ``validate(path, *, checked, **options)``; the bridge formats add rows here
-VALIDATORS = {
-    "ctf": "recordkit.formats.ctf.validate",
-    "cbf": "recordkit.formats.cbf.validate",
-    "ofrecord": "recordkit.formats.ofrecord.validate",
-    "singa": "recordkit.formats.singa.validate",
-    # formats whose reader checks what it decodes: every chunk loaded, each failure located
-    "parquet": "recordkit.formats.reader_validate",
-    "hf": "recordkit.formats.reader_validate",
-    "webdataset": "recordkit.formats.reader_validate",
-    "tfrecord": "recordkit.formats.reader_validate",
-    "mds": "recordkit.formats.reader_validate",
-}
+# format -> module with ``validate(path, *, checked, **options)``: each format's registry entry says
+VALIDATORS = registry.validators()
 
 
 @dataclass(frozen=True)

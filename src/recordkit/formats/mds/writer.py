@@ -74,7 +74,7 @@ def _shape_head(shape: tuple) -> bytes:
 
 class MDSWriter(AtomicWriter):
     def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
-                 total: int | None = None, precision="float", checksums: bool = False, storage_options=None):
+                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None):
         self._streams = check_streams(streams)
         names = {s.name for s in self._streams}
         if KEY_COLUMN in names:
@@ -84,7 +84,7 @@ class MDSWriter(AtomicWriter):
             raise ValueError("MDS shard_size must be below 4 GiB (sample offsets are uint32)")
         self.path = str(path)
         self.checksums = bool(checksums)
-        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total, default_size=DEFAULT_SHARD_SIZE)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences, default_size=DEFAULT_SHARD_SIZE)
         self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
                                     what="MDS directory")
         cols = columns_of(self._streams, self.dtype)

@@ -84,7 +84,7 @@ def feature_list_names(spec) -> list[str]:
 
 class TFRecordWriter(AtomicWriter):
     def __init__(self, path, streams=None, *, parts: int | None = None, shard_size: int | None = None,
-                 total: int | None = None, precision="float", checksums: bool = False, storage_options=None):
+                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None):
         self._streams = check_streams(streams) if streams else []  # none: records via write_example
         self.source_dtype = resolve_precision(precision)
         if self.source_dtype == np.float64:
@@ -93,7 +93,7 @@ class TFRecordWriter(AtomicWriter):
                           RecordkitWarning, stacklevel=2)
         self.dtype = np.dtype(np.float32)
         self.path = str(path)
-        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total, default_size=DEFAULT_SHARD_SIZE)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences, default_size=DEFAULT_SHARD_SIZE)
         self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
                                     what="TFRecord directory")
         self._frames = FrameEncoder()

@@ -43,7 +43,7 @@ def owns(name: str) -> bool:
 
 class WebDatasetWriter(AtomicWriter):
     def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
-                 total: int | None = None, precision="float", checksums: bool = False, storage_options=None,
+                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None,
                  mtime: int | None = None):
         self._streams = check_streams(streams) if streams else []
         for s in self._streams:
@@ -51,7 +51,7 @@ class WebDatasetWriter(AtomicWriter):
                 raise ValueError(f"stream name {s.name!r} cannot name a tar member field")
         self.dtype = resolve_precision(precision)
         self.path = str(path)
-        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total, default_size=DEFAULT_SHARD_SIZE)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences, default_size=DEFAULT_SHARD_SIZE)
         self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
                                     what="WebDataset directory")
         self._headers = tar.HeaderBuilder(mtime)
