@@ -119,7 +119,7 @@ def test_a_fifo_named_like_a_temporary_is_never_opened_blocking(tmp_path, big_ct
 
 
 def test_discard_removes_the_temporary_even_when_closing_fails(tmp_path):
-    from recordkit.atomic import AtomicFile, discarded_targets
+    from recordkit.storage.atomic import AtomicFile, discarded_targets
 
     class FailingClose:
         def __init__(self, f):

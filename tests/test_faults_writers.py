@@ -201,7 +201,7 @@ def test_singa_append_killed_keeps_existing_tuples(trials, expected):
 
 def test_ofrecord_data_set_is_all_old_or_all_new(tmp_path, expected):
     """Deterministic reproducer of the window between part commits (no timing luck needed)."""
-    from recordkit.atomic import AtomicFile
+    from recordkit.storage.atomic import AtomicFile
     old, new = expected["ofrecord"]
     target = str(tmp_path / "ds")
     write_generation("ofrecord", target, 0, N // 2, 0)

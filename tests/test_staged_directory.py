@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from recordkit.atomic import discarded_targets
+from recordkit.storage.atomic import discarded_targets
 from recordkit.staged_directory import StagedDirectory
 from test_singa_prepare import make_cifar
 

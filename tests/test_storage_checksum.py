@@ -10,12 +10,13 @@ import pytest
 
 from helpers import dense, sparse
 from recordkit import FormatError
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.formats.cbf import CBFReader, CBFWriter
 from recordkit.formats.ctf import CTFReader, CTFWriter
 from recordkit.formats.ofrecord.reader import OFRecordReader
 from recordkit.formats.ofrecord.writer import OFRecordWriter
-from recordkit.storage import checksum, open_source
+from recordkit.storage import checksum, open_source, sidecars
+from recordkit.storage.atomic import write_sidecar
 from recordkit.cli.main import main
 
 STREAMS = [dense("x", 4), sparse("y", 50)]
@@ -47,7 +48,7 @@ def test_writer_with_checksums_writes_a_sidecar_that_matches_the_file(tmp_path):
     p = write_cbf(tmp_path / "a.cbf", checksums=True)
     side = tmp_path / "a.cbf.rkcrc"
     assert side.exists()
-    table = checksum.verify(str(p))
+    table = sidecars.verify(str(p))
     assert table.file_size == p.stat().st_size
     assert len(table.crcs) == -(-table.file_size // checksum.DEFAULT_BLOCK_SIZE)
     assert everything(CBFReader(p)) == everything(CBFReader(write_cbf(tmp_path / "b.cbf")))
@@ -83,7 +84,7 @@ def test_without_a_sidecar_the_same_damage_goes_unnoticed_by_design(tmp_path):
 def test_verified_reads_of_any_range_equal_the_raw_bytes(tmp_path, start, length):
     p = tmp_path / "f.bin"
     p.write_bytes(os.urandom(10_000))
-    checksum.write(str(p), checksum.compute_local(str(p), block_size=1024))
+    write_sidecar(str(p), checksum.compute_local(str(p), block_size=1024))
     src = open_source(str(p))
     assert isinstance(src, checksum.VerifiedSource)
     assert src.pread(start, length) == p.read_bytes()[start:start + length]
@@ -94,7 +95,7 @@ def test_ctf_ofrecord_and_singa_writers_write_verified_sidecars(tmp_path):
     ctf = tmp_path / "a.ctf"
     with CTFWriter(ctf, STREAMS, checksums=True) as w:
         w.write({"x": np.ones((2, 4), np.float32), "y": np.zeros((1, 50), np.float32)})
-    assert checksum.verify(str(ctf)).file_size == ctf.stat().st_size
+    assert sidecars.verify(str(ctf)).file_size == ctf.stat().st_size
     d = tmp_path / "of"
     with OFRecordWriter(d, 2, checksums=True) as w:
         for i in range(10):
@@ -108,7 +109,7 @@ def test_ctf_ofrecord_and_singa_writers_write_verified_sidecars(tmp_path):
         s.write("00000", "abc")
     with singa.open(str(store), "append") as s:  # append keeps a store's sidecar
         s.write("00001", "def")
-    assert checksum.verify(str(store)).file_size == store.stat().st_size
+    assert sidecars.verify(str(store)).file_size == store.stat().st_size
     flip(store, 10)
     with pytest.raises(FormatError, match="checksum mismatch in block 0"):
         with singa.open(str(store), "read", "kvfile") as s:

@@ -153,9 +153,9 @@ def test_cbf_damaged_header_is_one_located_problem(tmp_path):
 
 
 def test_checksum_mismatches_are_reported_and_the_format_still_checked(tmp_path):
-    from recordkit.storage import checksum
+    from recordkit.storage import sidecars
     f = write_cbf(tmp_path / "d.cbf")
-    checksum.create(str(f), block_size=512)
+    sidecars.create(str(f), block_size=512)
     data = bytearray(f.read_bytes())
     struct.pack_into("<i", data, 12 + 256 * 5 + 144, 9)      # block 2: a structural error
     struct.pack_into("<f", data, 12 + 256 * 8 + 16 + 4, 7.0)  # block 4: a value changed, structure intact

@@ -37,7 +37,7 @@ import stat
 import tempfile
 from typing import Callable
 
-from recordkit.atomic import (AtomicFile, _hold, _umask, exchange, fsync_directory, note_discarded,
+from recordkit.storage.atomic import (AtomicFile, _hold, _umask, exchange, fsync_directory, note_discarded,
                               remove_stale_temporaries)
 from recordkit.errors import UsageError
 from recordkit.storage import location

@@ -33,7 +33,7 @@ def files_of(path: str, storage_options) -> list[str]:
 
 
 def run(args) -> int:
-    from recordkit.storage import checksum
+    from recordkit.storage import sidecars
     opts = args.storage_options
     failed = 0
     for path in args.paths:
@@ -41,10 +41,10 @@ def run(args) -> int:
             try:
                 if args.action == "create":
                     kw = {"block_size": args.block_size} if args.block_size else {}
-                    side = checksum.create(name, storage_options=opts, **kw)
+                    side = sidecars.create(name, storage_options=opts, **kw)
                     print(f"{name}: wrote {side}")
                 else:
-                    table = checksum.verify(name, storage_options=opts)
+                    table = sidecars.verify(name, storage_options=opts)
                     print(f"{name}: ok ({len(table.crcs)} blocks of {table.block_size} bytes, "
                           f"{table.file_size} bytes)")
             except (RecordkitError, FileNotFoundError) as e:

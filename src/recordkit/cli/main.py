@@ -45,7 +45,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def _os_failure(e: OSError) -> str:
     """One line for an OSError that ended a command, naming the outputs that were discarded
     (their previous content is intact, their temporaries removed)."""
-    from recordkit.atomic import discarded_targets
+    from recordkit.storage.atomic import discarded_targets
     what = e.strerror or str(e)
     targets = discarded_targets()
     if targets:

@@ -266,7 +266,7 @@ def resume(source, args) -> None:
 
 def save_state(source, path) -> None:
     """``--save-state``: the checkpoint as JSON, written aside and renamed."""
-    from recordkit.atomic import AtomicFile
+    from recordkit.storage.atomic import AtomicFile
     with AtomicFile(path) as f:
         f.write(json.dumps(source.get_checkpoint_state()).encode() + b"\n")
 

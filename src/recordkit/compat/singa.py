@@ -539,8 +539,8 @@ class InputLayer:
             if not self.wrapped:
                 raise
         # SINGA 0.1's RGBImageLayer read meanfile with ReadProtoFromBinaryFile: one bare record
-        from recordkit.storage.location import Location
-        with Location(path, storage_options).open_read() as f:
+        from recordkit.formats.singa.location import StoreLocation
+        with StoreLocation(path, storage_options).open_read() as f:
             return mean_from_record_store([(b"", f.read())], shape, path=path)
 
     # -- SINGA's iteration -----------------------------------------------------------------------
@@ -897,8 +897,8 @@ def parse_job_conf(text: str, source: str = "<job.conf>", *, root=None) -> JobCo
 
 def load_job_conf(path, *, root=None, storage_options=None) -> JobConf:
     """``parse_job_conf`` of a file (local or an fsspec URL); errors name the file."""
-    from recordkit.storage.location import Location
-    with Location(str(path), storage_options).open_read() as f:
+    from recordkit.formats.singa.location import StoreLocation
+    with StoreLocation(str(path), storage_options).open_read() as f:
         raw = f.read()
     try:
         text = raw.decode("utf-8")

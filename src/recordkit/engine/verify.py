@@ -500,7 +500,7 @@ def write_manifest(path, d, *, precision=None, source: str | None = None, storag
 
     ``precision`` ('float'/'double'): the values' type in the manifest (what the converted copy
     holds); default each stream's own type (float32 when unknown)."""
-    from recordkit.atomic import AtomicFile
+    from recordkit.storage.atomic import AtomicFile
     streams = list(d.streams)
     dtypes = [_dtype_of(s, precision) for s in streams]
     keys, lengths, digests = [], [], []

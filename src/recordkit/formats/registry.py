@@ -249,7 +249,7 @@ def update_readme(path: str) -> bool:
         raise SystemExit(f"{path}: no format table markers ({TABLE_BEGIN!r} ... {TABLE_END!r})")
     new = text[:a + len(TABLE_BEGIN)] + "\n" + markdown_table() + "\n" + text[b:]
     if new != text:
-        from recordkit.atomic import AtomicFile
+        from recordkit.storage.atomic import AtomicFile
         with AtomicFile(path) as out:
             out.write(new.encode("utf-8"))
     return new != text

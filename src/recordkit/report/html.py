@@ -89,7 +89,7 @@ def lengths_figure(counts: np.ndarray, title: str = "Sequence lengths"):
 
 def write_lengths_plot(counts: np.ndarray, path: str, title: str = "Sequence lengths") -> None:
     """``recordkit inspect --plot``: the histogram alone, PNG or SVG by the file name."""
-    from recordkit.atomic import AtomicFile
+    from recordkit.storage.atomic import AtomicFile
     fmt = "svg" if str(path).lower().endswith(".svg") else "png"
     plt = _pyplot()
     fig = lengths_figure(counts, title)
@@ -352,7 +352,7 @@ def _kind(st) -> str:
 
 
 def write_page(path: str, page: str) -> None:
-    from recordkit.atomic import AtomicFile
+    from recordkit.storage.atomic import AtomicFile
     with AtomicFile(path) as f:
         f.write(page.encode("utf-8"))
 

@@ -23,23 +23,20 @@ never new data beside old checksums.
 """
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 
 import numpy as np
 
 from recordkit.errors import FormatError
-from recordkit.storage.location import is_url
+from recordkit.storage.location import SIDECAR_SUFFIX, is_url, sidecar_path
 
-SUFFIX = ".rkcrc"
+SUFFIX = SIDECAR_SUFFIX  # the old name
 MAGIC = b"RKCRC\0"
 VERSION = 1
 DEFAULT_BLOCK_SIZE = 1 << 20
 _HEAD = struct.Struct("<6sHQQQ")
-
-
-def sidecar_path(path) -> str:
-    return f"{path}{SUFFIX}"
 
 
 class ChecksumTable:
@@ -100,33 +97,27 @@ def compute(source, *, block_size: int | None = None, progress=None) -> Checksum
     return ChecksumTable(block_size, size, crcs, sidecar_path(source.name))
 
 
+class _LocalFile:
+    """A local file as the byte source ``compute`` reads (``pread``/``size``/``name``)."""
+
+    def __init__(self, path: str):
+        self.name = path
+        self._fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+
+    def pread(self, offset: int, n: int, **_) -> bytes:
+        return os.pread(self._fd, n, offset)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
 def compute_local(path: str, *, block_size: int | None = None) -> ChecksumTable:
-    from recordkit.storage.source import LocalSource
-    src = LocalSource(path)
+    src = _LocalFile(path)
     try:
         return compute(src, block_size=block_size)
     finally:
         src.close()
-
-
-def write(path, table: ChecksumTable, *, storage_options=None) -> str:
-    """Write ``path``'s sidecar atomically; returns the sidecar's path."""
-    from recordkit.atomic import AtomicFile
-    side = sidecar_path(path)
-    with AtomicFile(side, storage_options=storage_options, keep_sidecar=True) as f:
-        f.write(table.to_bytes())
-    return side
-
-
-def create(path, *, block_size: int | None = None, storage_options=None, progress=None) -> str:
-    """Compute and write the sidecar of an existing file (``recordkit checksum create``)."""
-    from recordkit.storage.source import open_source
-    src = open_source(path, storage_options=storage_options, verify=False)
-    try:
-        table = compute(src, block_size=block_size, progress=progress)
-    finally:
-        src.close()
-    return write(path, table, storage_options=storage_options)
 
 
 def load_for(source, *, storage_options=None) -> ChecksumTable | None:
@@ -141,25 +132,6 @@ def load_for(source, *, storage_options=None) -> ChecksumTable | None:
                                        f"{table.file_size} bytes: the file changed after the index was written "
                                        f"(rebuild it with `recordkit checksum create`)")
     return table
-
-
-def verify(path, *, storage_options=None, progress=None) -> ChecksumTable:
-    """Check every block of ``path`` against its sidecar; FormatError on the first mismatch."""
-    from recordkit.storage.source import open_source
-    src = open_source(path, storage_options=storage_options, verify=False)
-    try:
-        table = load_for(src, storage_options=storage_options)
-        if table is None:
-            raise FileNotFoundError(f"{sidecar_path(path)}: no checksum index for {path}")
-        checker = VerifiedSource(src, table)
-        for b in range(len(table.crcs)):
-            start, end = table.block_range(b)
-            checker.pread(start, end - start)
-            if progress is not None:
-                progress(end - start)
-        return table
-    finally:
-        src.close()
 
 
 class VerifiedSource:

@@ -1,7 +1,7 @@
 """Where bytes live: a local path or any fsspec URL (memory://, s3://, gs://, ...).
 
 Local paths use the builtin ``open``/``os`` calls; URLs go through fsspec, imported only
-when a URL is given. Output is always published atomically (``recordkit.atomic``): a
+when a URL is given. Output is always published atomically (``storage/atomic.py``): a
 temporary is written and renamed (moved) over the target only when it is complete, so
 readers never see half a file and a crash leaves the previous content in place (a stray
 ``*.part`` temporary may remain).
@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import os
 
-from recordkit.atomic import AtomicFile
+# the checksum sidecar beside a file (``storage/checksum.py`` holds its format)
+SIDECAR_SUFFIX = ".rkcrc"
 
-_COPY_CHUNK = 1 << 20
+
+def sidecar_path(path) -> str:
+    return f"{path}{SIDECAR_SUFFIX}"
 
 
 def is_url(path) -> bool:
@@ -34,78 +37,6 @@ def filesystem(path, storage_options=None):
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(f"{path}: URLs need fsspec (pip install fsspec)") from e
     return url_to_fs(path, **(storage_options or {}))
-
-
-class Location:
-    """One store path, resolved once: knows how to test, size, open and publish it."""
-
-    def __init__(self, path, storage_options=None):
-        self.display = os.fspath(path) if not isinstance(path, str) else path
-        self.storage_options = storage_options
-        if is_url(self.display):
-            self.fs, self.path = filesystem(self.display, storage_options)
-        else:
-            self.fs, self.path = None, local_path(self.display)
-
-    def __str__(self) -> str:
-        return self.display
-
-    def exists(self) -> bool:
-        return self.fs.exists(self.path) if self.fs else os.path.exists(self.path)
-
-    def isdir(self) -> bool:
-        return self.fs.isdir(self.path) if self.fs else os.path.isdir(self.path)
-
-    def child(self, name: str) -> "Location":
-        """``<dir>/name`` (SINGA 0.1 shard folders hold ``shard.dat``)."""
-        loc = Location.__new__(Location)
-        loc.fs = self.fs
-        loc.storage_options = self.storage_options
-        loc.path = (self.path.rstrip("/") + "/" + name) if self.fs else os.path.join(self.path, name)
-        loc.display = self.display.rstrip("/") + "/" + name
-        return loc
-
-    def open_read(self):
-        """A buffered binary file (retried ranged reads for URLs; checksum-verified when a
-        ``.rkcrc`` sidecar exists)."""
-        from recordkit.storage.source import open_file
-        return open_file(self.display, storage_options=self.storage_options)
-
-    def atomic_output(self, *, checksums: bool = False) -> "AtomicOutput":
-        return AtomicOutput(self, checksums=checksums)
-
-
-class AtomicOutput:
-    """A binary output that replaces ``location`` only on ``commit()`` (``recordkit.atomic.AtomicFile``,
-    which uploads URLs on commit)."""
-
-    def __init__(self, location: Location, *, checksums: bool = False):
-        self.location = location
-        self._atomic = AtomicFile(location.display, storage_options=location.storage_options, checksums=checksums)
-        self._file = self._atomic.file
-
-    def write(self, data) -> int:
-        return self._file.write(data)
-
-    def copy_from(self, src, nbytes: int) -> None:
-        """Copy the first ``nbytes`` of the readable binary file ``src`` (from its start)."""
-        src.seek(0)
-        left = nbytes
-        while left > 0:
-            block = src.read(min(_COPY_CHUNK, left))
-            if not block:
-                raise EOFError(f"{self.location}: the file shrank while it was being copied")
-            self._file.write(block)
-            left -= len(block)
-
-    def flush(self) -> None:
-        self._atomic.sync_data()
-
-    def commit(self) -> None:
-        self._atomic.commit()
-
-    def discard(self) -> None:
-        self._atomic.discard()
 
 
 def join(directory: str, name: str) -> str:
@@ -185,4 +116,4 @@ def file_size(f) -> int:
     return size
 
 
-__all__ = ["Location", "AtomicOutput", "file_size", "is_url", "join", "isfile", "isdir", "listdir", "makedirs", "remove"]
+__all__ = ["file_size", "is_url", "join", "isfile", "isdir", "listdir", "makedirs", "remove", "sidecar_path"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 
 
 class RangeCache:

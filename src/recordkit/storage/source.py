@@ -163,7 +163,7 @@ def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
     otherwise reads go through the source in ``buffer_size`` ranges (one request each
     for a URL, whole checksum blocks when verifying)."""
     if not is_url(path):
-        from recordkit.storage.checksum import sidecar_path
+        from recordkit.storage.location import sidecar_path
         ensure_regular(path)
         if not os.path.exists(sidecar_path(path)):
             return open(local_path(path), "rb")

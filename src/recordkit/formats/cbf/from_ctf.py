@@ -28,7 +28,7 @@ from contextlib import closing
 
 import numpy as np
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import StreamSpec, check_streams
 from recordkit.formats.cbf import _kernel, layout
 

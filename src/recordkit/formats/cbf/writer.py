@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from recordkit.formats.closing import AtomicWriter
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.formats.cbf import _kernel, layout

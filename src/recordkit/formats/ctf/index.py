@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.formats.ctf import _kernel
 
 BLOCK_SIZE = 4 << 20

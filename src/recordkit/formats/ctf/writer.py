@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from recordkit.formats.closing import AtomicWriter
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.errors import UnrepresentableError
 from recordkit.formats.ctf import _kernel

@@ -17,7 +17,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.parquet.arrow import chunk_to_batch, schema_for, sequence_runs
@@ -180,7 +180,8 @@ class HFWriter(AtomicWriter):
                 os.rename(src, dst)
             if self.checksums:
                 from recordkit.storage import checksum
-                checksum.write(dst, checksum.compute_local(dst))
+                from recordkit.storage.atomic import write_sidecar
+                write_sidecar(dst, checksum.compute_local(dst))
             names.append(final)
         return names
 

@@ -279,7 +279,7 @@ def _untrusted_index_problem(src, offsets, lengths, size: int) -> str | None:
 
 
 def _write_index(side: str, index: PartIndex, fingerprint) -> None:
-    from recordkit.atomic import AtomicFile
+    from recordkit.storage.atomic import AtomicFile
     try:
         os.makedirs(os.path.dirname(os.path.abspath(side)), exist_ok=True)
         with AtomicFile(side, keep_sidecar=True) as f:

@@ -29,7 +29,7 @@ import os
 import re
 import struct
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.staged_directory import StagedDirectory
 from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter

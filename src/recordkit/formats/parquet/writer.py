@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.parquet.arrow import META_SAMPLES, chunk_to_batch, schema_for, sequence_runs

@@ -23,7 +23,8 @@ from __future__ import annotations
 import enum
 
 from recordkit.errors import FormatError, UsageError, warn
-from recordkit.storage.location import Location, file_size
+from recordkit.formats.singa.location import StoreLocation
+from recordkit.storage.location import file_size
 
 MODES = ("read", "create", "append")
 
@@ -72,7 +73,7 @@ class Store:
         self.mode = normalize_mode(mode)
         self.tolerant = bool(tolerant)
         self.storage_options = storage_options
-        self.location = self._resolve(Location(path, storage_options))
+        self.location = self._resolve(StoreLocation(path, storage_options))
         self.path = str(self.location)
         self.errors = 0          # problems reported (tolerant mode, append recovery)
         self.written = 0         # tuples written in this session
@@ -93,7 +94,7 @@ class Store:
                 raise FileNotFoundError(f"{self.path}: append needs an existing {self.kind} store")
             if checksums is None:  # keep the store's checksum sidecar if it has one
                 from recordkit.storage.checksum import sidecar_path
-                checksums = Location(sidecar_path(self.location.display), storage_options).exists()
+                checksums = StoreLocation(sidecar_path(self.location.display), storage_options).exists()
             self._out = self.location.atomic_output(checksums=bool(checksums))
             try:
                 self._prepare_append()
@@ -102,7 +103,7 @@ class Store:
                 raise
 
     # -- hooks ---------------------------------------------------------------------------------
-    def _resolve(self, location: Location) -> Location:
+    def _resolve(self, location: StoreLocation) -> StoreLocation:
         return location
 
     def _rewind(self) -> None:

@@ -14,7 +14,7 @@ buffer read fine (SINGA's reader takes them for the end of file).
 from __future__ import annotations
 
 from recordkit.formats.singa.framed import LEN, FramedStore
-from recordkit.storage.location import Location
+from recordkit.formats.singa.location import StoreLocation
 
 SHARD_FILE = "shard.dat"
 
@@ -27,7 +27,7 @@ class KVFileStore(FramedStore):
     kind = "kvfile"
     collect_keys = True
 
-    def _resolve(self, location: Location) -> Location:
+    def _resolve(self, location: StoreLocation) -> StoreLocation:
         if self.mode != "create" and location.isdir():
             return location.child(SHARD_FILE)
         return location

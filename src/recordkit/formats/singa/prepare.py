@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from recordkit.atomic import AtomicFile
+from recordkit.storage.atomic import AtomicFile
 from recordkit.errors import FormatError
 from recordkit.formats.singa.kvfile import encode_tuple
 from recordkit.formats.singa.records import encode_image_record, encode_mean_record

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import struct
 
-from recordkit.storage.location import Location, file_size
+from recordkit.formats.singa.location import StoreLocation
+from recordkit.storage.location import file_size
 
 HEAD = 1 << 16
 _Q = struct.Struct("<Q")
@@ -60,7 +61,7 @@ def sniff(path, storage_options=None) -> str | None:
 
     A directory holding ``shard.dat`` is a SINGA 0.1 shard folder (a KVFile).
     """
-    loc = Location(path, storage_options)
+    loc = StoreLocation(path, storage_options)
     if not loc.exists():
         raise FileNotFoundError(f"{path}: no such file")
     if loc.isdir():

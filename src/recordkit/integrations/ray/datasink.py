@@ -161,7 +161,7 @@ class OFRecordDatasink(_PartDatasink):
         self.key_feature = key_feature
 
     def _open(self, path):
-        from recordkit.atomic import AtomicFile
+        from recordkit.storage.atomic import AtomicFile
         return AtomicFile(path, storage_options=self.storage_options, checksums=self.checksums)
 
     def _write_chunk(self, out, chunk) -> None:

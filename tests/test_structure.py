@@ -1,0 +1,77 @@
+"""The layers' import rules, checked on the source (issue 19): no import circle in storage/, the
+engine names no framework, formats know nothing of the CLI."""
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "recordkit"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every recordkit module a file imports, at the top or inside a function."""
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("recordkit"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("recordkit"):
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def graph(package: str) -> dict[str, set[str]]:
+    files = sorted((SRC / package.replace("recordkit.", "").replace(".", "/")).glob("*.py"))
+    # the package's __init__ only gathers names; a module's `from recordkit.storage import x` means x
+    names = {module_name(f): f for f in files if f.name != "__init__.py"}
+    return {m: {i for i in imports_of(f) if i in names and i != m} for m, f in names.items()}
+
+
+def test_storage_imports_form_no_circle():
+    g = graph("recordkit.storage")
+    seen, done = set(), set()
+
+    def visit(m, trail):
+        assert m not in seen or m in done, f"import circle: {' -> '.join(trail + [m])}"
+        if m in done:
+            return
+        seen.add(m)
+        for n in sorted(g[m]):
+            visit(n, trail + [m])
+        done.add(m)
+
+    for m in sorted(g):
+        visit(m, [])
+    assert "recordkit.storage.atomic" in g and "recordkit.storage.checksum" in g
+
+
+def test_storage_writes_through_one_atomic_file_and_the_old_name_still_imports():
+    from recordkit.atomic import AtomicFile as old
+    from recordkit.storage.atomic import AtomicFile
+    assert old is AtomicFile
+    assert "recordkit.storage.atomic" not in imports_of(SRC / "storage" / "location.py")
+
+
+def test_the_engine_names_no_framework_and_no_command():
+    for f in sorted((SRC / "engine").glob("*.py")):
+        tree = ast.parse(f.read_text())
+        modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+            n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {m for m in modules if m.split(".")[0] in ("torch", "jax", "ray", "grain")}, f.name
+        assert "sys.modules" not in f.read_text(), f.name
+        found = {i for i in imports_of(f) if i.startswith(("recordkit.cli", "recordkit.compat"))}
+        assert not found, (f.name, found)
+        if f.name != "environment.py":  # the one place that wires the default providers
+            assert not {i for i in imports_of(f) if i.startswith("recordkit.integrations")}, f.name
+
+
+def test_formats_know_nothing_of_the_cli():
+    for f in sorted((SRC / "formats").rglob("*.py")):
+        assert not {i for i in imports_of(f) if i.startswith("recordkit.cli")}, f
