@@ -171,11 +171,11 @@ def test_pyarrow_written_variable_lists_and_float64_read_through_minibatch_sourc
 
 def test_minibatches_from_parquet_equal_those_from_ctf(tmp_path, capsys, corpus):
     from recordkit.engine.source import MinibatchSource
-    from recordkit.engine.convert import open_source
+    from recordkit.engine.convert import open_reader
     out = tmp_path / "s.parquet"
     assert convert(capsys, corpus, out, *STREAMS, "--chunk-size", "4096")[0] == 0
-    ctf = open_source(str(corpus), streams=STREAMS[1::2], chunk_size=4096)
-    par = open_source(str(out))
+    ctf = open_reader(str(corpus), streams=STREAMS[1::2], chunk_size=4096)
+    par = open_reader(str(out))
     assert [c.num_sequences for c in par.chunks] == [c.num_sequences for c in ctf.chunks]
     assert [c.num_samples for c in par.chunks] == [c.num_samples for c in ctf.chunks]
     with ctf, par:
@@ -259,13 +259,13 @@ def test_hf_directory_with_a_missing_data_file_or_truncated_stream(tmp_path, cap
 
 def test_directory_output_is_replaced_whole_and_a_failed_write_leaves_the_old(tmp_path, capsys, corpus):
     from recordkit.formats.parquet import ParquetWriter
-    from recordkit.engine.convert import open_source
+    from recordkit.engine.convert import open_reader
     out = tmp_path / "parts"
     assert convert(capsys, corpus, out, "--to", "parquet", "--parts", "5", *STREAMS)[0] == 0
     assert convert(capsys, corpus, out, "--to", "parquet", "--parts", "2", *STREAMS)[0] == 0
     assert sorted(os.listdir(out)) == ["part-00000.parquet", "part-00001.parquet"]
     before = {n: (out / n).read_bytes() for n in os.listdir(out)}
-    reader = open_source(str(corpus), streams=STREAMS[1::2])
+    reader = open_reader(str(corpus), streams=STREAMS[1::2])
     with pytest.raises(RuntimeError, match="boom"):
         with ParquetWriter(out, reader.streams, parts=3, total_sequences=300) as w:
             w.write_chunk(reader.load_chunk(0))

@@ -51,9 +51,9 @@ def test_allow_densify_converts_with_a_warning_and_the_estimate_is_close(tmp_pat
 
 
 def test_estimate_from_the_first_chunk_scales_to_the_whole_input(tmp_path):
-    from recordkit.engine.convert import estimate, open_source
+    from recordkit.engine.convert import estimate, open_reader
     src = tagging_corpus(tmp_path / "s.ctf", n=400)
-    reader = open_source(str(src), streams=ISSUE_STREAMS[1::2], chunk_size=4096)
+    reader = open_reader(str(src), streams=ISSUE_STREAMS[1::2], chunk_size=4096)
     assert len(reader.chunks) > 5
     est = estimate(reader, reader.load_chunk(0), "kvfile", "float", input_bytes=src.stat().st_size)
     samples = sum(c.num_samples for c in reader.chunks)
@@ -101,10 +101,10 @@ def test_library_refusal_is_a_usage_error_and_allow_densify_passes(tmp_path):
 
 def test_a_deserializer_without_byte_sizes_is_not_refused_but_still_warned_about(tmp_path):
     """A Deserializer passed in (not a path) whose chunks report no sizes: the growth cannot be judged."""
-    from recordkit.engine.convert import open_source
+    from recordkit.engine.convert import open_reader
     from recordkit.engine.deserializer import ChunkInfo
     src = tagging_corpus(tmp_path / "s.ctf", n=5)
-    inner = open_source(str(src), streams=ISSUE_STREAMS[1::2])
+    inner = open_reader(str(src), streams=ISSUE_STREAMS[1::2])
 
     class NoSizes:
         streams = inner.streams

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from recordkit.errors import FormatError, RecordkitWarning, UsageError
 from recordkit.formats import singa
-from recordkit.formats.singa import Mode, format_csv_record, parse_csv_record, sniff
+from recordkit.formats.singa import Mode, format_csv_record, parse_csv_record, sniff_store as sniff
 from recordkit.cli import singa_cat
 
 Q = struct.Struct("<Q").pack

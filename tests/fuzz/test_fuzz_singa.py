@@ -113,7 +113,7 @@ def test_store_read_mutated(kind_data, tolerant):
 def test_sniff_and_autodetect_mutated(kind_data):
     _, data = kind_data
     path = new_file(data)
-    kind = singa.sniff(path)
+    kind = singa.sniff_store(path)
     assert kind in (None, "kvfile", "binfile", "textfile")
     try:
         with warnings.catch_warnings():

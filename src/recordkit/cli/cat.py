@@ -32,7 +32,7 @@ def run(args) -> int:
     if kind == "ofrecord":
         from recordkit.cli import ofrecord_commands
         return ofrecord_commands.cat(args)
-    reader = sources.open_source(args)
+    reader = sources.open_reader(args)
     specs = reader.streams
     out = sys.stdout.buffer
     total = sum(c.size for c in reader.chunks)

@@ -218,7 +218,7 @@ def run(args) -> int:
 def inspect_bridge(args, kind: str) -> int:
     """A WebDataset/TFRecord/MDS directory: its streams and shards (from its own description)."""
     from recordkit.cli import sources
-    reader = sources.open_source(args)
+    reader = sources.open_reader(args)
     info = {"format": kind, "path": str(args.path),
             "streams": [{"name": s.name, "alias": s.alias, "format": s.format, "dim": s.dim,
                          "dtype": str(s.dtype)} for s in reader.streams],

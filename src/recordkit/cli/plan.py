@@ -31,7 +31,7 @@ def build_plan(args) -> tuple[dict, list]:
     from recordkit.engine.composite import CompositeDeserializer
     from recordkit.engine.plan import PlanInput, make_plan, resident_memory
     from recordkit.cli import sources
-    readers = [sources.open_source(args, path) for path in args.path]
+    readers = [sources.open_reader(args, path) for path in args.path]
     deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
     baseline = resident_memory()  # what a process holding these readers takes before reading
     window, sample_based = (args.window_samples, True) if args.window_samples else (args.window, False)

@@ -128,7 +128,7 @@ def build_source(args):
     if getattr(args, "singa_conf", None) is not None:
         readers = [singa_reader(args)]
     else:
-        readers = [sources.open_source(args, path) for path in args.path]
+        readers = [sources.open_reader(args, path) for path in args.path]
     weights, repeats = getattr(args, "weights", None), getattr(args, "repeats", None)
     if weights is not None or repeats is not None:
         from recordkit.engine.mixture import Mixture

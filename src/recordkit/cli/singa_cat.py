@@ -57,10 +57,10 @@ def record_decoder(name: str, kind: str):
 
 
 def cat(args) -> int:
-    from recordkit.formats.singa import open as open_store, sniff
+    from recordkit.formats.singa import open as open_store, sniff_store
     kind = getattr(args, "store", None)
     if kind is None:
-        kind = sniff(args.path, getattr(args, "storage_options", None))
+        kind = sniff_store(args.path, getattr(args, "storage_options", None))
         if kind is None:
             raise UsageError(f"{args.path}: cannot tell which SINGA store this is (empty, unknown or "
                              f"ambiguous content); pass --store kvfile|binfile|textfile")

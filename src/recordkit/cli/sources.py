@@ -121,7 +121,7 @@ def open_cbf(args, path=None):
     return reader
 
 
-def open_source(args, path=None):
+def open_reader(args, path=None):
     """A reader for ``path`` (default ``args.path``), its format sniffed from the content: CTF (with
     --stream), CBF, or any other format of the registry that records its own streams (Parquet,
     Hugging Face, ...), where --stream selects and renames."""

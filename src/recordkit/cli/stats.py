@@ -90,7 +90,7 @@ def run(args) -> int:
                     for name, t in sorted(result["features"].items())]
             print(table(["feature", "kind", "records", "values", "sum", "min", "max"], rows, left=2))
         return 0
-    reader = sources.open_source(args)
+    reader = sources.open_reader(args)
     with reader, byte_progress(sum(c.size for c in reader.chunks), "stats") as bar:
         result = compute(reader, bar)
     if args.json:

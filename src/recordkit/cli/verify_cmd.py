@@ -214,7 +214,7 @@ def _conversion_source(args):
     from recordkit.formats.detect import sniff_format
     opts = args.storage_options
     fmt = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
-    reader = conversion.open_source(
+    reader = conversion.open_reader(
         args.path, source_format=fmt, streams=_streams_arg(args), precision=args.precision, storage_options=opts,
         cache_dir=args.cache_dir, max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
         trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,

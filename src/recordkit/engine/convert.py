@@ -101,7 +101,7 @@ def _specs(streams):
     return out or None
 
 
-def open_source(src, *, source_format=None, streams=None, precision=None, storage_options=None, cache_dir=None,
+def open_reader(src, *, source_format=None, streams=None, precision=None, storage_options=None, cache_dir=None,
                 **options):
     """A Deserializer for ``src`` (a path in any registered format, sniffed unless ``source_format``
     names it; or a Deserializer, returned as is). ``streams``: StreamSpecs or ``NAME=FORMAT:DIM[:ALIAS]``
@@ -267,7 +267,7 @@ def convert(src, dst, to: str | None = None, streams=None, *, source_format: str
             raise UsageError("IN and OUT are the same file")
     if chunk_size is not None:
         reader_options["chunk_size"] = chunk_size
-    reader = open_source(src, source_format=source_format, streams=streams, precision=precision,
+    reader = open_reader(src, source_format=source_format, streams=streams, precision=precision,
                          storage_options=storage_options, cache_dir=cache_dir, **reader_options)
     source_name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(reader, "path", "input")
     try:

@@ -70,7 +70,7 @@ def probe_ofrecord_parts(names) -> bool:
 
 
 def _singa_kind(path, storage_options):
-    from recordkit.formats.singa.sniff import sniff as sniff_singa
+    from recordkit.formats.singa.sniff import sniff_store as sniff_singa
     return sniff_singa(path, storage_options)
 
 

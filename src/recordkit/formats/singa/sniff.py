@@ -56,7 +56,7 @@ def sniff_bytes(head: bytes, size: int) -> str | None:
     return kinds[0] if len(kinds) == 1 else None
 
 
-def sniff(path, storage_options=None) -> str | None:
+def sniff_store(path, storage_options=None) -> str | None:
     """``"kvfile"``, ``"binfile"``, ``"textfile"`` or None for an existing path (local or fsspec URL).
 
     A directory holding ``shard.dat`` is a SINGA 0.1 shard folder (a KVFile).

@@ -12,7 +12,7 @@ from recordkit.errors import FormatError, UsageError
 from recordkit.formats.singa.base import Mode, normalize_mode
 from recordkit.formats.singa.binfile import BinFileStore
 from recordkit.formats.singa.kvfile import KVFileStore
-from recordkit.formats.singa.sniff import sniff
+from recordkit.formats.singa.sniff import sniff_store
 from recordkit.formats.singa.textfile import TextFileStore
 
 STORES = {"kvfile": KVFileStore, "binfile": BinFileStore, "textfile": TextFileStore}
@@ -35,7 +35,7 @@ def open(path, mode="read", store: str | None = None, *, tolerant: bool = False,
     if store is None:
         if mode == "create":
             raise UsageError(f"{path}: say which store to create (store='kvfile', 'binfile' or 'textfile')")
-        store = sniff(path, storage_options)
+        store = sniff_store(path, storage_options)
         if store is None:
             raise FormatError(path, "cannot tell which SINGA store this is (empty, unknown or ambiguous "
                                     "content); pass the store kind (store=... / --store kvfile|binfile|textfile)")
