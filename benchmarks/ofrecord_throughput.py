@@ -81,7 +81,7 @@ RK_READ_SNIPPET = textwrap.dedent("""
     d, bs, repeat, n_expected = json.loads(sys.argv[1])
     from recordkit.formats.ofrecord.reader import OFRecordReader
     try:
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
     except ImportError:
         decoders = None
     times = []
@@ -174,7 +174,7 @@ PROFILE_SNIPPET = textwrap.dedent("""
     import cProfile, io, itertools, json, pstats, sys, numpy as np
     d, bs, nb = json.loads(sys.argv[1])
     from recordkit.formats.ofrecord.reader import OFRecordReader
-    from recordkit.formats.ofrecord import decoders
+    from recordkit.compat.oneflow import ops as decoders
     def run():
         for batch in itertools.islice(OFRecordReader(d, batch_size=bs, epochs=1, rank=0, world_size=1), nb):
             decoders.raw_decode(batch, "images", (%d,), np.float32)

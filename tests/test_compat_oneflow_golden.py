@@ -163,7 +163,7 @@ def test_writing_recipe_runs_unchanged(tmp_path):
     """The script's writer (``record_pb2.OFRecord(feature={...}).SerializeToString()`` + ``struct.pack("q",
     len)``) runs on recordkit's record_pb2 and writes the records OneFlow's wrote (map order aside):
     same features, kinds and values; images compared decoded (encoders may differ between Pillow builds)."""
-    from recordkit.formats.ofrecord import image as _img
+    from recordkit.compat.oneflow.ops import image as _img
     from recordkit.formats.ofrecord.reader import OFRecordReader
 
     mod = _script()

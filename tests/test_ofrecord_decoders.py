@@ -15,8 +15,8 @@ PIL = pytest.importorskip("PIL")
 from PIL import Image  # noqa: E402
 
 from recordkit.errors import FormatError  # noqa: E402
-from recordkit.formats.ofrecord import decoders as dec  # noqa: E402
-from recordkit.formats.ofrecord import image as img  # noqa: E402
+from recordkit.compat.oneflow import ops as dec  # noqa: E402
+from recordkit.compat.oneflow.ops import image as img  # noqa: E402
 
 try:
     from recordkit.formats.ofrecord.codec import Feature
@@ -274,7 +274,8 @@ def _reference_truncate(values, K, dtype):
     st.sampled_from([np.int32, np.int64, np.float32, np.float64]),
 )
 def test_raw_truncate_matches_elementwise_reference(lists, K, kind, dtype):
-    src = dec._KIND_DTYPES[kind]
+    from recordkit.formats.ofrecord import decoders as codec
+    src = codec._KIND_DTYPES[kind]
     r = [{"x": Feature(kind, np.array(v, dtype=src))} for v in lists]
     out = dec.raw_decode(r, "x", (K,), dtype, truncate=True)
     np.testing.assert_array_equal(out, _reference_truncate(lists, K, dtype))

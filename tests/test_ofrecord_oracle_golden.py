@@ -34,7 +34,7 @@ CASE_NAMES = sorted(p.stem for p in (DATA / "cases").glob("*.json"))
 RK_CASES = [c for c in CASE_NAMES if json.loads((DATA / "cases" / (c + ".json")).read_text())["kind"] == "recordkit"]
 
 try:
-    from recordkit.formats.ofrecord import decoders
+    from recordkit.compat.oneflow import ops as decoders
 except ImportError:  # the decoders module is optional for this file
     decoders = None
 

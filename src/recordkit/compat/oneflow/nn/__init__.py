@@ -143,7 +143,7 @@ class OFRecordBytesDecoder(Module):
         self.blob_name = blob_name
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         batch = _records_input(input, "OFRecordBytesDecoder")
         return T.TensorBuffer(decoders.bytes_decode(batch.records(), self.blob_name, where=batch.where()))
 
@@ -154,13 +154,13 @@ class OFRecordImageDecoder(Module):
 
     def __init__(self, blob_name: str, color_space: str = "BGR"):
         super().__init__()
-        from recordkit.formats.ofrecord import image as _img
+        from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
         self.blob_name = blob_name
         self.color_space = color_space
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         batch = _records_input(input, "OFRecordImageDecoder")
         return T.TensorBuffer(decoders.image_decode(batch.records(), self.blob_name, self.color_space,
                                                     where=batch.where()))
@@ -177,7 +177,7 @@ class OFRecordImageDecoderRandomCrop(Module):
     def __init__(self, blob_name: str, color_space: str = "BGR", num_attempts: int = 10, random_seed=None,
                  random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333)):
         super().__init__()
-        from recordkit.formats.ofrecord import image as _img
+        from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
         _img.validate_crop_ranges(num_attempts, random_area, random_aspect_ratio)
         self.blob_name = blob_name
@@ -190,7 +190,7 @@ class OFRecordImageDecoderRandomCrop(Module):
         self._gens = []
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         batch = _records_input(input, "OFRecordImageDecoderRandomCrop")
         n = len(batch)
         if len(self._gens) < n:
@@ -217,7 +217,7 @@ class CoinFlip(Module):
         self._rng = np.random.default_rng(self.seed)
 
     def forward(self):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         return T.Tensor(decoders.coin_flip(self.batch_size, self._rng, self.probability))
 
 
@@ -246,7 +246,7 @@ class CropMirrorNormalize(Module):
             raise ValueError(f"CropMirrorNormalize output_dtype must be a float type, not {self.output_dtype}")
 
     def forward(self, input, mirror=None):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         if isinstance(input, T.TensorBuffer):
             images = input.numpy()
         elif isinstance(input, T.Tensor) or isinstance(input, np.ndarray):

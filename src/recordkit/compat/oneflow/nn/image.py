@@ -26,7 +26,7 @@ class Resize(Module):
     is the shorter (or longer, ``resize_side``) side; images stay a tensor buffer, ``new_size`` an
     ``(N, 2)`` int32 tensor of (w, h). OneFlow's deprecated ``color_space``/``interp_type``/
     ``resize_shorter``/``resize_x``/``resize_y`` are mapped the way OneFlow maps them. The pixels are
-    OpenCV's (``recordkit.formats.ofrecord.cv_resize`` reproduces ``cv::resize``).
+    OpenCV's (``recordkit.compat.oneflow.ops.cv_resize`` reproduces ``cv::resize``).
     """
 
     def __init__(self, target_size=None, min_size=None, max_size=None, keep_aspect_ratio: bool = False,
@@ -71,7 +71,7 @@ class Resize(Module):
         self.target_size = target_size
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         images = _buffer_images(input, "image.Resize")
         if self.keep_aspect_ratio:
             out, scale, new_size = decoders.resize(
@@ -90,7 +90,7 @@ class flip(Module):
     A tensor buffer stays a tensor buffer; a dense NHWC tensor stays dense."""
 
     def forward(self, images, flip_code):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         codes = flip_code.numpy() if isinstance(flip_code, T.Tensor) else flip_code
         if isinstance(images, T.TensorBuffer):
             return T.TensorBuffer(decoders.flip(images.numpy(), codes))
@@ -107,7 +107,7 @@ class normalize(Module):
         self.mean = list(np.atleast_1d(mean))
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         images = _buffer_images(input, "image.normalize")
         for i, im in enumerate(images):
             if im.dtype != np.float32:
@@ -137,7 +137,7 @@ class batch_align(Module):
         self.alignment = int(alignment)
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import decoders
+        from recordkit.compat.oneflow import ops as decoders
         images = _buffer_images(input, "image.batch_align")
         if not images:
             raise ValueError("image.batch_align of an empty batch")
@@ -163,7 +163,7 @@ class decode(Module):
     ``dtype`` (uint8 or float32)."""
 
     def __init__(self, dtype=None, color_space: str = "BGR"):
-        from recordkit.formats.ofrecord import image as _img
+        from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
         self.dtype = T.uint8 if dtype is None else T.as_dtype(dtype)
         if self.dtype not in (T.uint8, T.float32):
@@ -171,7 +171,7 @@ class decode(Module):
         self.color_space = color_space
 
     def forward(self, input):
-        from recordkit.formats.ofrecord import image as _img
+        from recordkit.compat.oneflow.ops import image as _img
         if not isinstance(input, T.TensorBuffer):
             raise TypeError("image.decode takes a tensor buffer of encoded images (flow.nn.OFRecordBytesDecoder)")
         out = []

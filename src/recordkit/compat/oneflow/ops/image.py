@@ -2,7 +2,7 @@
 
 Pillow stands in for OneFlow's libjpeg-turbo + OpenCV decoding (both use libjpeg-turbo for
 JPEG: the same pixels), NumPy crops and flips, and resizing reproduces ``cv::resize``'s
-arithmetic in NumPy (:mod:`recordkit.formats.ofrecord.cv_resize`). Everything works on HWC
+arithmetic in NumPy (:mod:`recordkit.compat.oneflow.ops.cv_resize`). Everything works on HWC
 ``uint8`` (or ``float32`` for resizing) NumPy arrays. The public, OneFlow-shaped API lives in
 :mod:`recordkit.formats.ofrecord.decoders`; this module holds the pieces:
 
@@ -43,7 +43,7 @@ INTERPOLATIONS = {
     "area": "BOX",
     "auto": None,
 }
-#: filter name -> ``cv::resize`` method as reproduced by :mod:`recordkit.formats.ofrecord.cv_resize`.
+#: filter name -> ``cv::resize`` method as reproduced by :mod:`recordkit.compat.oneflow.ops.cv_resize`.
 _CV_METHODS = {"BILINEAR": "bilinear", "NEAREST": "nearest", "BICUBIC": "bicubic", "BOX": "area"}
 
 
@@ -292,9 +292,9 @@ def resize_image(image: np.ndarray, width: int, height: int, filter_name: str) -
     """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype.
 
     ``filter_name`` is one of :data:`INTERPOLATIONS`' values; the arithmetic is OpenCV's
-    ``cv::resize`` (:mod:`recordkit.formats.ofrecord.cv_resize`), so the pixels are OneFlow's.
+    ``cv::resize`` (:mod:`recordkit.compat.oneflow.ops.cv_resize`), so the pixels are OneFlow's.
     """
-    from recordkit.formats.ofrecord import cv_resize
+    from recordkit.compat.oneflow.ops import cv_resize
     return cv_resize.resize(image, width, height, _CV_METHODS[filter_name])
 
 
