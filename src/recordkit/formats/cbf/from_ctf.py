@@ -42,8 +42,7 @@ WRITE_STEP = 2 << 20  # bytes per write call, each followed by a writeback reque
 def supports(reader, dtype) -> bool:
     """Whether ``convert`` can take this reader: a CTFReader parsing in the output's element type."""
     from recordkit.formats.ctf.reader import CTFReader
-    return (isinstance(reader, CTFReader) and np.dtype(reader.dtype) == np.dtype(dtype)
-            and hasattr(reader._parser, "parse_cbf"))
+    return isinstance(reader, CTFReader) and np.dtype(reader.dtype) == np.dtype(dtype) and reader.parses_into_cbf
 
 
 class _Output:
@@ -260,21 +259,15 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
     out = _Output(path, streams, reader.dtype, storage_options=storage_options, checksums=checksums)
     chunker = _Chunker(out, len(streams), int(chunk_size), len(idx), int(idx.offsets[-1] + idx.sizes[-1]))
     try:
-        done = []
-        for chunk_id, piece, last in _parsed_pieces(reader, max(int(threads), 1), max(int(prefetch), 0),
-                                                    max(int(piece_size or PIECE_SIZE), 1)):
-            lo, buf, parsed = piece
-            meta, recs = parsed[1]
-            chunker.add(meta, recs, lo, parsed[0], int(idx.offsets[lo]), int(idx.offsets[lo]) + len(buf))
-            done.append(piece)
-            if last:
-                # errors and warnings are charged once the whole chunk is parsed, as iter_chunks does
-                # (an error beyond the budget raises here, and the output is discarded)
-                reader._charge_pieces(chunk_id, done)
-                reader._trace_chunk(chunk_id, sum(len(p[2][1][0]) for p in done),
-                                    sum(int(p[2][1][0].sum(dtype=np.int64)) for p in done))
-                done = []
-                if progress is not None:
+        with closing(reader.cbf_pieces(threads=threads, prefetch=prefetch,
+                                       piece_size=piece_size or PIECE_SIZE)) as pieces:
+            for chunk_id, piece, last in pieces:
+                lo, buf, parsed = piece
+                meta, recs = parsed[1]
+                chunker.add(meta, recs, lo, parsed[0], int(idx.offsets[lo]), int(idx.offsets[lo]) + len(buf))
+                # a chunk's errors are charged once its last piece is taken (the budget may raise:
+                # the output is then discarded)
+                if last and progress is not None:
                     progress(reader.chunks[chunk_id].size)
         chunker.flush()
         # a declared stream without a single sample (a mistyped alias): an error, and nothing published
@@ -289,24 +282,3 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
         raise
     return out.sequences_written
 
-
-def _parsed_pieces(reader, threads: int, prefetch: int, piece_size: int):
-    """(chunk id, (lo, buf, parsed), last piece of its chunk?) in file order, parsed into CBF records."""
-    n = len(reader.chunks)
-
-    def pieces(i):
-        # the last chunk in smaller pieces, so that the threads finish together
-        size = piece_size if i < n - 1 else max(piece_size // 4, 1)
-        return reader._pieces(i, max(threads, -(-reader.chunks[i].size // size)))
-
-    if threads <= 1:
-        for i in range(n):
-            ranges = pieces(i)
-            stop = reader._stop_after(i)
-            for k, (lo, hi) in enumerate(ranges):
-                yield i, reader._parse_piece(i, lo, hi, stop, True), k == len(ranges) - 1
-        return
-    with closing(reader._parse_ahead(pieces, threads, prefetch, cbf=True)) as ahead:
-        for i, futures in ahead:
-            for k, f in enumerate(futures):
-                yield i, f.result(), k == len(futures) - 1

@@ -230,6 +230,49 @@ class CTFReader(ChecksPresence, ClosingReader):
                     self._trace_chunk(i, sequences, samples)
         self._presence.check()  # the end of the sweep: a declared stream without any sample is an error
 
+    # -- the CTF -> CBF fast path (formats/cbf/from_ctf.py) ----------------------------------------
+    @property
+    def parses_into_cbf(self) -> bool:
+        """Whether this reader's kernel can emit CBF records straight from the text."""
+        return hasattr(self._parser, "parse_cbf")
+
+    def cbf_pieces(self, *, threads: int = 2, prefetch: int = 2, piece_size: int = 4 << 20):
+        """The file parsed straight into CBF records, in file order: ``(chunk id, (first sequence,
+        the piece's text, parsed), last piece of its chunk?)``. ``parsed[1]`` is (per-sequence CBF
+        metadata, record buffers). A chunk's errors and warnings are charged (the error budget may
+        raise) and its trace line printed once its last piece has been taken, as ``iter_chunks``
+        does. Close the generator when stopping early (``contextlib.closing``)."""
+        n = len(self._chunks)
+        threads, prefetch, piece_size = max(int(threads), 1), max(int(prefetch), 0), max(int(piece_size), 1)
+
+        def pieces(i):
+            # the last chunk in smaller pieces, so that the threads finish together
+            size = piece_size if i < n - 1 else max(piece_size // 4, 1)
+            return self._pieces(i, max(threads, -(-self._chunks[i].size // size)))
+
+        def parsed():
+            if threads <= 1:
+                for i in range(n):
+                    ranges, stop = pieces(i), self._stop_after(i)
+                    for k, (lo, hi) in enumerate(ranges):
+                        yield i, self._parse_piece(i, lo, hi, stop, True), k == len(ranges) - 1
+                return
+            with closing(self._parse_ahead(pieces, threads, prefetch, cbf=True)) as ahead:
+                for i, futures in ahead:
+                    for k, f in enumerate(futures):
+                        yield i, f.result(), k == len(futures) - 1
+
+        done = []
+        with closing(parsed()) as stream:
+            for chunk_id, piece, last in stream:
+                done.append(piece)
+                yield chunk_id, piece, last
+                if last:
+                    self._charge_pieces(chunk_id, done)
+                    self._trace_chunk(chunk_id, sum(len(p[2][1][0]) for p in done),
+                                      sum(int(p[2][1][0].sum(dtype=np.int64)) for p in done))
+                    done = []
+
     def _parse_ahead(self, pieces_of, threads: int, prefetch: int, *, cbf: bool = False, skip=None):
         """(chunk id, futures of its parsed pieces) for every chunk in file order, while the
         pieces (``pieces_of(chunk)``: runs of sequences) of the next ``prefetch`` chunks are
