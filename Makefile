@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml setup.py $(shell find src -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(shell find src -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -212,3 +212,22 @@ def test_an_error_inside_iter_chunks_shuts_its_parse_threads_down_at_once(tmp_pa
         gc.enable()
     assert isinstance(kept, FormatError) and "2001:9" in str(kept)
     assert alive == []
+
+
+def test_the_kernels_event_codes_are_the_ones_messages_py_words():
+    """events.pxi is the one place the compiled parser's codes are written: messages.py has every one,
+    with the same value, and words for each error (not the fallback "error code N")."""
+    import re
+    from pathlib import Path
+
+    from recordkit.formats.ctf import messages as msg
+    pxi = Path(msg.__file__).with_name("events.pxi").read_text()
+    codes = {name: int(value) for name, value in re.findall(r"^DEF ([EW]_[A-Z_]+) = (\d+)", pxi, re.M)}
+    assert len(codes) >= 15
+    for name, value in codes.items():
+        assert getattr(msg, name) == value, name
+    defined = {n: v for n, v in vars(msg).items() if re.fullmatch(r"[EW]_[A-Z_]+", n)}
+    assert defined == codes
+    for name, value in codes.items():  # the warnings' words are the reader's (they carry counts)
+        if name.startswith("E_"):
+            assert not msg.error_message(value, "x", 65, 3).startswith("error code"), name

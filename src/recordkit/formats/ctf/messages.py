@@ -6,7 +6,7 @@ place that knows what each code means in words.
 """
 from __future__ import annotations
 
-# keep in sync with the DEF codes in _kernel.pyx
+# the kernel's codes (events.pxi, checked against these by tests/test_ctf_errors.py)
 E_NUMBER, E_SIGN, E_EXPONENT, E_AFTER_NUMBER = 1, 2, 3, 4
 E_SPARSE_INDEX, E_INDEX_OVERFLOW, E_INDEX_RANGE, E_COLON = 5, 6, 7, 8
 E_TOO_MANY, E_NO_VALUES, E_DUPLICATE_INPUT = 9, 10, 11
