@@ -422,7 +422,6 @@ def test_a_new_chunk_reader_reads_only_chunks_it_owns(many_chunks):
         loaded = []
         inner = src.deserializer.inner
         inner.load_chunk = lambda cid, _load=inner.load_chunk, _seen=loaded, **kw: _seen.append(cid) or _load(cid, **kw)
-        src.deserializer._wire_optional()
         take_own(src, 1000, 10, collections.Counter())
         src.close()  # its prefetch threads are done before the next reader counts
         assert loaded and set(owner[loaded].tolist()) == {j}

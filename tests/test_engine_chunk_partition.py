@@ -90,8 +90,11 @@ def test_partition_keeps_the_optional_protocol_parts_of_what_it_wraps(files):
         def load_chunk(self, chunk_id):
             raise AssertionError("not called")
 
+    from recordkit.engine.deserializer import keys_are_ids, sequence_lengths, takes_threads
     p = ChunkPartition(Minimal(), 2, 0)
-    assert not hasattr(p, "sequence_lengths") and not hasattr(p, "sequence_keys")
+    # what the wrapped one cannot tell, the partition cannot either (the protocol's answers, not errors)
+    assert sequence_lengths(p, 0) is None and not keys_are_ids(p) and not p._inner_takes_threads
+    assert takes_threads(files["cbf"]()) == ChunkPartition(files["cbf"](), 2, 0)._inner_takes_threads
 
 
 def test_more_partitions_than_chunks_is_a_usage_error(files):

@@ -125,9 +125,10 @@ def describe_data_set(path, kind: str, storage_options=None) -> dict:
         files = list(getattr(reader, "paths", [str(path)]))
         chunks = [{"id": c.id, "offset": c.offset, "bytes": c.size, "sequences": c.num_sequences,
                    "samples": c.num_samples} for c in reader.chunks]
-        get = getattr(reader, "sequence_lengths", None)
-        lengths = (np.concatenate([np.asarray(get(c.id), dtype=np.int64) for c in reader.chunks])
-                   if get is not None and reader.chunks else np.zeros(0, np.int64))
+        from recordkit.engine.deserializer import sequence_lengths
+        known = [sequence_lengths(reader, c.id) for c in reader.chunks]
+        lengths = (np.concatenate([np.asarray(k, dtype=np.int64) for k in known])
+                   if known and all(k is not None for k in known) else np.zeros(0, np.int64))
         streams = [{"name": s.name, "alias": s.alias, "format": s.format, "dtype": str(s.dtype), "dim": s.dim}
                    for s in reader.streams]
     size = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from recordkit.engine.chunk import ChunkData
-from recordkit.engine.deserializer import accepts_keyword
+from recordkit.engine.deserializer import takes_threads
 
 
 class ChunkCache:
@@ -49,7 +49,7 @@ class ChunkCache:
     def _load_now(self, cid: int) -> ChunkData:
         """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
         if self._takes_threads is None:
-            self._takes_threads = accepts_keyword(self.deserializer.load_chunk, "threads")
+            self._takes_threads = takes_threads(self.deserializer)
         if self._takes_threads:
             return self.deserializer.load_chunk(cid, threads=self.threads)
         return self.deserializer.load_chunk(cid)  # load_chunk(chunk_id) is all the protocol asks

@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from recordkit.engine.deserializer import ChunkInfo, accepts_keyword
+from recordkit.engine.deserializer import (ChunkInfo, chunk_sequence_keys, keys_are_ids, sequence_lengths,
+                                           takes_threads)
 from recordkit.errors import UsageError
 
 
@@ -57,7 +58,7 @@ class ChunkPartition:
             raise UsageError(f"{where}: {len(inner_chunks)} chunk(s) for {n} partitions leaves partition {i} "
                              f"empty; use smaller chunks (chunk_size) or fewer partitions")
         self._chunks = [dataclasses.replace(inner_chunks[cid], id=k) for k, cid in enumerate(self._ids)]
-        self._wire_optional()
+        self._inner_takes_threads = takes_threads(deserializer)
 
     @property
     def streams(self):
@@ -72,8 +73,12 @@ class ChunkPartition:
         """The wrapped deserializer's ids of this partition's chunks, in order."""
         return list(self._ids)
 
-    def load_chunk(self, chunk_id: int, **options):
-        data = self.inner.load_chunk(self._ids[chunk_id], **options)
+    def load_chunk(self, chunk_id: int, threads: int | None = None):
+        inner_id = self._ids[chunk_id]
+        if threads is not None and self._inner_takes_threads:
+            data = self.inner.load_chunk(inner_id, threads=threads)
+        else:
+            data = self.inner.load_chunk(inner_id)
         return dataclasses.replace(data, chunk_id=chunk_id)
 
     def close(self) -> None:
@@ -87,15 +92,17 @@ class ChunkPartition:
     def __exit__(self, *exc):
         self.close()
 
-    def _wire_optional(self) -> None:
-        """The protocol's optional parts exist here exactly when the wrapped deserializer has them."""
-        inner = self.inner
-        if hasattr(inner, "sequence_lengths"):
-            self.sequence_lengths = lambda chunk_id: inner.sequence_lengths(self._ids[chunk_id])
-        if hasattr(inner, "estimated_chunk_bytes"):
-            self.estimated_chunk_bytes = lambda: np.asarray(inner.estimated_chunk_bytes())[self._ids]
-        if hasattr(inner, "sequence_keys"):
-            self.sequence_keys = lambda chunk_id: inner.sequence_keys(self._ids[chunk_id])
-        if not accepts_keyword(inner.load_chunk, "threads"):
-            self.load_chunk = lambda chunk_id: dataclasses.replace(inner.load_chunk(self._ids[chunk_id]),
-                                                                   chunk_id=chunk_id)
+    # the optional half of the protocol, answered from the wrapped deserializer's
+    @property
+    def keys_are_ids(self) -> bool:
+        return keys_are_ids(self.inner)
+
+    def sequence_lengths(self, chunk_id: int):
+        return sequence_lengths(self.inner, self._ids[chunk_id])
+
+    def sequence_keys(self, chunk_id: int):
+        return chunk_sequence_keys(self.inner, self._ids[chunk_id])
+
+    def estimated_chunk_bytes(self):
+        from recordkit.engine.plan import chunk_bytes
+        return np.asarray(chunk_bytes(self.inner))[self._ids]

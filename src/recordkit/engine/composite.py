@@ -24,12 +24,8 @@ def _path(d) -> str:
 def _keyed(d) -> bool:
     """True when the deserializer's keys are ids from the file (not ordinals): a CTF file in id
     mode, or a deserializer that says so (``keys_are_ids``, e.g. OFRecord records with a key)."""
-    if not hasattr(d, "sequence_keys"):
-        return False
-    said = getattr(d, "keys_are_ids", None)
-    if said is not None:
-        return bool(said)
-    return bool(getattr(getattr(d, "index", None), "id_mode", False))
+    from recordkit.engine.deserializer import has_keys, keys_are_ids
+    return has_keys(d) and keys_are_ids(d)
 
 
 class CompositeDeserializer:
@@ -65,9 +61,10 @@ class CompositeDeserializer:
         return self.primary.chunks
 
     def sequence_lengths(self, chunk_id: int) -> np.ndarray:
-        get = getattr(self.primary, "sequence_lengths", None)
-        if get is not None:
-            return get(chunk_id)
+        from recordkit.engine.deserializer import sequence_lengths
+        known = sequence_lengths(self.primary, chunk_id)
+        if known is not None:
+            return known
         info = self.primary.chunks[chunk_id]
         return np.full(info.num_sequences, max(1, info.num_samples // max(info.num_sequences, 1)), np.int64)
 

@@ -155,10 +155,8 @@ def _input_bytes(reader, path, storage_options) -> int:
 
 
 def _keys_are_ids(reader) -> bool:
-    said = getattr(reader, "keys_are_ids", None)
-    if said is not None:
-        return bool(said)
-    return bool(getattr(getattr(reader, "index", None), "id_mode", False))
+    from recordkit.engine.deserializer import keys_are_ids
+    return keys_are_ids(reader)
 
 
 def estimate(reader, sample, target: str, precision: str, *, input_bytes: int) -> SizeEstimate:

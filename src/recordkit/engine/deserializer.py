@@ -101,6 +101,48 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
                 fut.cancel()
 
 
+# -- the optional half of the protocol, asked in one place --------------------------------------------
+#
+# Beyond streams/chunks/load_chunk, a deserializer MAY offer (callers use these functions, never
+# getattr or signatures of their own):
+#   sequence_lengths(chunk_id) -> int array   the index's sample count per sequence, without decoding
+#                                             (None: it cannot tell; then ChunkInfo.num_samples is spread)
+#   sequence_keys(chunk_id) -> uint64 array   keys without decoding the values
+#   keys_are_ids: bool                        keys are ids from the file, not ordinals (else a CTF
+#                                             index's id_mode says so)
+#   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/plan.py)
+#   load_chunk(chunk_id, threads=N)           may use N threads on one chunk
+
+def sequence_lengths(d, chunk_id: int):
+    """The index lengths of a chunk's sequences, or None when the deserializer cannot tell them
+    without decoding."""
+    get = getattr(d, "sequence_lengths", None)
+    return None if get is None else get(chunk_id)
+
+
+def has_keys(d) -> bool:
+    return getattr(d, "sequence_keys", None) is not None
+
+
+def keys_are_ids(d) -> bool:
+    """Whether the keys are ids from the file (a CTF file in id mode, records with a key), not ordinals."""
+    said = getattr(d, "keys_are_ids", None)
+    if said is not None:
+        return bool(said)
+    return bool(getattr(getattr(d, "index", None), "id_mode", False))
+
+
+def chunk_sequence_keys(d, chunk_id: int):
+    """A chunk's keys: ``sequence_keys`` where the deserializer has it, else by loading the chunk."""
+    get = getattr(d, "sequence_keys", None)
+    return get(chunk_id) if get is not None else d.load_chunk(chunk_id).keys
+
+
+def takes_threads(d) -> bool:
+    """Whether ``d.load_chunk`` takes ``threads=`` (asked once per deserializer by its callers)."""
+    return accepts_keyword(d.load_chunk, "threads")
+
+
 def accepts_keyword(fn, name: str) -> bool:
     """Whether ``fn`` takes keyword ``name`` (e.g. ``load_chunk(..., threads=N)``): asked once,
     instead of retrying on a TypeError, which would also swallow a TypeError raised inside a

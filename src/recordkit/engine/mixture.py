@@ -34,6 +34,7 @@ import os
 
 import numpy as np
 
+from recordkit.engine.deserializer import sequence_lengths, takes_threads
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer, SweepOrder
 from recordkit.errors import UsageError
 
@@ -82,31 +83,29 @@ class Mixture:
             if c and not n:
                 raise UsageError(f"{_name(p)}: has no sequences to draw {c} from")
         self.sizes = sizes
+        self._takes_threads = [takes_threads(p) for p in parts]
         self.weights = given if weights is not None else None
         self.repeats = given if repeats is not None else None
         # whole repeats: every sweep is whole sweeps of the parts, so it has the same samples
         self.constant_sweeps = repeats is not None and all(float(r).is_integer() for r in given)
         if not any(self.counts):
             raise UsageError("the mixture draws no sequence per sweep")
-        if hasattr(parts[0], "sequence_lengths") and all(hasattr(p, "sequence_lengths") for p in parts):
-            self.sequence_lengths = self._sequence_lengths
 
     # -- the Deserializer protocol ------------------------------------------------------------------
     @property
     def chunks(self):
         return list(self._chunks)
 
-    def load_chunk(self, chunk_id: int, **options):
+    def load_chunk(self, chunk_id: int, threads: int | None = None):
         i, local = self._owner[chunk_id]
         part = self.parts[i]
-        from recordkit.engine.deserializer import accepts_keyword
-        data = part.load_chunk(local, **options) if options and accepts_keyword(part.load_chunk, "threads") \
+        data = part.load_chunk(local, threads=threads) if threads is not None and self._takes_threads[i] \
             else part.load_chunk(local)
         return dataclasses.replace(data, chunk_id=chunk_id)
 
-    def _sequence_lengths(self, chunk_id: int):
+    def sequence_lengths(self, chunk_id: int):
         i, local = self._owner[chunk_id]
-        return self.parts[i].sequence_lengths(local)
+        return sequence_lengths(self.parts[i], local)
 
     def close(self) -> None:
         for p in self.parts:

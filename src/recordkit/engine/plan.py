@@ -424,11 +424,12 @@ def _bound(spec) -> tuple[int | None, str]:
 
 def _estimated_lengths(deserializer) -> np.ndarray:
     """Index lengths of every described sequence, flattened in chunk order (as the engine counts)."""
-    get = getattr(deserializer, "sequence_lengths", None)
+    from recordkit.engine.deserializer import sequence_lengths
     parts = []
     for c in deserializer.chunks:
-        if get is not None:
-            parts.append(np.asarray(get(c.id), dtype=np.int64))
+        known = sequence_lengths(deserializer, c.id)
+        if known is not None:
+            parts.append(np.asarray(known, dtype=np.int64))
         else:
             base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
             est = np.full(c.num_sequences, base, dtype=np.int64)

@@ -36,11 +36,12 @@ class Sweep:
 
 def estimate_lengths(deserializer, chunks) -> dict:
     """Chunk id -> the index's estimate of each sequence's samples (what positions are counted in)."""
-    get = getattr(deserializer, "sequence_lengths", None)
+    from recordkit.engine.deserializer import sequence_lengths
     out = {}
     for c in chunks:
-        if get is not None:
-            out[c.id] = np.asarray(get(c.id), dtype=np.int64)
+        known = sequence_lengths(deserializer, c.id)
+        if known is not None:
+            out[c.id] = np.asarray(known, dtype=np.int64)
         else:  # spread the chunk's samples evenly over its sequences
             base, extra = divmod(c.num_samples, max(c.num_sequences, 1))
             est = np.full(c.num_sequences, base, dtype=np.int64)

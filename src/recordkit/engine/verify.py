@@ -27,6 +27,7 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import StreamSpec, streams_from_json
+from recordkit.engine.deserializer import chunk_sequence_keys
 from recordkit.errors import FormatError
 
 MANIFEST_MAGIC = "recordkit-manifest"
@@ -351,7 +352,7 @@ class _KeyIndex:
     def __init__(self, d):
         keys, chunk_of, index_in = [], [], []
         for info in d.chunks:
-            k = d.sequence_keys(info.id) if hasattr(d, "sequence_keys") else d.load_chunk(info.id).keys
+            k = chunk_sequence_keys(d, info.id)
             k = np.asarray(k).astype(np.uint64)
             keys.append(k)
             chunk_of.append(np.full(len(k), info.id, np.int64))
