@@ -20,7 +20,7 @@ from recordkit.formats.validate import Problem, checksum_problems
 
 def validate(path, *, checked: Counter, store: str | None = None, records: str = "auto", csv_dim: int | None = None,
              csv_separator: str = ",", csv_has_label: bool = True, storage_options=None, **_) -> Iterator[Problem]:
-    from recordkit.formats.singa.store import open as open_store, sniff
+    from recordkit.formats.singa.store import open as open_store, sniff_store as sniff
     path = str(path)
     checked["files"] += 1
     if store == "csv":
