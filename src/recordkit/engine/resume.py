@@ -247,13 +247,7 @@ class Checkpointing:
                 raise ValueError(f"state {k} of {n_old}: {exc}") from None
             checked.append((st, run_position))
             plans.append(plan)
-        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
-                p is not None and not p.same_job(plans[0]) for p in plans):
-            raise ValueError("the states are of different jobs (their elastic plans differ): give the states all "
-                             "partitions of one job saved at one checkpoint")
-        old_plan = plans[0] if plans else None
-        if old_plan is not None and old_plan.partitions != n_old:
-            raise ValueError(f"the states' job had {old_plan.partitions} partitions, the list has {n_old} states")
+        old_plan = _one_job(plans, n_old, "partitions")
         if n_old == part[0] and checked[part[1]] is not None:  # same partitioning: this partition's exact resume
             self._restore(states[part[1]])
             return
@@ -343,13 +337,7 @@ class Checkpointing:
                 raise ValueError(f"state {k} of {n_old}: {exc}") from None
             checked.append((st, run_position))
             plans.append(plan)
-        if any(p is None for p in plans) and any(p is not None for p in plans) or any(
-                p is not None and not p.same_job(plans[0]) for p in plans):
-            raise ValueError("the states are of different jobs (their elastic plans differ): give the states of "
-                             "all the readers of one job saved at one checkpoint")
-        old_plan = plans[0] if plans else None
-        if old_plan is not None and old_plan.partitions != n_old:
-            raise ValueError(f"the states' job had {old_plan.partitions} readers, the list has {n_old} states")
+        old_plan = _one_job(plans, n_old, "readers")
         if n_old == m_new and checked[j] is not None:
             self._restore(states[j])
             return
@@ -407,3 +395,16 @@ class Checkpointing:
         fp = [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
               len(self._chunks), int(sum(self._described.values())), self.sweep_samples]
         return fp + [r["mixture"]] if "mixture" in r else fp  # another mixture is other data
+
+
+def _one_job(plans: list, n_old: int, what: str):
+    """The elastic plan the states' job ran on (None: it was never resized), after checking that they
+    are the states of one job: all with the same plan or all without, cut for as many as there are."""
+    if any(p is None for p in plans) and any(p is not None for p in plans) or any(
+            p is not None and not p.same_job(plans[0]) for p in plans):
+        raise ValueError(f"the states are of different jobs (their elastic plans differ): give the states of all "
+                         f"the {what} of one job saved at one checkpoint")
+    old_plan = plans[0] if plans else None
+    if old_plan is not None and old_plan.partitions != n_old:
+        raise ValueError(f"the states' job had {old_plan.partitions} {what}, the list has {n_old} states")
+    return old_plan
