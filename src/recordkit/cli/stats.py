@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import orjson
 
 from recordkit.cli import sources
@@ -23,42 +22,6 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-class StreamTotals:
-    """Running totals of one stream, updated a chunk column at a time (vectorized)."""
-
-    def __init__(self):
-        self.samples = 0
-        self.nnz = 0
-        self.sum = 0.0
-        self.min = None
-        self.max = None
-
-    def add(self, column) -> None:
-        self.samples += column.num_samples
-        vals = column.values
-        self.nnz += len(vals) if column.is_sparse else int(np.count_nonzero(vals))
-        if vals.size:
-            self.sum += float(vals.sum(dtype=np.float64))
-            lo, hi = float(vals.min()), float(vals.max())
-            self.min = lo if self.min is None else min(self.min, lo)
-            self.max = hi if self.max is None else max(self.max, hi)
-
-    def as_dict(self) -> dict:
-        return {"samples": self.samples, "nnz": self.nnz, "sum": self.sum, "min": self.min, "max": self.max}
-
-
-def compute(reader, progress=None) -> dict:
-    totals = {s.name: StreamTotals() for s in reader.streams}
-    sequences = 0
-    for chunk, info in zip(reader.iter_chunks(threads=2), reader.chunks):
-        sequences += len(chunk)
-        for name, col in chunk.columns.items():
-            totals[name].add(col)
-        if progress is not None:
-            progress.update(info.size)
-    return {"sequences": sequences, "streams": {k: v.as_dict() for k, v in totals.items()}}
-
-
 def _num(v) -> str:
     return "-" if v is None else f"{v:.6g}"
 
@@ -73,6 +36,7 @@ def table(header: list[str], rows: list[list], *, left: int = 1) -> str:
 
 
 def run(args) -> int:
+    from recordkit.report.totals import stream_totals
     from recordkit.formats.detect import sniff
     kind = sniff(args.path, args.storage_options)
     if kind == "singa":
@@ -92,7 +56,7 @@ def run(args) -> int:
         return 0
     reader = sources.open_reader(args)
     with reader, byte_progress(sum(c.size for c in reader.chunks), "stats") as bar:
-        result = compute(reader, bar)
+        result = stream_totals(reader, bar)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     else:
