@@ -173,6 +173,18 @@ class Store:
         self._need(False, "flush")
         self._out.flush()
 
+    # -- recordkit's own (random access for the engine; not SINGA's API) -----------------------------
+    @property
+    def position(self) -> tuple[int, int]:
+        """(byte offset, tuple index) of the next tuple ``read()`` returns."""
+        return self._pos, self._index
+
+    def resume_at(self, offset: int, index: int) -> None:
+        """Continue reading at a tuple whose ``position`` was taken before (read mode only)."""
+        self._need(True, "resume_at")
+        self._file.seek(offset)
+        self._pos, self._index = int(offset), int(index)
+
     def seek_to_first(self) -> None:
         """Restart reading at the first tuple (read mode only, as in SINGA)."""
         self._need(True, "seek_to_first")

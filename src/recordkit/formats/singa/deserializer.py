@@ -44,24 +44,24 @@ class SingaRecordDeserializer(ClosingReader):
         with open_store(self.path, "read", store, storage_options=storage_options) as s:
             self.kind = s.kind
             while True:
-                if s._index % tuples_per_chunk == 0:
-                    self._starts.append((s._pos, s._index))
+                at, index = s.position
+                if index % tuples_per_chunk == 0:
+                    self._starts.append((at, index))
                     self._counts.append(0)
-                at = s._pos
                 item = s.read()
                 if item is None:
                     if self._counts and self._counts[-1] == 0:
                         self._starts.pop()
                         self._counts.pop()
-                    end = s._pos
+                    end = s.position[0]
                     break
                 self._counts[-1] += 1
                 if dim is None:
-                    dim = self._decode(item[1], s._index - 1)[0].size
+                    dim = self._decode(item[1], index)[0].size
                     if dim == 0:
                         raise FormatError(self.path, "the first record holds no data or pixels: a store of "
                                                      "empty records has no features stream to read",
-                                          offset=at, record=f"tuple {s._index - 1}")
+                                          offset=at, record=f"tuple {index}")
         if dim is None:
             raise FormatError(self.path, "the store holds no tuples", offset=0)
         self._streams = [StreamSpec("features", "dense", dim, dtype=self.dtype), StreamSpec("label", "dense", 1,
@@ -98,8 +98,7 @@ class SingaRecordDeserializer(ClosingReader):
         labels = np.zeros((n, 1), dtype=self.dtype)
         keys = np.arange(first, first + n, dtype=np.uint64)
         with open_store(self.path, "read", self._store_kind, storage_options=self._options) as s:
-            s._file.seek(offset)
-            s._pos, s._index = offset, first
+            s.resume_at(offset, first)
             for i in range(n):
                 key, value = s.read()
                 f, label = self._decode(value, first + i)
