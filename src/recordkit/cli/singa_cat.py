@@ -81,7 +81,7 @@ def cat(args) -> int:
         if out is not None:
             out.flush()
         from recordkit.errors import RecordkitInfo, warn
-        warn(f"{store.path}: {store.kind} store read: {store._index} tuples", RecordkitInfo)  # trace level 2
+        warn(f"{store.path}: {store.kind} store read: {store.position[1]} tuples", RecordkitInfo)  # trace level 2
         if store.errors:
             print(f"recordkit: {store.path}: stopped at a broken tuple (tolerated)", file=sys.stderr)
     return 0

@@ -375,7 +375,7 @@ def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, p
             rep.details["store"] = s.kind
             rep.bytes = _size(path, storage_options)
             while True:
-                at = s._pos
+                at = s.position[0]
                 item = s.read()
                 if item is None:
                     break

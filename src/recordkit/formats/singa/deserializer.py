@@ -198,7 +198,7 @@ class SingaCSVDeserializer(ClosingReader):
         with open_store(self.path, "read", "textfile", storage_options=storage_options) as s:
             start = 0
             for i, (_, line) in enumerate(s):
-                line_start, start = start, s._pos  # the line's byte range [line_start, s._pos)
+                line_start, start = start, s.position[0]  # the line's byte range [line_start, start)
                 if not line.strip():
                     continue  # blank lines carry no record
                 label, values = parse_csv_record(line, int(count), separator=separator, has_label=has_label,

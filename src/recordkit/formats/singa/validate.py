@@ -41,7 +41,7 @@ def validate(path, *, checked: Counter, store: str | None = None, records: str =
     first_dim, seen = None, set()
     with open_store(path, "read", kind, storage_options=storage_options) as s:
         while True:
-            at, index = s._pos, s._index
+            at, index = s.position
             try:
                 item = s.read()
             except FormatError as e:
@@ -78,7 +78,7 @@ def validate(path, *, checked: Counter, store: str | None = None, records: str =
             elif n != first_dim:
                 yield Problem(path, "record-size", f"record has {n} features, the first had {first_dim}", offset=at,
                               record=f"tuple {index}")
-        checked["bytes"] += s._pos
+        checked["bytes"] += s.position[0]
 
 
 def _record_decoder(kind: str):
