@@ -148,3 +148,43 @@ def test_the_column_wise_path_and_the_sample_path_give_the_same_chunks(tmp_path,
             if name == "lab":
                 np.testing.assert_array_equal(ca.indices, cb.indices)
                 np.testing.assert_array_equal(ca.indptr, cb.indptr)
+
+
+def _reference_samples(n, columns, keys, key_pos):
+    """The per-sequence encoder the vectorized one replaced, kept as the reference."""
+    import struct
+    from recordkit.formats.mds.writer import _shape_head
+    encoded = []
+    for src, bounds, lens, dim in columns:
+        raw = memoryview(np.ascontiguousarray(src).view(np.uint8))
+        b = (np.asarray(bounds) * src.dtype.itemsize).tolist()
+        shapes = np.asarray(lens).tolist()
+        encoded.append([_shape_head((k,) if dim is None else (k, dim)) + bytes(raw[b[i]:b[i + 1]])
+                        for i, k in enumerate(shapes)])
+    key_bytes = keys.tobytes()
+    head = struct.Struct(f"<{len(encoded)}I")
+    out = []
+    for i in range(n):
+        parts = [e[i] for e in encoded]
+        cols = parts[:key_pos] + [key_bytes[8 * i:8 * i + 8]] + parts[key_pos:]
+        out.append(head.pack(*map(len, parts)) + b"".join(cols))
+    return out
+
+
+@pytest.mark.parametrize("dim,first", [(3, [0, 1, 2, 0, 5]), (300, [1, 0, 2]), (70000, [1, 2]), (None, [0, 3, 255, 256, 70000])])
+def test_the_vectorized_sample_encoder_writes_the_bytes_the_per_sequence_one_did(dim, first):
+    from recordkit.formats.mds.writer import _encode_samples
+    rng = np.random.default_rng(len(first))
+    n = len(first)
+    per = np.array(first, dtype=np.int64) * (1 if dim is None else dim)
+    bounds = np.concatenate([[0], np.cumsum(per)])
+    a = rng.random(int(bounds[-1]), dtype=np.float32)
+    b = rng.integers(0, 1 << 30, int(bounds[-1])).astype("<i4")
+    c = rng.random(int(bounds[-1])).astype("<f8")  # float64 values
+    columns = [(a, bounds, np.array(first), dim), (b, bounds, np.array(first), dim), (c, bounds, np.array(first), dim)]
+    keys = rng.integers(0, 1 << 62, n).astype("<u8")
+    for key_pos in range(4):
+        block, sizes = _encode_samples(n, columns, keys, key_pos)
+        ref = _reference_samples(n, columns, keys, key_pos)
+        assert sizes.tolist() == [len(r) for r in ref]
+        assert block == b"".join(ref)

@@ -512,3 +512,24 @@ def bptt_scatter_sparse(list values, list indices, list indptrs, list offsets, c
                 for c in range(e_n[i]):
                     for z in range(pb[k][lo + c], pb[k][lo + c + 1]):
                         out[row + c, ib[k][z]] += vb[k][z]
+
+
+def copy_segments(const uint8_t[::1] src, const int64_t[::1] src_starts, const int64_t[::1] lengths,
+                  uint8_t[::1] dst, const int64_t[::1] dst_starts):
+    """``dst[dst_starts[i] : + lengths[i]] = src[src_starts[i] : + lengths[i]]`` for every i: the
+    scatter an encoder needs to interleave per-record pieces (headers, keys, column bytes) into one
+    buffer without a Python operation per record. Every span is checked against both buffers first."""
+    cdef Py_ssize_t n = lengths.shape[0], i
+    if src_starts.shape[0] != n or dst_starts.shape[0] != n:
+        raise ValueError(f"{src_starts.shape[0]} source starts, {dst_starts.shape[0]} destination starts, "
+                         f"{n} lengths")
+    cdef int64_t ns = src.shape[0], nd = dst.shape[0]
+    for i in range(n):
+        if lengths[i] < 0 or src_starts[i] < 0 or dst_starts[i] < 0 \
+                or src_starts[i] > ns - lengths[i] or dst_starts[i] > nd - lengths[i]:
+            raise IndexError(f"segment {i}: {lengths[i]} bytes from {src_starts[i]} to {dst_starts[i]} is outside "
+                             f"the source ({ns} bytes) or the destination ({nd} bytes)")
+    with nogil:
+        for i in range(n):
+            if lengths[i]:
+                memcpy(&dst[dst_starts[i]], &src[src_starts[i]], lengths[i])

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from functools import lru_cache
 
 import numpy as np
@@ -64,6 +63,71 @@ def columns_of(streams, dtype) -> dict:
     return cols
 
 
+def _encode_samples(n: int, columns: list, keys: np.ndarray, key_pos: int) -> tuple[bytes, np.ndarray]:
+    """Every sample of a chunk encoded into one buffer (MDS's sample layout, see the module docstring):
+    per sample the uint32 sizes of its ``columns``, then the columns in name order with the 8-byte
+    key at ``key_pos``. ``columns``: per variable-size column (source array, per-sample element bounds,
+    per-sample first dimension, second dimension or None). The pieces are interleaved by one compiled
+    scatter (``_gather.copy_segments``), not a Python operation per sample."""
+    from recordkit.engine._gather import copy_segments
+    nvar = len(columns)
+    heads, datas, part_len = [], [], []
+    for src, bounds, lens, dim in columns:
+        head, head_starts, head_len = _shape_heads(np.asarray(lens, dtype=np.int64), dim)
+        isz = src.dtype.itemsize
+        b = np.asarray(bounds, dtype=np.int64) * isz
+        data_len = b[1:] - b[:-1]
+        heads.append((head, head_starts, head_len))
+        datas.append((src.reshape(-1).view(np.uint8), b[:-1], data_len))
+        part_len.append(head_len + data_len)
+    part_len = np.stack(part_len, axis=1) if nvar else np.zeros((n, 0), np.int64)
+    sizes = 4 * nvar + 8 + part_len.sum(axis=1)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    # the size table of each sample
+    table = np.ascontiguousarray(part_len.astype("<u4")).view(np.uint8).reshape(-1)
+    copy_segments(table, np.arange(n, dtype=np.int64) * 4 * nvar, np.full(n, 4 * nvar, np.int64), out, starts[:-1])
+    at = starts[:-1] + 4 * nvar
+    key_bytes = keys.view(np.uint8)
+    for c in range(nvar + 1):
+        if c == key_pos:
+            copy_segments(key_bytes, np.arange(n, dtype=np.int64) * 8, np.full(n, 8, np.int64), out, at)
+            at = at + 8
+        if c == nvar:
+            break
+        head, head_starts, head_len = heads[c]
+        copy_segments(head, head_starts, head_len, out, at)
+        at = at + head_len
+        raw, from_, length = datas[c]
+        copy_segments(raw, from_, length, out, at)
+        at = at + length
+    return out.tobytes(), sizes
+
+
+def _shape_heads(first: np.ndarray, dim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_shape_head`` of every sample's shape, (first,) or (first, dim), in one buffer: (bytes,
+    each head's start, each head's length)."""
+    n = len(first)
+    ndim = 1 if dim is None else 2
+    top = first if dim is None else np.maximum(first, dim)
+    code = np.where(top < 256, 0, np.where(top < 65536, 1, np.where(top < 1 << 32, 2, 3))).astype(np.int64)
+    width = np.left_shift(1, code)  # bytes per shape value
+    length = 1 + ndim * width
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(length, out=starts[1:])
+    out = np.zeros(int(starts[-1]), dtype=np.uint8)
+    out[starts[:-1]] = ((ndim << 2) | code).astype(np.uint8)
+    for k, dt in enumerate(("<u1", "<u2", "<u4", "<u8")):
+        rows = np.flatnonzero(code == k)
+        if not len(rows):
+            continue
+        shape = first[rows][:, None] if dim is None else np.stack([first[rows], np.full(len(rows), dim)], axis=1)
+        raw = np.ascontiguousarray(shape.astype(dt)).view(np.uint8).reshape(len(rows), -1)
+        out[starts[rows][:, None] + 1 + np.arange(raw.shape[1])] = raw
+    return out, starts[:-1], length
+
+
 @lru_cache(maxsize=1 << 14)
 def _shape_head(shape: tuple) -> bytes:
     """MosaicML's dynamic-shape prefix: one byte ``ndim << 2 | shape dtype``, then the shape."""
@@ -99,7 +163,7 @@ class MDSWriter(AtomicWriter):
         self._config_bytes = json.dumps(self._config, sort_keys=True).encode()
         self._shards: list[dict] = []
         self._counts: list[dict] = []
-        self._samples: list[bytes] = []
+        self._samples: list = []  # (encoded samples as one block, their sizes) per run of a chunk
         self._shard = -1
         self.sequences_written = 0
 
@@ -116,15 +180,16 @@ class MDSWriter(AtomicWriter):
     def _flush(self) -> None:
         if self._shard < 0:
             return
-        samples = self._samples
-        n = len(samples)
+        blocks = [blk for blk, _ in self._samples]
+        lengths = np.concatenate([ln for _, ln in self._samples]) if self._samples else np.zeros(0, np.int64)
+        n = len(lengths)
         head = 4 + 4 * (n + 1) + len(self._config_bytes)
         offs = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in samples], out=offs[1:])
+        np.cumsum(lengths, out=offs[1:])
         offs += head
         if offs[-1] >= 1 << 32:
             raise ValueError(f"MDS shard {self._shard} would exceed 4 GiB: use a smaller shard_size")
-        data = b"".join([np.uint32(n).tobytes(), offs.astype("<u4").tobytes(), self._config_bytes] + samples)
+        data = b"".join([np.uint32(n).tobytes(), offs.astype("<u4").tobytes(), self._config_bytes] + blocks)
         name = shard_name(self._shard)
         self._dir.write_file(name, data)
         hashes = {algo: hashlib.new(algo, data).hexdigest() for algo in self.hashes}
@@ -160,33 +225,16 @@ class MDSWriter(AtomicWriter):
             else:
                 vals = np.ascontiguousarray(col.values, dtype=self.dtype).reshape(-1)
                 per_col[spec.name] = (vals, so * spec.dim, counts, spec.dim)
-        keys = chunk.keys.astype("<u8")
+        keys = np.ascontiguousarray(chunk.keys.astype("<u8"))
         order = [c for c in self.column_names if c != KEY_COLUMN]
-        # per column, per sequence: the encoded bytes (shape prefix + values)
-        encoded = []
-        for c in order:
-            src, bounds, lens, dim = per_col[c]
-            raw = memoryview(src.view(np.uint8))
-            isz = src.dtype.itemsize
-            b = (bounds * isz).tolist()
-            shapes = lens.tolist()
-            if dim is None:
-                encoded.append([_shape_head((k,)) + raw[b[i]:b[i + 1]] for i, k in enumerate(shapes)])
-            else:
-                encoded.append([_shape_head((k, dim)) + raw[b[i]:b[i + 1]] for i, k in enumerate(shapes)])
-        key_pos = self.column_names.index(KEY_COLUMN)
-        key_bytes = keys.tobytes()
-        samples = []
-        head = struct.Struct(f"<{len(encoded)}I")
-        for i in range(n):
-            parts = [e[i] for e in encoded]
-            cols = parts[:key_pos] + [key_bytes[8 * i:8 * i + 8]] + parts[key_pos:]
-            samples.append(head.pack(*map(len, parts)) + b"".join(cols))
-        sizes = np.array([len(s) + 4 for s in samples], dtype=np.int64)
+        block, sizes = _encode_samples(n, [per_col[c] for c in order], keys, self.column_names.index(KEY_COLUMN))
+        sizes = sizes + 4  # each sample's entry in the shard's offset table
         lengths = chunk.lengths
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes - 4, out=starts[1:])
         for shard, a, b in self._cutter.assign(sizes):
             self._switch(shard)
-            self._samples.extend(samples[a:b])
+            self._samples.append((block[starts[a]:starts[b]], sizes[a:b] - 4))
             self._counts[-1]["sequences"] += b - a
             self._counts[-1]["samples"] += int(lengths[a:b].sum())
         self.sequences_written += n
