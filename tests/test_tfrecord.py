@@ -241,3 +241,26 @@ def test_the_column_wise_decoder_and_protobuf_give_the_same_chunks(converted, mo
             if name == "lab":
                 np.testing.assert_array_equal(ca.indices, cb.indices)
                 np.testing.assert_array_equal(ca.indptr, cb.indptr)
+
+
+@pytest.mark.parametrize("lens", [[0, 0, 0], [1, 127, 128, 0, 300], [16384, 0, 2 ** 21 + 5], []])
+def test_the_compiled_feature_encoder_writes_the_bytes_of_the_column_wise_one(lens):
+    from recordkit.formats.tfrecord import wire
+    rng = np.random.default_rng(len(lens))
+    lens = np.array(lens, dtype=np.int64)
+    payload = rng.integers(0, 256, int(lens.sum()), dtype=np.uint8)
+    seq = np.array([0, len(lens) // 2, len(lens)], dtype=np.int64)
+    for tag in (0x12, 0x1A):
+        got = wire._per_sample(payload, lens, tag, seq)
+        want = wire._per_sample_numpy(payload, lens, tag, seq)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tolist() == want[1].tolist()
+
+
+def test_the_compiled_varints_equal_numpys_and_refuse_negative_indices():
+    from recordkit.formats.tfrecord import _kernel, wire
+    v = np.array([0, 1, 127, 128, 16383, 16384, 2 ** 31 - 1, 2 ** 40, 2 ** 63 - 1], dtype=np.int64)
+    flat, lens = _kernel.varints(v)
+    mat, mlen = wire.varint_matrix(v)
+    assert lens.tolist() == mlen.tolist() and flat.tobytes() == wire.compact(mat, mlen).tobytes()
+    with pytest.raises(ValueError, match="negative"):
+        _kernel.varints(np.array([3, -1], dtype=np.int64))

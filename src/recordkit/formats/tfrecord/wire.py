@@ -2,9 +2,9 @@
 
 Building one ``Feature`` message per sample through the protobuf package costs microseconds
 per sample; a corpus of short one-hot sequences has millions of samples. Here the feature
-lists of a whole chunk are encoded at once with NumPy: the per-sample headers (tags and
-varint lengths) are computed as columns, the payloads (packed floats, varint indices) as one
-flat array, and the two are interleaved by a boolean mask. Per record only a handful of
+lists of a whole chunk are encoded at once: dense samples (all the same size) with NumPy, the
+ragged per-sample messages of sparse streams and the varints of their indices by a compiled
+kernel (``_kernel.pyx``) into one flat array. Per record only a handful of
 byte strings are joined. The bytes parse with the protobuf package (and TensorFlow) to the
 same messages a ``SerializeToString`` of them gives (tests compare the parsed messages).
 
@@ -93,13 +93,16 @@ def interleave(hdr_flat: np.ndarray, hdr_lens: np.ndarray, pay_flat: np.ndarray,
     off = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=off[1:])
     out = np.empty(int(off[-1]), dtype=np.uint8)
-    hoff = np.zeros(len(hdr_lens) + 1, dtype=np.int64)
-    np.cumsum(hdr_lens, out=hoff[1:])
-    is_hdr = np.zeros(len(out), dtype=bool)
-    pos = np.repeat(off[:-1] - hoff[:-1], hdr_lens) + np.arange(int(hoff[-1]), dtype=np.int64)
-    is_hdr[pos] = True
-    out[is_hdr] = hdr_flat
-    out[~is_hdr] = pay_flat
+    from recordkit.engine._gather import copy_segments  # the compiled scatter (one memcpy per piece)
+    hdr_lens = np.ascontiguousarray(hdr_lens, dtype=np.int64)
+    pay_lens = np.ascontiguousarray(pay_lens, dtype=np.int64)
+    hoff = np.zeros(len(hdr_lens), dtype=np.int64)
+    np.cumsum(hdr_lens[:-1], out=hoff[1:])
+    poff = np.zeros(len(pay_lens), dtype=np.int64)
+    np.cumsum(pay_lens[:-1], out=poff[1:])
+    copy_segments(np.ascontiguousarray(hdr_flat, dtype=np.uint8), hoff, hdr_lens, out, off[:-1])
+    copy_segments(np.ascontiguousarray(pay_flat, dtype=np.uint8).reshape(-1), poff, pay_lens, out,
+                  off[:-1] + hdr_lens)
     return out, off
 
 
@@ -120,7 +123,16 @@ def dense_feature_list(values: np.ndarray, seq_offsets: np.ndarray) -> tuple[np.
 
 def _per_sample(pay_flat: np.ndarray, pay_lens: np.ndarray, list_tag: int, seq_offsets) -> tuple[np.ndarray, np.ndarray]:
     """FeatureList bodies whose samples carry ragged packed payloads: ``Feature{<list>{value: packed}}``;
-    an empty list is ``Feature{<list>{}}`` (the packed field omitted, as protobuf writes it)."""
+    an empty list is ``Feature{<list>{}}`` (the packed field omitted, as protobuf writes it). The
+    compiled kernel writes them (``_kernel.features``); ``_per_sample_numpy`` is the column-wise
+    reference it replaced (tests compare the two)."""
+    from recordkit.formats.tfrecord import _kernel
+    body, item_off = _kernel.features(np.ascontiguousarray(pay_flat, dtype=np.uint8).reshape(-1),
+                                      np.ascontiguousarray(pay_lens, dtype=np.int64), list_tag)
+    return body, item_off[np.asarray(seq_offsets, dtype=np.int64)]
+
+
+def _per_sample_numpy(pay_flat: np.ndarray, pay_lens: np.ndarray, list_tag: int, seq_offsets):
     n = len(pay_lens)
     present = pay_lens > 0
     q_mat, q_len = varint_matrix(pay_lens)
@@ -142,8 +154,8 @@ def sparse_feature_lists(indices: np.ndarray, values: np.ndarray, indptr: np.nda
     idx = np.asarray(indices).astype(np.int64)
     if len(idx) and idx.min() < 0:
         raise ValueError("negative sparse index")
-    v_mat, v_len = varint_matrix(idx)
-    flat_idx = compact(v_mat, v_len)
+    from recordkit.formats.tfrecord import _kernel
+    flat_idx, v_len = _kernel.varints(np.ascontiguousarray(idx))
     cum = np.zeros(len(v_len) + 1, dtype=np.int64)
     np.cumsum(v_len, out=cum[1:])
     idx_bytes = cum[indptr[1:]] - cum[indptr[:-1]]

@@ -25,6 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from recordkit.engine._gather import copy_segments
+
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.errors import RecordkitWarning
@@ -222,13 +224,17 @@ class TFRecordWriter(AtomicWriter):
         sources.append(groups[k][0])
         total = int(sizes.sum())
         out = np.empty(total, dtype=np.uint8)
-        labels = np.repeat(np.tile(np.arange(2 * k + 1, dtype=np.uint8), m), sizes.ravel())
-        for j, src in enumerate(sources):
-            if len(src):
-                out[labels == j] = src
-        del labels
         starts = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(sizes.sum(axis=1), out=starts[1:])
+        # piece j of record i goes to the record's start plus the pieces before it: one compiled
+        # scatter per piece kind (engine/_gather.copy_segments), no per-byte label arrays
+        before = np.cumsum(sizes, axis=1) - sizes
+        for j, src in enumerate(sources):
+            lens = np.ascontiguousarray(sizes[:, j])
+            src_starts = np.zeros(m, dtype=np.int64)
+            np.cumsum(lens[:-1], out=src_starts[1:])
+            copy_segments(np.ascontiguousarray(src, dtype=np.uint8), src_starts, lens, out,
+                          np.ascontiguousarray(starts[:-1] + before[:, j]))
         crc = self._frames.crc
         view = memoryview(out)
         st = starts.tolist()
