@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 
+from recordkit.formats.closing import AtomicWriter
 from recordkit.errors import FormatError, UsageError, warn
 from recordkit.formats.singa.location import StoreLocation
 from recordkit.storage.location import file_size
@@ -62,7 +63,7 @@ def report(message: str, stacklevel: int = 3) -> None:
     warn(message)
 
 
-class Store:
+class Store(AtomicWriter):
     """Base class; subclasses define the tuple codec (``_next``, ``_encode``, ...)."""
 
     kind = "?"
@@ -232,15 +233,6 @@ class Store:
             if item is None:
                 return
             yield item
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def __del__(self):
         # An unclosed writer is treated like a crash: its temporary is dropped, the
