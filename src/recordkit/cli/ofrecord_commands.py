@@ -1,4 +1,5 @@
-"""OFRecord sides of ``cat``, ``stats``, ``inspect``, plus ``reshard`` (``validate``: formats/ofrecord/validate.py)."""
+"""OFRecord sides of ``cat``, ``stats``, ``inspect``, plus ``reshard``: the parts chosen from the command
+line, the work done by ``formats/ofrecord/summary.py`` (``validate``: formats/ofrecord/validate.py)."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +11,7 @@ import sys
 import numpy as np
 import orjson
 
-from recordkit.formats.ofrecord import codec
+from recordkit.formats.ofrecord import codec, summary
 from recordkit.formats.ofrecord.dataset import part_paths
 
 
@@ -20,25 +21,8 @@ def _parts(args) -> list[str]:
                       storage_options=getattr(args, "storage_options", None))
 
 
-def _part(path, storage_options=None):
-    from recordkit.formats.ofrecord.dataset import read_part
-    return read_part(path, storage_options)
-
-
 def _records(path, storage_options=None):
-    index, data = _part(path, storage_options)
-    err = index.error()
-    for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
-        yield i, off - 8, codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
-    if err is not None:
-        raise err
-    _trace_part(path, len(index), index.size)
-
-
-def _trace_part(path, records: int, size: int) -> None:
-    """Trace level 2 (``--trace-level 2``): one line per part file read."""
-    from recordkit.errors import RecordkitInfo, warn
-    warn(f"{path}: part loaded: {records} records, {size} bytes", RecordkitInfo)
+    return summary.records(path, storage_options)
 
 
 def _json_value(f: codec.Feature):
@@ -65,25 +49,7 @@ def cat(args) -> int:
 
 
 def describe(args) -> dict:
-    parts = []
-    features: dict = {}
-    for path in _parts(args):
-        index, data = _part(path, getattr(args, "storage_options", None))
-        parts.append({"path": path, "bytes": index.size, "records": len(index),
-                      "problem": None if index.error() is None else str(index.error())})
-        for i, (off, n) in enumerate(zip(index.offsets.tolist(), index.lengths.tolist())):
-            try:
-                rec = codec.decode(data[off:off + n], path=path, offset=off - 8, index=i)
-            except Exception:
-                continue
-            for name, f in rec.items():
-                d = features.setdefault(name, {"kinds": {}, "min_length": None, "max_length": 0, "records": 0})
-                d["kinds"][f.kind] = d["kinds"].get(f.kind, 0) + 1
-                d["records"] += 1
-                d["max_length"] = max(d["max_length"], len(f))
-                d["min_length"] = len(f) if d["min_length"] is None else min(d["min_length"], len(f))
-    return {"format": "ofrecord", "path": str(args.path), "parts": parts,
-            "records": sum(p["records"] for p in parts), "features": features}
+    return summary.describe(_parts(args), args.path, getattr(args, "storage_options", None))
 
 
 def inspect(args) -> int:
@@ -103,34 +69,7 @@ def inspect(args) -> int:
 
 
 def stats(args) -> dict:
-    """Per-feature totals of every record, walked on the wire by the compiled ``FeatureStats``
-    (no record objects); a record it cannot take is decoded by protobuf, which raises its located
-    error or gives the values. Same numbers as decoding each record (same arithmetic)."""
-    from recordkit.formats.ofrecord._kernel import FeatureStats
-    acc = FeatureStats()
-    records = 0
-    for path in _parts(args):
-        index, data = _part(path, getattr(args, "storage_options", None))
-        buf = np.frombuffer(data, dtype=np.uint8)
-        offsets = np.ascontiguousarray(index.offsets, dtype=np.int64)
-        lengths = np.ascontiguousarray(index.lengths, dtype=np.int64)
-        start = 0
-        while (r := acc.add(buf, offsets, lengths, start)) >= 0:
-            off, n = int(offsets[r]), int(lengths[r])
-            for name, f in codec.decode(data[off:off + n], path=path, offset=off - 8, index=r).items():
-                if f.kind != "bytes_list" and len(f):
-                    v = f.value
-                    acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f), float(v.sum(dtype=np.float64)),
-                                   float(v.min()), float(v.max()))
-                else:
-                    acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f))
-            start = r + 1
-        records += len(index)
-        err = index.error()
-        if err is not None:
-            raise err
-    totals = {name: {**t, "kind": codec.KINDS[t["kind"] - 1]} for name, t in acc.result().items()}
-    return {"records": records, "features": totals}
+    return summary.feature_totals(_parts(args), getattr(args, "storage_options", None))
 
 
 def reshard(args) -> int:
@@ -138,14 +77,17 @@ def reshard(args) -> int:
     from recordkit.formats.ofrecord.writer import OFRecordWriter
     paths = _parts(args)
     opts = getattr(args, "storage_options", None)
-    total = sum(len(_part(p, opts)[0]) for p in paths)
+    # counted from the parts' indexes (sidecars, or a scan of the length prefixes): the records are
+    # read once, below
+    from recordkit.formats.ofrecord.dataset import load_index, read_part
+    total = sum(len(load_index(p, storage_options=opts)) for p in paths)
     # the records are copied as they are: the stream declarations the data set records still hold
     streams = read_streams(args.path, storage_options=opts)
     with OFRecordWriter(args.output, args.parts, sharding="contiguous" if not args.round_robin else "round_robin",
                         total=total if not args.round_robin else None, streams=streams,
                         part_name_suffix_length=args.part_name_suffix_length_out, storage_options=opts) as w:
         for path in paths:
-            index, data = _part(path, opts)
+            index, data = read_part(path, opts)
             err = index.error()
             if err is not None:
                 raise err
