@@ -12,6 +12,7 @@ from recordkit import StreamSpec
 from recordkit.cli.main import main
 from recordkit.errors import FormatError
 from recordkit.formats.cbf import CBFReader, CBFWriter, from_ctf
+from recordkit.formats.cbf import output as cbf_output
 from recordkit.formats.ctf import CTFReader
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,7 +133,7 @@ def test_last_chunk_guess_both_ways_gives_the_same_bytes(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("step", [1, 7, 4096])
 def test_writes_in_small_steps_give_the_same_bytes(step, tmp_path, monkeypatch):
-    monkeypatch.setattr(from_ctf, "WRITE_STEP", step)
+    monkeypatch.setattr(cbf_output, "WRITE_STEP", step)
     src = REPO / "tests/data/cbf_oracle/inputs/mixed_jagged.ctf"
     streams, kw = _case(src)
     a, b = tmp_path / "w.cbf", tmp_path / "f.cbf"

@@ -21,121 +21,21 @@ warnings are charged to the reader's budget chunk by chunk, as ``iter_chunks`` d
 """
 from __future__ import annotations
 
-import os
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 import numpy as np
 
-from recordkit.storage.atomic import AtomicFile
-from recordkit.engine.streams import StreamSpec, check_streams
-from recordkit.formats.cbf import _kernel, layout
+from recordkit.engine.streams import check_streams
+from recordkit.formats.cbf.output import CBFOutput
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 PIECE_SIZE = 4 << 20  # input bytes parsed per task
-MAX_IN_FLIGHT = 2
-_IOV_MAX = 512  # buffers per writev call (Linux allows 1024)
-WRITE_STEP = 2 << 20  # bytes per write call, each followed by a writeback request
 
 
 def supports(reader, dtype) -> bool:
     """Whether ``convert`` can take this reader: a CTFReader parsing in the output's element type."""
     from recordkit.formats.ctf.reader import CTFReader
     return isinstance(reader, CTFReader) and np.dtype(reader.dtype) == np.dtype(dtype) and reader.parses_into_cbf
-
-
-class _Output:
-    """The CBF file being written: positioned writes on one writer thread, then header, fsync, rename."""
-
-    def __init__(self, path, streams, dtype, *, storage_options=None, checksums: bool = False):
-        self._out = AtomicFile(path, storage_options=storage_options, checksums=checksums)
-        self._out.write(layout.PREFIX.pack(layout.MAGIC, layout.VERSION))
-        self._out.file.flush()
-        self._fd = self._out.file.fileno()
-        self.pos = layout.PREFIX.size  # where the next chunk starts
-        self._table = []
-        self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=dtype) for s in streams]
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
-        self._in_flight: deque = deque()
-        self.sequences_written = 0
-        self._allocated = self.pos  # the file's blocks are allocated up to here (or allocation failed: -1)
-
-    def add_chunk(self, meta_parts, nbytes: int) -> int:
-        """Record the next chunk (its sequences' meta parts, its size); return where it starts."""
-        start = self.pos
-        nseq = sum(len(m) for m in meta_parts)
-        samples = sum(int(m.sum(dtype=np.int64)) for m in meta_parts)
-        self._table.append((start, nseq, samples))
-        self.pos += nbytes
-        self.sequences_written += nseq
-        return start
-
-    def write_at(self, buffers, pos: int) -> None:
-        """Queue writing the buffers one after another from file offset pos (in submission order)."""
-        iov = [b for b in buffers if len(b)]
-        if not iov:
-            return
-        while len(self._in_flight) >= MAX_IN_FLIGHT:
-            self._in_flight.popleft().result()
-        self._in_flight.append(self._io.submit(self._write, iov, pos))
-
-    def _write(self, iov, pos: int) -> None:
-        # writer thread
-        end = pos + sum(len(b) for b in iov)
-        if 0 <= self._allocated < end:
-            # allocate before writing (cheaper buffered writes); the file is cut to size at the end
-            self._allocated = end if _kernel.preallocate(self._fd, self._allocated, end - self._allocated) else -1
-        while iov:
-            # WRITE_STEP bytes at a time, each handed to writeback at once (without waiting), so
-            # the disk works while the next part is copied and the fsync before the rename finds
-            # little left to do
-            batch, size = [], 0
-            while iov and len(batch) < _IOV_MAX and size < WRITE_STEP:
-                b = iov[0]
-                take = min(len(b), WRITE_STEP - size)
-                if take < len(b):
-                    batch.append(b[:take])
-                    iov[0] = b[take:]
-                else:
-                    batch.append(b)
-                    iov.pop(0)
-                size += take
-            done = pos
-            while batch:
-                n = os.pwritev(self._fd, batch, done)
-                if n <= 0:
-                    raise OSError(f"CBF output: pwritev wrote {n} bytes at offset {done}")
-                done += n
-                # drop what was written (a short write leaves part of a buffer)
-                while batch and n >= len(batch[0]):
-                    n -= len(batch[0])
-                    batch.pop(0)
-                if n:
-                    batch[0] = batch[0][n:]
-            _kernel.start_writeback(self._fd, pos, done - pos)
-            pos = done
-
-    def close(self) -> None:
-        try:
-            while self._in_flight:
-                self._in_flight.popleft().result()
-        finally:
-            self._io.shutdown(wait=True)
-        header = layout.encode_header(self._header_streams, self._table, self.pos)
-        n = os.pwrite(self._fd, header, self.pos)
-        if n != len(header):
-            raise OSError(f"CBF output: short write of the header ({n} of {len(header)} bytes)")
-        # a speculative write (see _Chunker) may have gone past the real end
-        os.ftruncate(self._fd, self.pos + len(header))
-        self._out.commit()
-
-    def abort(self) -> None:
-        for fut in self._in_flight:
-            fut.cancel()
-        self._io.shutdown(wait=True)
-        self._in_flight.clear()
-        self._out.discard()
 
 
 class _Chunker:
@@ -153,7 +53,7 @@ class _Chunker:
     over the speculative bytes (and the file is cut to its real length at the end).
     """
 
-    def __init__(self, out: _Output, nstreams: int, chunk_size: int, total_sequences: int, end_offset: int):
+    def __init__(self, out: CBFOutput, nstreams: int, chunk_size: int, total_sequences: int, end_offset: int):
         self.out = out
         self.ns = nstreams
         self.chunk_size = chunk_size
@@ -256,7 +156,7 @@ def convert(reader, path, *, streams=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
     if int(chunk_size) <= 0:
         raise ValueError(f"chunk_size must be positive, not {chunk_size}")
     idx = reader.index
-    out = _Output(path, streams, reader.dtype, storage_options=storage_options, checksums=checksums)
+    out = CBFOutput(path, streams, reader.dtype, storage_options=storage_options, checksums=checksums)
     chunker = _Chunker(out, len(streams), int(chunk_size), len(idx), int(idx.offsets[-1] + idx.sizes[-1]))
     try:
         with closing(reader.cbf_pieces(threads=threads, prefetch=prefetch,

@@ -7,9 +7,10 @@ header and the offset table go at the end; the file is written to a temporary na
 and renamed on ``close()``. Each sequence's meta sample count (the chunk prefix) is
 the maximum over its streams, as CNTK's converter writes it.
 
-Encoding and writing a chunk run on a background thread (the kernel and the file
-write release the GIL), so a conversion parses the next input chunk meanwhile; at
-most ``MAX_IN_FLIGHT`` chunks wait, which bounds memory.
+Encoding a chunk runs on a background thread (the kernel releases the GIL), so a
+conversion parses the next input chunk meanwhile; at most ``MAX_IN_FLIGHT`` chunks
+wait, which bounds memory. The file itself is ``output.CBFOutput``, the same output the
+CTF -> CBF fast path writes through (one writer thread, one abort path).
 """
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from recordkit.formats.closing import AtomicWriter
-from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
-from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
-from recordkit.formats.cbf import _kernel, layout
+from recordkit.engine.streams import check_streams, resolve_precision
+from recordkit.formats.cbf import _kernel
+from recordkit.formats.cbf.output import CBFOutput
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 MAX_IN_FLIGHT = 2
@@ -38,15 +39,10 @@ class CBFWriter(AtomicWriter):
         if int(chunk_size) <= 0:
             raise ValueError(f"chunk_size must be positive, not {chunk_size}")
         self.chunk_size = int(chunk_size)
-        self._out = AtomicFile(path, storage_options=storage_options, checksums=checksums)
-        self._out.write(layout.PREFIX.pack(layout.MAGIC, layout.VERSION))
-        self._pos = layout.PREFIX.size
-        self._table = []
+        self._out = CBFOutput(path, self._streams, self.dtype, storage_options=storage_options, checksums=checksums)
         self._pending: list[tuple[ChunkData, int, int]] = []  # (chunk, first seq, end seq)
         self._pending_bytes = 0
         self._esize = self.dtype.itemsize
-        self.sequences_written = 0
-        self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=self.dtype) for s in self._streams]
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
         self._in_flight: deque = deque()
 
@@ -146,17 +142,17 @@ class CBFWriter(AtomicWriter):
             self._in_flight.popleft().result()
         self._in_flight.append(self._io.submit(self._encode_and_write, meta, columns))
 
+    @property
+    def sequences_written(self) -> int:
+        return self._out.sequences_written
+
     def _encode_and_write(self, meta, columns) -> None:
-        # runs on the single writer thread: chunks are appended in submission order
+        # runs on the encoder thread: chunks are placed in submission order, written by the output's
+        # writer thread (which hands them to writeback at once, so the final fsync has little left)
         blob = _kernel.encode_chunk(meta, columns, [s.is_sparse for s in self._streams],
                                     [s.dim for s in self._streams], [self._esize] * len(self._streams))
-        self._table.append((self._pos, len(meta), int(meta.astype(np.int64).sum())))
-        self._out.write(memoryview(blob))
-        self._pos += len(blob)
-        self.sequences_written += len(meta)
-        # push this chunk to disk now, off the caller's thread, so the final fsync before
-        # the rename has little left to wait for
-        self._out.sync_data()
+        start = self._out.add_chunk([meta], len(blob))
+        self._out.write_at([memoryview(blob)], start)
 
     def _drain(self) -> None:
         try:
@@ -190,13 +186,16 @@ class CBFWriter(AtomicWriter):
         except BaseException:
             self.abort()
             raise
-        self._out.write(layout.encode_header(self._header_streams, self._table, self._pos))
-        self._out.commit()
+        try:
+            self._out.close()
+        except BaseException:
+            self._out.abort()
+            raise
 
     def abort(self) -> None:
         for fut in self._in_flight:
             fut.cancel()
         self._io.shutdown(wait=True)
         self._in_flight.clear()
-        self._out.discard()
+        self._out.abort()
 
