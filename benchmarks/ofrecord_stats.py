@@ -47,16 +47,16 @@ def main(argv=None):
                         "--skip-oracle", "--repeat", "1", "--write-records", "10", "--profile-batches", "1"],
                        check=True, stdout=subprocess.DEVNULL)
     import numpy as np
-    from recordkit.cli import ofrecord_commands
-    from recordkit.formats.ofrecord import codec
+    from recordkit.cli import sources
+    from recordkit.formats.ofrecord import summary
     from recordkit.formats.ofrecord.reader import OFRecordReader
     ns = argparse.Namespace(path=a.data_dir, storage_options=None)
     exe = [sys.executable, "-m", "recordkit.cli.main"]
 
     def per_record():
         totals = {}
-        for path in ofrecord_commands._parts(ns):
-            for _, _, rec in ofrecord_commands._records(path):
+        for path in sources.ofrecord_parts(ns):
+            for _, _, rec in summary.records(path):
                 for name, f in rec.items():
                     t = totals.setdefault(name, [0, 0.0])
                     t[0] += len(f)
@@ -75,7 +75,7 @@ def main(argv=None):
                                                               stdout=subprocess.DEVNULL), a.repeat)),
         ("start-up (recordkit --version)", best(lambda: subprocess.run(exe + ["--version"], check=True,
                                                                        stdout=subprocess.DEVNULL), a.repeat)),
-        ("stats in-process (FeatureStats)", best(lambda: ofrecord_commands.stats(ns), a.repeat)),
+        ("stats in-process (FeatureStats)", best(lambda: summary.feature_totals(sources.ofrecord_parts(ns)), a.repeat)),
         ("per-record path (before)", best(per_record, max(1, a.repeat // 2))),
         ("OFRecordReader.batches()", best(batches, a.repeat)),
     ]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from recordkit.cli import ofrecord_commands
+from recordkit.cli import sources
+from recordkit.formats.ofrecord import summary
 from recordkit.errors import FormatError
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.writer import OFRecordWriter
@@ -22,8 +23,8 @@ def per_record_stats(directory) -> dict:
     args = argparse.Namespace(path=str(directory), storage_options=None)
     totals: dict = {}
     records = 0
-    for path in ofrecord_commands._parts(args):
-        for _, _, rec in ofrecord_commands._records(path):
+    for path in sources.ofrecord_parts(args):
+        for _, _, rec in summary.records(path):
             records += 1
             for name, f in rec.items():
                 t = totals.setdefault(name, {"kind": f.kind, "records": 0, "values": 0, "sum": 0.0, "min": None,
@@ -40,7 +41,7 @@ def per_record_stats(directory) -> dict:
 
 
 def kernel_stats(directory) -> dict:
-    return ofrecord_commands.stats(argparse.Namespace(path=str(directory), storage_options=None))
+    return summary.feature_totals(sources.ofrecord_parts(argparse.Namespace(path=str(directory), storage_options=None)))
 
 
 def same(a, b) -> bool:

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from recordkit.errors import FormatError, RecordkitWarning, UsageError
 from recordkit.formats import singa
 from recordkit.formats.singa import Mode, format_csv_record, parse_csv_record, sniff_store as sniff
-from recordkit.cli import singa_cat
+from recordkit.cli import cat as cat_cmd
 
 Q = struct.Struct("<Q").pack
 
@@ -353,9 +353,9 @@ def test_csv_output_format_is_label_then_six_decimals():
 def run_cat(capsys, path, store=None, decode=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("path")
-    singa_cat.add_arguments(parser)
+    cat_cmd.add_store_arguments(parser)
     argv = [str(path)] + (["--store", store] if store else []) + (["--decode", decode] if decode else [])
-    assert singa_cat.cat(parser.parse_args(argv)) == 0
+    assert cat_cmd.cat_store(parser.parse_args(argv)) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 

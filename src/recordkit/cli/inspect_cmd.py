@@ -15,7 +15,7 @@ from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 
 def register(sub) -> None:
-    from recordkit.cli import argtypes, ofrecord_cli
+    from recordkit.cli import argtypes
     p = sub.add_parser("inspect", help="show a file's structure: streams, chunks, sequence lengths",
                        description="Show the structure of PATH without decoding its values. CBF: version, "
                                    "streams, the chunk table and the sequence length distribution; CTF: the index "
@@ -27,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES",
                    help="CTF: index chunk size, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
-    ofrecord_cli.add_part_arguments(p)
+    from recordkit.cli.sources import add_part_arguments
+    add_part_arguments(p)
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", default=None,
                    help="CTF/CBF: also draw the sequence-length histogram to FILE (needs recordkit[report])")
     from recordkit.cli.sources import add_storage_arguments
@@ -60,8 +61,7 @@ def run(args) -> int:
                       f"(mean {info['value_bytes']['mean']:.1f})")
         return 0
     if kind == "ofrecord":
-        from recordkit.cli import ofrecord_commands
-        return ofrecord_commands.inspect(args)
+        return inspect_ofrecord(args)
     from recordkit.formats.detect import BRIDGE_FORMATS
     if kind in BRIDGE_FORMATS:
         return inspect_bridge(args, kind)
@@ -132,4 +132,22 @@ def inspect_bridge(args, kind: str) -> int:
     for sh in info["shards"]:
         out.append(f"  {os.path.basename(sh['path']):<40} {sh['bytes']:>12} {sh['sequences']:>10} {sh['samples']:>10}")
     print("\n".join(out))
+    return 0
+
+
+def inspect_ofrecord(args) -> int:
+    from recordkit.cli import sources
+    from recordkit.formats.ofrecord import summary
+    info = summary.describe(sources.ofrecord_parts(args), args.path, getattr(args, "storage_options", None))
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
+        return 0
+    print(f"{info['path']}: OFRecord, {len(info['parts'])} part(s), {info['records']} records")
+    for p in info["parts"]:
+        print(f"  {os.path.basename(p['path']):<24} {p['bytes']:>12} bytes {p['records']:>10} records"
+              + (f"  PROBLEM: {p['problem']}" if p["problem"] else ""))
+    print("features:")
+    for name, d in sorted(info["features"].items()):
+        kinds = ", ".join(f"{k} x{n}" for k, n in d["kinds"].items())
+        print(f"  {name:<20} {kinds:<28} length {d['min_length']}..{d['max_length']} in {d['records']} records")
     return 0

@@ -25,7 +25,7 @@ COMMANDS = {
     "validate": ("recordkit.cli.validate_cmd", "check every record of a data set (any format) and report every problem"),
     "verify": ("recordkit.cli.verify_cmd", "prove a conversion lossless: compare every sequence of SRC and DST"),
     "plan": ("recordkit.cli.plan", "show what a read would hold in memory and deliver, from the index alone"),
-    "reshard": ("recordkit.cli.ofrecord_cli", "re-split an OFRecord data set into another number of parts"),
+    "reshard": ("recordkit.cli.reshard", "re-split an OFRecord data set into another number of parts"),
     "prepare": ("recordkit.cli.prepare", "write SINGA's CIFAR-10 / MNIST stores from the original binary files"),
     "checksum": ("recordkit.cli.checksum_cmd", "write or verify NAME.rkcrc checksum sidecars"),
     "report": ("recordkit.cli.report", "write an HTML page with a data set's overview, plots and problems"),

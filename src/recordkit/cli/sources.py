@@ -140,3 +140,24 @@ def open_reader(args, path=None):
         if isinstance(e, RecordkitError):
             raise
         raise UsageError(str(e)) from None
+
+
+def add_part_arguments(p) -> None:
+    """OneFlow's ``OFRecordDataset`` part naming: which files of a directory are the data set."""
+    from recordkit.cli import argtypes
+    p.add_argument("--data-part-num", type=argtypes.positive_int, default=None, metavar="N",
+                   help="OFRecord directory: read exactly parts 0..N-1 (default: every PREFIX<digits> file of "
+                        "the directory)")
+    p.add_argument("--part-name-prefix", default="part-", metavar="PREFIX",
+                   help="OFRecord directory: the part files' name before the number (default 'part-')")
+    p.add_argument("--part-name-suffix-length", type=argtypes.suffix_length, default=-1, metavar="K",
+                   help="OFRecord directory: digits of the part number, zero padded (-1: no padding, the "
+                        "default), as OneFlow")
+
+
+def ofrecord_parts(args) -> list[str]:
+    """The part files of the OFRecord data set ``args.path`` that the part-selection options name."""
+    from recordkit.formats.ofrecord.dataset import part_paths
+    return part_paths(args.path, getattr(args, "data_part_num", None), getattr(args, "part_name_prefix", "part-"),
+                      getattr(args, "part_name_suffix_length", -1),
+                      storage_options=getattr(args, "storage_options", None))

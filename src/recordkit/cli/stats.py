@@ -16,8 +16,7 @@ def register(sub) -> None:
                                    "the sum, min and max of all values (sparse: of the stored values).")
     p.add_argument("path", help="a CTF or CBF file, or an OFRecord directory or part file")
     sources.add_ctf_arguments(p)
-    from recordkit.cli import ofrecord_cli
-    ofrecord_cli.add_part_arguments(p)
+    sources.add_part_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run)
 
@@ -44,8 +43,8 @@ def run(args) -> int:
         raise UsageError(f"{args.path}: stats works on CTF, CBF and OFRecord data; for a SINGA store use "
                          f"`recordkit inspect`, or convert it first (`recordkit convert STORE OUT.cbf`)")
     if kind == "ofrecord":
-        from recordkit.cli import ofrecord_commands
-        result = ofrecord_commands.stats(args)
+        from recordkit.formats.ofrecord import summary
+        result = summary.feature_totals(sources.ofrecord_parts(args), args.storage_options)
         if args.json:
             sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
         else:

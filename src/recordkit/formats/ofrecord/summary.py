@@ -1,7 +1,7 @@
 """What the commands learn from an OFRecord data set, as library functions: every record decoded
 (``records``), the structure (``describe``: parts, features, kinds, lengths) and per-feature totals
-(``feature_totals``, walked on the wire by the compiled ``FeatureStats``). ``cli/ofrecord_commands.py``
-only selects the parts from the command line and prints.
+(``feature_totals``, walked on the wire by the compiled ``FeatureStats``). The commands (``cli/cat.py``,
+``stats.py``, ``inspect_cmd.py``) only select the parts from the command line and print.
 """
 from __future__ import annotations
 
