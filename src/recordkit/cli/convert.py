@@ -197,40 +197,23 @@ def run_ray(args) -> int:
     except ImportError:
         raise UsageError("--engine ray needs Ray Data: pip install 'recordkit[ray]'") from None
     from recordkit.engine.convert import precision_of as _precision_of
-    from recordkit.formats.detect import by_extension, sniff
+    from recordkit.formats.detect import by_extension
     target = args.to or by_extension(args.output) or "ofrecord"
     if target not in ("cbf", "ofrecord", "parquet"):
         raise UsageError(f"--engine ray writes a directory of cbf, ofrecord or parquet parts, not {target} (use --to)")
     from recordkit.storage import location
     opts = args.storage_options
-    storage = sources.storage(args)
     if location.isfile(args.output, opts):
         raise UsageError(f"{args.output}: exists and is not a directory (--engine ray writes part files into OUT)")
-    kind = args.source_format or sniff(args.path, opts)
-    if kind == "cbf":
-        try:
-            selection = [StreamSpec.parse(text) for text in args.stream] or None
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        source = rk_ray.cbf_datasource(args.path, selection, precision=args.precision,
-                                       allow_empty_streams=sources.allowed_empty(args), **storage)
-    elif kind == "ofrecord":
-        streams = read_header_file(args.header) if args.header else sources.parse_streams(args) if args.stream else None
-        if streams is None:
-            from recordkit.formats.ofrecord.dataset import read_streams
-            streams = read_streams(args.path, storage_options=opts) or sources.parse_streams(args)
-        source = rk_ray.ofrecord_datasource(args.path, streams, precision=args.precision or "float", **storage)
-    elif kind == "singa":
-        source = rk_ray.singa_datasource(args.path, precision=args.precision or "float", storage_options=opts)
-    elif kind == "ctf":
-        streams = read_header_file(args.header) if args.header else sources.parse_streams(args)
-        source = rk_ray.ctf_datasource(args.path, streams, precision=args.precision or "float",
-                                       max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
-                                       trace_level=args.trace_level, chunk_size=args.chunk_size,
-                                       cache_index=args.cache_index, allow_empty_streams=sources.allowed_empty(args),
-                                       **storage)
+    if args.header:
+        streams = read_header_file(args.header)
     else:
-        raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
+        streams = sources.parse_streams(args) if args.stream else None
+    source = rk_ray.datasource_for(args.path, source_format=args.source_format, streams=streams,
+                                   precision=args.precision, storage_options=opts, cache_dir=args.cache_dir,
+                                   allow_empty_streams=sources.allowed_empty(args), max_errors=args.max_errors,
+                                   skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
+                                   chunk_size=args.chunk_size, cache_index=args.cache_index)
     precision = args.precision or _precision_of(source)
     started = not ray.is_initialized()
     if started:

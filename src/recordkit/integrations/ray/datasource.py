@@ -310,3 +310,33 @@ def read_singa(paths, store: str | None = None, *, num_read_tasks: int | None = 
     """
     return dataset_from(singa_datasource(paths, store, include_paths=include_paths, **reader_options),
                         num_read_tasks=num_read_tasks, ray_remote_args=ray_remote_args, concurrency=concurrency)
+
+
+def datasource_for(path, *, source_format: str | None = None, streams=None, precision=None, storage_options=None,
+                   cache_dir=None, **ctf_options) -> ChunkDatasource:
+    """The datasource a conversion reads ``path`` through, chosen by its format (sniffed unless
+    ``source_format`` says): CBF (``streams`` select), OFRecord (``streams`` or the data set's own
+    declarations), SINGA record stores, CTF (``streams`` required; ``ctf_options`` are CTFReader's).
+    Other formats are a UsageError: they convert with the local engine."""
+    from recordkit.errors import UsageError
+    from recordkit.formats.detect import sniff
+    kind = source_format or sniff(path, storage_options)
+    storage = {k: v for k, v in (("storage_options", storage_options), ("cache_dir", cache_dir)) if v}
+    allowed = ctf_options.pop("allow_empty_streams", None)
+    if kind == "cbf":
+        return cbf_datasource(path, streams, precision=precision, allow_empty_streams=allowed, **storage)
+    if kind == "ofrecord":
+        if streams is None:
+            from recordkit.formats.ofrecord.dataset import read_streams
+            streams = read_streams(path, storage_options=storage_options)
+        if streams is None:
+            raise UsageError(f"{path}: the OFRecord data set records no stream declarations: give --stream")
+        return ofrecord_datasource(path, streams, precision=precision or "float", **storage)
+    if kind == "singa":
+        return singa_datasource(path, precision=precision or "float", storage_options=storage_options)
+    if kind == "ctf":
+        if not streams:
+            raise UsageError(f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+        return ctf_datasource(path, streams, precision=precision or "float", allow_empty_streams=allowed,
+                              **ctf_options, **storage)
+    raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
