@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recordkit.formats.ofrecord.summary import add_decoded
 from recordkit.errors import FormatError
 from recordkit.report.stats import IMAGES, BytesStats, DenseStats, InputReport
 
@@ -65,13 +66,7 @@ def collect(rep: InputReport, path, *, storage_options=None, progress=None, data
                 rep.add_problem(str(e))
                 bad.append(r)
             else:
-                for name, f in rec.items():
-                    if f.kind != "bytes_list" and len(f):
-                        v = f.value
-                        acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f), float(v.sum(dtype=np.float64)),
-                                       float(v.min()), float(v.max()))
-                    else:
-                        acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f))
+                add_decoded(acc, rec)
             start = r + 1
         for r in np.flatnonzero(lengths == 0).tolist():
             rep.add_problem(f"{part}: byte offset {int(offsets[r]) - 8}, record {r}: record has no features")

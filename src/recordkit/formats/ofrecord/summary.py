@@ -67,13 +67,7 @@ def feature_totals(paths: list, storage_options=None) -> dict:
         start = 0
         while (r := acc.add(buf, offsets, lengths, start)) >= 0:
             off, n = int(offsets[r]), int(lengths[r])
-            for name, f in codec.decode(data[off:off + n], path=part, offset=off - 8, index=r).items():
-                if f.kind != "bytes_list" and len(f):
-                    v = f.value
-                    acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f), float(v.sum(dtype=np.float64)),
-                                   float(v.min()), float(v.max()))
-                else:
-                    acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f))
+            add_decoded(acc, codec.decode(data[off:off + n], path=part, offset=off - 8, index=r))
             start = r + 1
         total += len(index)
         err = index.error()
@@ -81,3 +75,15 @@ def feature_totals(paths: list, storage_options=None) -> dict:
             raise err
     totals = {name: {**t, "kind": codec.KINDS[t["kind"] - 1]} for name, t in acc.result().items()}
     return {"records": total, "features": totals}
+
+
+def add_decoded(acc, record: dict) -> None:
+    """Count a record that ``FeatureStats`` handed back (not canonical on the wire) from its decoded
+    features, with the same arithmetic as the compiled walk."""
+    for name, f in record.items():
+        if f.kind != "bytes_list" and len(f):
+            v = f.value
+            acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f), float(v.sum(dtype=np.float64)),
+                           float(v.min()), float(v.max()))
+        else:
+            acc.add_record(name, codec.KINDS.index(f.kind) + 1, len(f))
