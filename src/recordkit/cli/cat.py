@@ -54,12 +54,11 @@ def run(args) -> int:
 def report_tolerated(reader) -> None:
     """After a run under an error budget: how many errors were tolerated (stderr), at every trace
     level (at level 0, where they were not listed, with how to see them: CNTK's hint)."""
-    if not hasattr(reader, "summary"):
-        return
-    s = reader.summary()
-    if s["errors"]:
+    from recordkit.engine.deserializer import name_of, tolerated
+    s = tolerated(reader)
+    if s.get("errors"):
         hint = "; --trace-level 1 lists them" if getattr(reader, "trace_level", 1) < 1 else ""
-        print(f"recordkit: {reader.path}: {s['errors']} error(s) tolerated (max {reader.budget.max_errors}); "
+        print(f"recordkit: {name_of(reader)}: {s['errors']} error(s) tolerated (max {s.get('max_errors', '?')}); "
               f"the affected sequences were skipped{hint}", file=sys.stderr)
 
 

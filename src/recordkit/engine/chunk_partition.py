@@ -24,8 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from recordkit.engine.deserializer import (ChunkInfo, chunk_sequence_keys, keys_are_ids, sequence_lengths,
-                                           takes_threads)
+from recordkit.engine.deserializer import (ChunkInfo, chunk_sequence_keys, keys_are_ids, name_of,
+                                           sequence_lengths, takes_threads)
 from recordkit.errors import UsageError
 
 
@@ -54,7 +54,7 @@ class ChunkPartition:
         owner = assign_chunks(inner_chunks, n)
         self._ids = [c.id for c, o in zip(inner_chunks, owner) if o == i]
         if not self._ids:
-            where = getattr(deserializer, "path", "the data")
+            where = name_of(deserializer, "the data")
             raise UsageError(f"{where}: {len(inner_chunks)} chunk(s) for {n} partitions leaves partition {i} "
                              f"empty; use smaller chunks (chunk_size) or fewer partitions")
         self._chunks = [dataclasses.replace(inner_chunks[cid], id=k) for k, cid in enumerate(self._ids)]

@@ -8,7 +8,6 @@ an error that names the files and the first keys or counts that differ.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -18,7 +17,8 @@ from recordkit.errors import FormatError
 
 
 def _path(d) -> str:
-    return os.fspath(getattr(d, "path", type(d).__name__))
+    from recordkit.engine.deserializer import name_of
+    return name_of(d)
 
 
 def _keyed(d) -> bool:

@@ -267,7 +267,7 @@ def convert(src, dst, to: str | None = None, streams=None, *, source_format: str
         reader_options["chunk_size"] = chunk_size
     reader = open_reader(src, source_format=source_format, streams=streams, precision=precision,
                          storage_options=storage_options, cache_dir=cache_dir, **reader_options)
-    source_name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(reader, "path", "input")
+    source_name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else _name_of(reader, "input")
     try:
         return _run(reader, source_name, dst, target, precision or precision_of(reader), parts=parts,
                     shard_size=shard_size, chunk_size=output_chunk_size or chunk_size, checksums=checksums,
@@ -314,7 +314,8 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
             ids = _SequenceIds(reader)
             if ids.carried:
                 ids.add(reader.index.keys)  # the fast path writes the indexed sequences in order
-            summary = reader.summary() if hasattr(reader, "summary") else {}
+            from recordkit.engine.deserializer import tolerated
+            summary = tolerated(reader)
             renumbered = bool(getattr(reader, "errors_counted", 0)) or bool(summary.get("empty_sequences", 0))
             return Conversion(source, dst, target, written, input_bytes, time.perf_counter() - t0, est, reader,
                               ids.note(source, dst, renumbered=renumbered))
@@ -404,3 +405,8 @@ def _warn_dropped(est: SizeEstimate, source: str, target: str) -> None:
     if est.dropped:
         warnings.warn(f"{source} -> {target}: " + "; ".join("drops " + d for d in est.dropped), RecordkitWarning,
                       stacklevel=3)
+
+
+def _name_of(reader, default: str) -> str:
+    from recordkit.engine.deserializer import name_of
+    return name_of(reader, default)

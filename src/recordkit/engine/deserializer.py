@@ -112,6 +112,9 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
 #                                             index's id_mode says so)
 #   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/plan.py)
 #   load_chunk(chunk_id, threads=N)           may use N threads on one chunk
+#   iter_chunks(threads=N)                    every chunk in order, N decoded at once
+#   path                                      what error messages and reports name it by
+#   summary() -> dict                         what it tolerated (errors skipped under a budget, warnings)
 
 def sequence_lengths(d, chunk_id: int):
     """The index lengths of a chunk's sequences, or None when the deserializer cannot tell them
@@ -141,6 +144,30 @@ def chunk_sequence_keys(d, chunk_id: int):
 def takes_threads(d) -> bool:
     """Whether ``d.load_chunk`` takes ``threads=`` (asked once per deserializer by its callers)."""
     return accepts_keyword(d.load_chunk, "threads")
+
+
+def name_of(d, default: str | None = None) -> str:
+    """What messages call a deserializer: its ``path``, else ``default``, else its type's name."""
+    import os
+    path = getattr(d, "path", None)
+    return os.fspath(path) if path is not None else (default if default is not None else type(d).__name__)
+
+
+def tolerated(d) -> dict:
+    """What the deserializer tolerated (``summary()``), or {} when it keeps no such account."""
+    get = getattr(d, "summary", None)
+    return get() if get is not None else {}
+
+
+def all_chunks(d, threads: int = 2) -> Iterator[ChunkData]:
+    """Every chunk in order: ``iter_chunks`` (``threads`` at once where it takes them), else one
+    ``load_chunk`` after another."""
+    it = getattr(d, "iter_chunks", None)
+    if it is not None:
+        yield from (it(threads=threads) if accepts_keyword(it, "threads") else it())
+        return
+    for info in d.chunks:
+        yield d.load_chunk(info.id)
 
 
 def accepts_keyword(fn, name: str) -> bool:

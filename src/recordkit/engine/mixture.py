@@ -30,17 +30,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 import numpy as np
 
-from recordkit.engine.deserializer import sequence_lengths, takes_threads
+from recordkit.engine.deserializer import name_of, sequence_lengths, takes_threads
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer, SweepOrder
 from recordkit.errors import UsageError
 
 
 def _name(d) -> str:
-    return os.fspath(getattr(d, "path", type(d).__name__))
+    return name_of(d)
 
 
 class Mixture:

@@ -27,7 +27,7 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import StreamSpec, streams_from_json
-from recordkit.engine.deserializer import chunk_sequence_keys
+from recordkit.engine.deserializer import chunk_sequence_keys, name_of
 from recordkit.errors import FormatError
 
 MANIFEST_MAGIC = "recordkit-manifest"
@@ -96,7 +96,7 @@ def describe(d, chunk: ChunkData, i: int, sample: int | None = None) -> str:
         return own(chunk.chunk_id, i, sample)
     pos = int(chunk.positions[i]) if chunk.positions is not None else i
     key = int(chunk.keys[i])
-    path = os.fspath(getattr(d, "path", type(d).__name__))
+    path = name_of(d)
     sam = f", sample {sample}" if sample is not None else ""
     index = getattr(d, "index", None)
     if index is not None and hasattr(index, "first_lines") and hasattr(d, "_bounds"):  # CTF
@@ -126,13 +126,8 @@ def keyed(d) -> bool:
 # -- walking a deserializer --------------------------------------------------------------------------
 
 def _chunks(d) -> Iterator[ChunkData]:
-    it = getattr(d, "iter_chunks", None)
-    if it is not None:
-        from recordkit.engine.deserializer import accepts_keyword
-        yield from (it(threads=2) if accepts_keyword(it, "threads") else it())
-        return
-    for info in d.chunks:
-        yield d.load_chunk(info.id)
+    from recordkit.engine.deserializer import all_chunks
+    yield from all_chunks(d, threads=2)
 
 
 class _Cursor:
@@ -510,7 +505,7 @@ def write_manifest(path, d, *, precision=None, source: str | None = None, storag
         lengths.append(ln)
         digests.append(dg)
     n = int(sum(len(k) for k in keys))
-    meta = {"magic": MANIFEST_MAGIC, "version": MANIFEST_VERSION, "source": source or os.fspath(getattr(d, "path", "")),
+    meta = {"magic": MANIFEST_MAGIC, "version": MANIFEST_VERSION, "source": source or name_of(d, ""),
             "sequences": n, "keyed": keyed(d), "digest": f"blake2b-{DIGEST_SIZE * 8}",
             "streams": [dict(s.to_dict(), precision="double" if dt == np.float64 else "float")
                         for s, dt in zip(streams, dtypes)]}

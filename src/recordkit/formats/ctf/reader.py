@@ -503,6 +503,7 @@ class CTFReader(ChecksPresence, ClosingReader):
         """Counts of what was tolerated so far: errors and each kind of warning."""
         return {
             "errors": self.budget.count,
+            "max_errors": self.budget.max_errors,
             "padded_samples": self.warning_counts.get(msg.W_PADDED, 0),
             "unknown_inputs": self.warning_counts.get(msg.W_UNKNOWN, 0),
             "empty_sequences": self.warning_counts.get(msg.W_EMPTY_SEQUENCE, 0),
