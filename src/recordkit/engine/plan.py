@@ -245,16 +245,22 @@ class MemoryChoice:
         return asdict(self)
 
 
-def randomizer_for(chunks, *, randomize: bool, window, sample_based: bool, seed: int, cache: dict | None = None):
+def randomizer_for(chunks, *, randomize: bool, window, sample_based: bool, seed: int, cache: dict | None = None,
+                   make=None):
     """The engine's randomizer for these settings; ``cache`` keeps the last one made (with its sweep
     0) so that the source reuses it when it is the one chosen instead of shuffling again (only
-    one: a sweep order of a large data set takes 16 bytes per sequence)."""
+    one: a sweep order of a large data set takes 16 bytes per sequence). ``make``: the
+    deserializer's own ``make_randomizer`` when it has an order of its own (a mixture, whose parts'
+    windows are all open at once: a block randomizer over the union would underestimate)."""
     from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
     key = (bool(randomize), window, bool(sample_based), int(seed))
     if cache is not None and key in cache:
         return cache[key]
-    r = (BlockRandomizer(chunks, window=window, sample_based=sample_based, seed=seed) if randomize
-         else NoRandomizer(chunks))
+    if make is not None:
+        r = make(randomize=bool(randomize), window=window, sample_based=bool(sample_based), seed=int(seed))
+    else:
+        r = (BlockRandomizer(chunks, window=window, sample_based=sample_based, seed=seed) if randomize
+             else NoRandomizer(chunks))
     if cache is not None:
         cache.clear()
         cache[key] = r
@@ -262,7 +268,7 @@ def randomizer_for(chunks, *, randomize: bool, window, sample_based: bool, seed:
 
 
 def estimate_held(chunks, nbytes, loading, *, randomize: bool, window, sample_based: bool, seed: int,
-                  prefetch: int, threads: int, cache: dict | None = None) -> int:
+                  prefetch: int, threads: int, cache: dict | None = None, make=None) -> int:
     """Bytes of chunks held at once (window + prefetch) with the loads in flight, for sweep 0.
 
     Minibatch by minibatch the engine can hold one chunk more than position by position
@@ -271,7 +277,7 @@ def estimate_held(chunks, nbytes, loading, *, randomize: bool, window, sample_ba
     if len(chunks) == 0:
         return 0
     order = randomizer_for(chunks, randomize=randomize, window=window, sample_based=sample_based, seed=seed,
-                           cache=cache).sweep(0).chunk
+                           cache=cache, make=make).sweep(0).chunk
     held, _ = held_peak(order, by_id(chunks, nbytes), prefetch=prefetch, loading=by_id(chunks, loading),
                         threads=threads)
     return held + int(nbytes.max())
@@ -294,7 +300,7 @@ def in_flight(loading: np.ndarray, threads: int) -> int:
 
 def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from: str = "argument",
                   randomize: bool, window: int | None, sample_based: bool = False, seed: int = 0,
-                  prefetch: int = 2, threads: int = 2, cache: dict | None = None) -> MemoryChoice:
+                  prefetch: int = 2, threads: int = 2, cache: dict | None = None, make=None) -> MemoryChoice:
     """The largest window (the requested one when it fits; the prefetch only when a one-chunk
     window does not fit) whose held chunks and loads in flight stay within ``max_memory``.
 
@@ -316,7 +322,7 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
             return whole  # a window of the whole data set: every chunk is in use from the start to the end
         return min(whole, estimate_held(chunks, nbytes, loading, randomize=randomize, window=w,
                                         sample_based=sample_based, seed=seed, prefetch=p, threads=threads,
-                                        cache=cache))
+                                        cache=cache, make=make))
 
     first = est(window, prefetch)
     if max_memory is None or first <= max_memory:
@@ -453,11 +459,12 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
     loading = load_bytes(deserializer, nbytes)
     bound, frm = _bound(r.max_memory)
     cache: dict = {}
+    make = getattr(deserializer, "make_randomizer", None)  # a mixture's own order, for the memory choice
     choice = choose_window(chunks, nbytes, loading, max_memory=bound, bound_from=frm, randomize=r.randomize,
                            window=r.window, sample_based=r.sample_based, seed=r.seed, prefetch=r.prefetch,
-                           threads=r.threads, cache=cache)
+                           threads=r.threads, cache=cache, make=make)
     randomizer = randomizer_for(chunks, randomize=r.randomize, window=choice.window, sample_based=r.sample_based,
-                                seed=r.seed, cache=cache)
+                                seed=r.seed, cache=None if make else cache)  # the timeline: the union's order
     est = _estimated_lengths(deserializer)
     base = np.zeros(max((c.id for c in chunks), default=-1) + 2, dtype=np.int64)
     for c in chunks:

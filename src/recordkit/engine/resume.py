@@ -113,7 +113,8 @@ class Checkpointing:
         nbytes = plan.chunk_bytes(self.deserializer)
         est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
                                  randomize=True, window=window, sample_based=m.sample_based,
-                                 seed=self.randomizer.seed, prefetch=m.prefetch).estimated_bytes
+                                 seed=self.randomizer.seed, prefetch=m.prefetch,
+                                 make=getattr(self.deserializer, "make_randomizer", None)).estimated_bytes
         fits = m.max_memory is None or est <= m.max_memory
         self.memory = dataclasses.replace(m, window=window, capped=window != m.window_requested, fits=fits,
                                           estimated_bytes=est)

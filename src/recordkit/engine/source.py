@@ -154,7 +154,7 @@ class MinibatchSource(Checkpointing):
         choice = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes),
                                     max_memory=bound, bound_from=frm, randomize=randomize, window=window,
                                     sample_based=sample_based, seed=seed, prefetch=prefetch, threads=threads,
-                                    cache=cache)
+                                    cache=cache, make=getattr(self.deserializer, "make_randomizer", None))
         if choice.capped or not choice.fits:
             warnings.warn(choice.describe(), RecordkitWarning, stacklevel=3)
         elif bound is None and choice.estimated_bytes > plan.available_memory():
