@@ -206,11 +206,29 @@ def test_read_mixes_paths_by_weights_and_repeats(files):
     (["--weights", "1,1", "--repeats", "1,1"], "not allowed with argument"),
     (["--repeats", "1,1", "--sweep-sequences", "9"], "only with --weights"),
     (["--weights", "1,1", "--max-samples", "50"], "max_sweeps, not max_samples"),
+    (["--weights", "1,1", "--partitions", "2", "--partition-by", "chunks"], "a mixture is split by samples"),
 ])
 def test_read_mixing_errors_are_one_line(files, extra, says):
     r = cli("read", *files, "--stream", "x=dense:2", "--mb-size", "16", *extra)
     assert r.returncode == 2 and says in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_plan_plans_the_mixture_read_would_read(files):
+    """plan takes read's arguments: with --weights it plans the mixture (it used to join the paths
+    as a composite and fail on their shared stream names)."""
+    r = cli("plan", *files, "--stream", "x=dense:2", "--mb-size", "16", "--randomize", "--weights", "0.7,0.3",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["chunks"]["sequences"] == 130
+
+
+def test_a_mixture_is_not_split_into_whole_chunks(files):
+    """ChunkPartition over a mixture would read its union in block-randomized order, the proportions
+    silently gone: refused."""
+    from recordkit.engine import ChunkPartition
+    with pytest.raises(UsageError, match="split by samples"):
+        ChunkPartition(Mixture(parts(files), weights=[0.9, 0.1]), 2, 0)
 
 
 def mixture_source(files):

@@ -28,11 +28,10 @@ def register(sub) -> None:
 
 def build_plan(args) -> tuple[dict, list]:
     """The plan for these ``read`` arguments, and the readers it opened."""
-    from recordkit.engine.composite import CompositeDeserializer
     from recordkit.engine.plan import PlanInput, make_plan, resident_memory
     from recordkit.cli import sources
     readers = [sources.open_reader(args, path) for path in args.path]
-    deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
+    deserializer = read_cmd.join_or_mix(args, readers)
     baseline = resident_memory()  # what a process holding these readers takes before reading
     window, sample_based = (args.window_samples, True) if args.window_samples else (args.window, False)
     sweeps = args.sweeps if args.sweeps is not None or args.max_samples is not None else 1

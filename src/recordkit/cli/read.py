@@ -123,19 +123,12 @@ def check(parser, args) -> None:
 
 
 def build_source(args):
-    from recordkit.engine.composite import CompositeDeserializer
     from recordkit.engine.source import MinibatchSource
     if getattr(args, "singa_conf", None) is not None:
         readers = [singa_reader(args)]
     else:
         readers = [sources.open_reader(args, path) for path in args.path]
-    weights, repeats = getattr(args, "weights", None), getattr(args, "repeats", None)
-    if weights is not None or repeats is not None:
-        from recordkit.engine.mixture import Mixture
-        deserializer = Mixture(readers, weights=weights, repeats=repeats,
-                               sweep_sequences=getattr(args, "sweep_sequences", None))
-    else:
-        deserializer = readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
+    deserializer = join_or_mix(args, readers)
     if args.partition_by == "chunks" and args.partitions > 1:
         from recordkit.engine import ChunkPartition
         deserializer = ChunkPartition(deserializer, args.partitions, args.partition_index)
@@ -148,6 +141,17 @@ def build_source(args):
                                     truncation_length=args.truncation_length, trace_level=args.trace_level,
                                     epoch_size=getattr(args, "epoch_size", None),
                                     max_memory=memory_bound(args))
+
+
+def join_or_mix(args, readers):
+    """The readers as one deserializer: mixed with --weights/--repeats, else joined (one: itself);
+    ``read`` and ``plan`` both build it here, so they read the same thing."""
+    from recordkit.engine.composite import CompositeDeserializer
+    weights, repeats = getattr(args, "weights", None), getattr(args, "repeats", None)
+    if weights is not None or repeats is not None:
+        from recordkit.engine.mixture import Mixture
+        return Mixture(readers, weights=weights, repeats=repeats, sweep_sequences=getattr(args, "sweep_sequences", None))
+    return readers[0] if len(readers) == 1 else CompositeDeserializer(readers)
 
 
 def singa_reader(args):

@@ -48,6 +48,11 @@ class ChunkPartition:
         n, i = int(num_partitions), int(index)
         if n < 1 or not 0 <= i < n:
             raise UsageError(f"partition index must be in [0, num_partitions): got {i} of {n}")
+        if hasattr(deserializer, "make_randomizer"):
+            # its order is its own (a mixture's proportions per sweep): whole chunks of its union
+            # read in a block-randomized order would silently drop the proportions
+            raise UsageError(f"{name_of(deserializer, 'the data')}: a mixture is split by samples "
+                             f"(num_data_partitions), not into whole chunks")
         self.inner = deserializer
         self.num_partitions, self.index = n, i
         inner_chunks = deserializer.chunks
