@@ -111,7 +111,8 @@ def test_float64_stays_float64(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("target,extra", [("parquet", []), ("parquet", ["--parts", "4"]), ("hf", []),
-                                          ("hf", ["--parts", "2"])])
+                                          ("hf", ["--parts", "2"]), ("parquet", ["--shard-size", "2K"]),
+                                          ("hf", ["--shard-size", "2K"])])
 def test_round_trip_ctf_to_x_to_ctf_equals_ctf_to_ctf(tmp_path, capsys, corpus, target, extra):
     mid = tmp_path / ("mid.parquet" if target == "parquet" else "mid")
     assert convert(capsys, corpus, mid, "--to", target, *extra, *STREAMS)[0] == 0
@@ -120,6 +121,22 @@ def test_round_trip_ctf_to_x_to_ctf_equals_ctf_to_ctf(tmp_path, capsys, corpus, 
     assert code == 0, err
     assert convert(capsys, corpus, ref, *STREAMS)[0] == 0
     assert back.read_bytes() == ref.read_bytes()
+
+
+@pytest.mark.parametrize("target", ["parquet", "hf"])
+def test_shard_size_counts_bytes_of_data_as_for_the_shard_formats(tmp_path, capsys, corpus, target):
+    """``--shard-size`` is bytes for every directory format: a new part after that much data."""
+    from recordkit.formats.sharding import sequence_bytes
+    from recordkit.formats.ctf import CTFReader
+    from recordkit.engine.streams import StreamSpec
+    reader = CTFReader(str(corpus), [StreamSpec.parse(t) for t in STREAMS[1::2]])
+    sizes = np.concatenate([sequence_bytes(c, reader.streams, 4) for c in reader.iter_chunks()])
+    total, biggest = int(sizes.sum()), int(sizes.max())
+    out = tmp_path / "sharded"
+    assert convert(capsys, corpus, out, "--to", target, "--shard-size", "2K", *STREAMS)[0] == 0
+    files = [n for n in os.listdir(out) if n.endswith((".parquet", ".arrow"))]
+    # each part closes after the sequence that reaches 2 KiB: 2 KiB to 2 KiB + one sequence each
+    assert total // (2048 + biggest) <= len(files) <= total // 2048 + 1, (len(files), total, biggest)
 
 
 def test_parts_are_consecutive_runs_in_part_order(tmp_path, capsys, corpus):

@@ -37,7 +37,7 @@ def register(sub) -> None:
                         "sequences, so reading the parts in name order gives file order (as reshard does); "
                         "round-robin: sequence k goes to part k mod N (reading back gives 0, N, 2N, ...)")
     p.add_argument("--shard-size", dest="shard_size", type=argtypes.size, default=None, metavar="BYTES",
-                   help="webdataset/tfrecord/mds output: start a new shard after this many bytes "
+                   help="directory output (webdataset/tfrecord/mds/parquet/hf): start a new part after this many bytes "
                         "(default 256 MiB; mds 64 MiB)")
     p.add_argument("--image-feature", dest="image_feature", action="append", default=[], metavar="NAME",
                    help="OFRecord input to webdataset/tfrecord without stream declarations: the bytes feature NAME "

@@ -91,6 +91,23 @@ class ShardCutter:
         self.bytes_in_shard = 0
 
 
+def sequence_bytes(chunk, streams, itemsize: int) -> np.ndarray:
+    """Each sequence's data bytes (values, sparse indices and row pointers): what ``shard_size``
+    counts for the formats that store columns (Parquet, HF) rather than encoded records."""
+    n = len(chunk)
+    out = np.zeros(n, dtype=np.int64)
+    for spec in streams:
+        col = chunk.columns[spec.name]
+        so = np.asarray(col.seq_offsets, dtype=np.int64)
+        counts = np.diff(so)
+        if col.is_sparse:
+            nnz = np.diff(np.asarray(col.indptr, dtype=np.int64)[so])
+            out += nnz * (itemsize + 4) + (counts + 1) * 8
+        else:
+            out += counts * spec.dim * itemsize
+    return out
+
+
 def describe(fmt: str, streams, precision, shards: list[dict], **extra) -> bytes:
     """The ``__recordkit__.json`` text of a data set."""
     from recordkit.engine.streams import streams_to_json

@@ -17,6 +17,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
+from recordkit.formats.sharding import ShardCutter, sequence_bytes
 from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.formats.closing import AtomicWriter
@@ -56,7 +57,8 @@ def _is_data_file(name: str) -> bool:
 
 class HFWriter(AtomicWriter):
     """Write a ``save_to_disk`` directory. ``parts=N``: N data files of consecutive sequences
-    (needs ``total_sequences``); ``shard_size=S``: S sequences per file. Default one file."""
+    (needs ``total_sequences``); ``shard_size=S``: a new file after S bytes of data (as the shard
+    formats count: ``formats/sharding.ShardCutter``). Default one file."""
 
     def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
                  precision="float", checksums: bool = False, storage_options=None,
@@ -74,19 +76,12 @@ class HFWriter(AtomicWriter):
         meta = dict(base.metadata)
         meta[b"huggingface"] = json.dumps({"info": {"features": feats}}).encode()
         self.schema = base.with_metadata(meta)
-        if parts is not None and int(parts) < 1:
-            raise ValueError(f"parts must be >= 1, not {parts}")
-        if shard_size is not None and int(shard_size) < 1:
-            raise ValueError(f"shard_size must be >= 1, not {shard_size}")
-        if shard_size is None:
-            n = int(parts or 1)
-            if n > 1 and total_sequences is None:
-                raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
-            self._bounds = [(k + 1) * int(total_sequences or 0) // n for k in range(n)]
-            self._shard = None
-        else:
-            self._bounds = None
-            self._shard = int(shard_size)
+        if shard_size is None and parts is not None and int(parts) > 1 and total_sequences is None:
+            raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
+        # where data files end (formats/sharding.py): balanced parts, or shard_size data bytes each
+        self._cutter = ShardCutter(parts=parts or (1 if shard_size is None else None), shard_size=shard_size,
+                                   total=total_sequences)
+        self._nparts = int(parts or 1) if shard_size is None else 1
         from recordkit.storage import location
         if self.checksums and location.is_url(self.path):
             raise ValueError("checksum sidecars for a Hugging Face directory are written for local outputs only")
@@ -100,11 +95,6 @@ class HFWriter(AtomicWriter):
     @property
     def streams(self):
         return list(self._streams)
-
-    def _part_end(self, k: int) -> int:
-        if self._bounds is not None:
-            return self._bounds[k] if k < len(self._bounds) - 1 else 2**63 - 1
-        return (k + 1) * self._shard
 
     def _open(self, k: int) -> None:
         self._close_part()
@@ -129,24 +119,18 @@ class HFWriter(AtomicWriter):
         if n == 0:
             return
         runs = sequence_runs(chunk, self._streams)
-        a = 0
-        while a < n:
-            k = max(self._part, 0)
-            while self.sequences_written >= self._part_end(k):
-                k += 1
+        for k, a, b in self._cutter.assign(sequence_bytes(chunk, self._streams, self.dtype.itemsize)):
             if k != self._part:
                 self._open(k)
-            b = min(n, a + self._part_end(k) - self.sequences_written)
             for x, y in runs:
                 x, y = max(x, a), min(y, b)
                 if x < y:
                     self._writer.write_batch(chunk_to_batch(chunk, self._streams, self.schema, self.dtype, x, y))
             self.sequences_written += b - a
-            a = b
 
     def close(self) -> None:
         try:
-            wanted = len(self._bounds) if self._bounds is not None else 1
+            wanted = self._nparts
             while self._part + 1 < wanted:
                 self._open(self._part + 1)
             self._close_part()

@@ -6,8 +6,9 @@ records the stream declarations, and the footer the samples of every row group, 
 knows its chunks' sizes without decoding them.
 
 One file is written through ``AtomicFile`` (temporary beside the target, renamed when
-complete). With ``parts=N`` or ``shard_size=S`` the output is a directory: parts hold
-consecutive runs of sequences (``parts`` needs ``total_sequences`` to balance them), and the
+complete). With ``parts=N`` or ``shard_size=S`` (bytes of data per part, as for the shard formats:
+``formats/sharding.ShardCutter``) the output is a directory: parts hold consecutive runs of
+sequences (``parts`` needs ``total_sequences`` to balance them), and the
 directory is written aside and put in place whole (``recordkit/staged_directory.py``).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
+from recordkit.formats.sharding import ShardCutter, sequence_bytes
 from recordkit.formats.parquet.arrow import META_SAMPLES, chunk_to_batch, schema_for, sequence_runs
 
 PART_PATTERN = "part-{:05d}.parquet"
@@ -53,24 +55,16 @@ class ParquetWriter(AtomicWriter):
         self.checksums = bool(checksums)
         self.storage_options = storage_options
         self.compression = None if compression in (None, "none") else compression
-        if parts is not None and int(parts) < 1:
-            raise ValueError(f"parts must be >= 1, not {parts}")
-        if shard_size is not None and int(shard_size) < 1:
-            raise ValueError(f"shard_size must be >= 1, not {shard_size}")
         self.sequences_written = 0
         self.paths: list[str] = []
         self._dir = None
-        self._bounds = None  # sequence index where each part ends
+        self._cutter = None  # where parts end (formats/sharding.py): balanced parts, or shard_size data bytes
         if parts is not None or shard_size is not None:
             from recordkit.staged_directory import StagedDirectory
-            if shard_size is None:
-                if total_sequences is None:
-                    raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
-                n = int(parts)
-                self._bounds = [(k + 1) * int(total_sequences) // n for k in range(n)]
-            else:
-                self._shard = int(shard_size)
-            self._nparts = int(parts) if parts is not None else None
+            if parts is not None and shard_size is None and total_sequences is None:
+                raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
+            self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences)
+            self._nparts = int(parts) if parts is not None and shard_size is None else None
             self._dir = StagedDirectory(self.path, _is_part, storage_options=storage_options, what="Parquet part directory")
         self._part = -1
         self._file = None
@@ -85,12 +79,6 @@ class ParquetWriter(AtomicWriter):
         return list(self._streams)
 
     # -- parts ------------------------------------------------------------------------------------
-    def _part_end(self, k: int) -> int:
-        """The sequence index where part k ends (exclusive)."""
-        if self._bounds is not None:
-            return self._bounds[k] if k < len(self._bounds) - 1 else 2**63 - 1
-        return (k + 1) * self._shard
-
     def _open(self, k: int) -> None:
         self._close_part()
         self._part = k
@@ -119,25 +107,18 @@ class ParquetWriter(AtomicWriter):
         if n == 0:
             return
         runs = sequence_runs(chunk, self._streams)
-        a = 0
-        while a < n:
-            if self._dir is None:
-                if self._writer is None:
-                    self._open(0)
-                b = n
-            else:
-                k = max(self._part, 0)
-                while self.sequences_written >= self._part_end(k):
-                    k += 1
-                if k != self._part:
-                    self._open(k)
-                b = min(n, a + self._part_end(k) - self.sequences_written)
+        if self._cutter is None:
+            parts = [(0, 0, n)]
+        else:
+            parts = self._cutter.assign(sequence_bytes(chunk, self._streams, self.dtype.itemsize))
+        for k, a, b in parts:
+            if k != self._part or self._writer is None:
+                self._open(k)
             for x, y in runs:
                 x, y = max(x, a), min(y, b)
                 if x < y:
                     self._write_rows(chunk, x, y)
             self.sequences_written += b - a
-            a = b
 
     def _write_rows(self, chunk, a: int, b: int) -> None:
         # pieces of one input chunk (a CTF chunk parsed in pieces) make one row group, so the output's
@@ -166,7 +147,7 @@ class ParquetWriter(AtomicWriter):
                 if self._writer is None:
                     self._open(0)
             else:
-                wanted = self._nparts if self._bounds is not None else 1
+                wanted = self._nparts or 1
                 while self._part + 1 < (wanted or 1):
                     self._open(self._part + 1)  # empty parts keep the numbering a user asked for
             self._close_part()
