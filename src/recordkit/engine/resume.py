@@ -232,22 +232,15 @@ class Checkpointing:
             raise ValueError("an elastic resume needs the states of all the job's partitions, got an empty list")
         facts = self._facts()
         n_old = len(states)
-        checked, plans = [], []
-        for k, state in enumerate(states):
-            if state is None:
-                checked.append(None)
-                continue
-            try:
-                st = check_state(state, facts)
-                if st.partition is not None and st.partition != (n_old, k):
-                    raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
-                                             f"place {k} of a list of {n_old}: give the states of all partitions "
-                                             f"in partition order (None for one that took nothing)")
-                plan, run_position = self._checked_plan(state, facts)
-            except ValueError as exc:
-                raise ValueError(f"state {k} of {n_old}: {exc}") from None
-            checked.append((st, run_position))
-            plans.append(plan)
+        def check_one(k, state):
+            st = check_state(state, facts)
+            if st.partition is not None and st.partition != (n_old, k):
+                raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
+                                         f"place {k} of a list of {n_old}: give the states of all partitions "
+                                         f"in partition order (None for one that took nothing)")
+            return st, facts
+
+        checked, plans = self._checked_states(states, check_one)
         old_plan = _one_job(plans, n_old, "partitions")
         if n_old == part[0] and checked[part[1]] is not None:  # same partitioning: this partition's exact resume
             self._restore(states[part[1]])
@@ -319,25 +312,18 @@ class Checkpointing:
             raise ValueError("an elastic resume of ChunkPartition readers counts no job-wide samples: it "
                              "works with max_sweeps, not with max_samples, epoch_size or truncated BPTT "
                              "(resume with the same number of readers, or partition by samples instead)")
-        checked, plans = [], []
-        for k, state in enumerate(states):
-            if state is None:
-                checked.append(None)
-                continue
-            try:
-                if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
-                    raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
-                                                   f"readers in order, None for one that took nothing), found "
-                                                   f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
-                facts = self._shadow(n_old, k)[2]
-                st = check_state(state, facts)
-                if st.partition not in (None, (1, 0)):
-                    raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
-                plan, run_position = self._checked_plan(state, facts)
-            except ValueError as exc:
-                raise ValueError(f"state {k} of {n_old}: {exc}") from None
-            checked.append((st, run_position))
-            plans.append(plan)
+        def check_one(k, state):
+            if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
+                raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
+                                               f"readers in order, None for one that took nothing), found "
+                                               f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
+            facts = self._shadow(n_old, k)[2]
+            st = check_state(state, facts)
+            if st.partition not in (None, (1, 0)):
+                raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
+            return st, facts
+
+        checked, plans = self._checked_states(states, check_one)
         old_plan = _one_job(plans, n_old, "readers")
         if n_old == m_new and checked[j] is not None:
             self._restore(states[j])
@@ -350,6 +336,24 @@ class Checkpointing:
             plan = plan_chunk_resume(old, old_plan, n_old, m_new, self._shadow_order, self._owners,
                                      max_sweeps=self.max_sweeps)
         self._start_run(plan, (1, 0))
+
+    def _checked_states(self, states: list, check_one) -> tuple[list, list]:
+        """Every old partition's state checked (``check_one(k, state)`` -> (checked state, the facts it
+        was checked against)), an error naming its place in the list: ((state, run position) or None
+        for a partition that took nothing, the elastic plans the states run on)."""
+        checked, plans = [], []
+        for k, state in enumerate(states):
+            if state is None:
+                checked.append(None)
+                continue
+            try:
+                st, facts = check_one(k, state)
+                plan, run_position = self._checked_plan(state, facts)
+            except ValueError as exc:
+                raise ValueError(f"state {k} of {len(states)}: {exc}") from None
+            checked.append((st, run_position))
+            plans.append(plan)
+        return checked, plans
 
     def _start_run(self, plan, part) -> None:
         """Begin as partition ``part`` with nothing delivered: the plan's run (then its ordinary
