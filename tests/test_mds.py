@@ -153,7 +153,12 @@ def test_the_column_wise_path_and_the_sample_path_give_the_same_chunks(tmp_path,
 def _reference_samples(n, columns, keys, key_pos):
     """The per-sequence encoder the vectorized one replaced, kept as the reference."""
     import struct
-    from recordkit.formats.mds.writer import _shape_head
+
+    def _shape_head(shape):
+        top = max(shape) if shape else 0
+        code, dt = (0, "<u1") if top < 256 else (1, "<u2") if top < 65536 else (2, "<u4") if top < 1 << 32 else (3, "<u8")
+        return bytes([(len(shape) << 2) | code]) + np.array(shape, dtype=dt).tobytes()
+
     encoded = []
     for src, bounds, lens, dim in columns:
         raw = memoryview(np.ascontiguousarray(src).view(np.uint8))

@@ -231,9 +231,6 @@ class MinibatchSource(Checkpointing):
         if self._sweep is not None:
             self._resolve(self._sweep, cid)
 
-    def _ensure(self, cids: list) -> None:
-        self._cache.ensure(cids)
-
     def _evict(self, size: int = 1) -> None:
         """Drop loaded chunks that no position from the cursor on still needs, and those not
         needed soon: a chunk carried over from the previous sweep whose first use in this one
@@ -445,7 +442,7 @@ class MinibatchSource(Checkpointing):
                     end = min(end, self._cursor + max(max_sequences, 1) + 1)
                 a, b = self._cursor - sw.lo, end - sw.lo
                 missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
-                self._ensure([int(c) for c in missing])
+                self._cache.ensure([int(c) for c in missing])
                 continue
             if status == 2:
                 break

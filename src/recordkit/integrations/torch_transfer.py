@@ -122,14 +122,6 @@ def _fill(raw: np.ndarray, parts: list) -> None:
             raw[start:start + nbytes] = t.reshape(-1).view(torch.uint8).numpy()
 
 
-def _pack_item(item: Mapping) -> tuple:
-    """(buffer, layout): the item's tensors copied into one ``bytearray`` (the pipe's way)."""
-    layout, parts, total = _plan(item)
-    buf = bytearray(max(total, 1))
-    _fill(np.frombuffer(buf, dtype=np.uint8), parts)
-    return buf, layout
-
-
 # -- the worker's ring ---------------------------------------------------------------------------
 
 class _Ring:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
 
 import numpy as np
 
@@ -106,7 +105,8 @@ def _encode_samples(n: int, columns: list, keys: np.ndarray, key_pos: int) -> tu
 
 
 def _shape_heads(first: np.ndarray, dim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_shape_head`` of every sample's shape, (first,) or (first, dim), in one buffer: (bytes,
+    """MosaicML's dynamic-shape prefix (one byte ``ndim << 2 | shape dtype``, then the shape in the
+    smallest unsigned type that holds it) of every sample's shape, (first,) or (first, dim), in one buffer: (bytes,
     each head's start, each head's length)."""
     n = len(first)
     ndim = 1 if dim is None else 2
@@ -127,13 +127,6 @@ def _shape_heads(first: np.ndarray, dim) -> tuple[np.ndarray, np.ndarray, np.nda
         out[starts[rows][:, None] + 1 + np.arange(raw.shape[1])] = raw
     return out, starts[:-1], length
 
-
-@lru_cache(maxsize=1 << 14)
-def _shape_head(shape: tuple) -> bytes:
-    """MosaicML's dynamic-shape prefix: one byte ``ndim << 2 | shape dtype``, then the shape."""
-    top = max(shape) if shape else 0
-    code, dt = (0, "<u1") if top < 256 else (1, "<u2") if top < 65536 else (2, "<u4") if top < 1 << 32 else (3, "<u8")
-    return bytes([(len(shape) << 2) | code]) + np.array(shape, dtype=dt).tobytes()
 
 
 class MDSWriter(AtomicWriter):

@@ -86,26 +86,6 @@ def const(byte: int, n: int, present=None) -> tuple[np.ndarray, np.ndarray]:
     return mat, lens
 
 
-def interleave(hdr_flat: np.ndarray, hdr_lens: np.ndarray, pay_flat: np.ndarray,
-               pay_lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Items ``header_i + payload_i`` back to back: (bytes, item offsets (n + 1))."""
-    sizes = hdr_lens + pay_lens
-    off = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
-    out = np.empty(int(off[-1]), dtype=np.uint8)
-    from recordkit.engine._gather import copy_segments  # the compiled scatter (one memcpy per piece)
-    hdr_lens = np.ascontiguousarray(hdr_lens, dtype=np.int64)
-    pay_lens = np.ascontiguousarray(pay_lens, dtype=np.int64)
-    hoff = np.zeros(len(hdr_lens), dtype=np.int64)
-    np.cumsum(hdr_lens[:-1], out=hoff[1:])
-    poff = np.zeros(len(pay_lens), dtype=np.int64)
-    np.cumsum(pay_lens[:-1], out=poff[1:])
-    copy_segments(np.ascontiguousarray(hdr_flat, dtype=np.uint8), hoff, hdr_lens, out, off[:-1])
-    copy_segments(np.ascontiguousarray(pay_flat, dtype=np.uint8).reshape(-1), poff, pay_lens, out,
-                  off[:-1] + hdr_lens)
-    return out, off
-
-
 def dense_feature_list(values: np.ndarray, seq_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FeatureList bodies of a dense column (float32 (samples, D)): every sample one
     ``Feature{float_list{value: D floats}}``, all the same size. (bytes, per-sequence offsets)."""
@@ -124,26 +104,11 @@ def dense_feature_list(values: np.ndarray, seq_offsets: np.ndarray) -> tuple[np.
 def _per_sample(pay_flat: np.ndarray, pay_lens: np.ndarray, list_tag: int, seq_offsets) -> tuple[np.ndarray, np.ndarray]:
     """FeatureList bodies whose samples carry ragged packed payloads: ``Feature{<list>{value: packed}}``;
     an empty list is ``Feature{<list>{}}`` (the packed field omitted, as protobuf writes it). The
-    compiled kernel writes them (``_kernel.features``); ``_per_sample_numpy`` is the column-wise
-    reference it replaced (tests compare the two)."""
+    compiled kernel writes them (``_kernel.features``; tests/test_tfrecord.py keeps the column-wise
+    NumPy encoder it replaced as the reference)."""
     from recordkit.formats.tfrecord import _kernel
     body, item_off = _kernel.features(np.ascontiguousarray(pay_flat, dtype=np.uint8).reshape(-1),
                                       np.ascontiguousarray(pay_lens, dtype=np.int64), list_tag)
-    return body, item_off[np.asarray(seq_offsets, dtype=np.int64)]
-
-
-def _per_sample_numpy(pay_flat: np.ndarray, pay_lens: np.ndarray, list_tag: int, seq_offsets):
-    n = len(pay_lens)
-    present = pay_lens > 0
-    q_mat, q_len = varint_matrix(pay_lens)
-    q_len = np.where(present, q_len, 0)
-    inner = np.where(present, 1 + q_len + pay_lens, 0)
-    i_mat, i_len = varint_matrix(inner)
-    feature = 1 + i_len + inner
-    f_mat, f_len = varint_matrix(feature)
-    hdr, hlen = header_rows([const(0x0A, n), (f_mat, f_len), const(list_tag, n), (i_mat, i_len),
-                             const(0x0A, n, present), (q_mat, q_len)], n)
-    body, item_off = interleave(hdr, hlen, pay_flat, pay_lens)
     return body, item_off[np.asarray(seq_offsets, dtype=np.int64)]
 
 
