@@ -27,6 +27,8 @@ BAD_CALLS = {
     "padded: decreasing offsets": "_gather.gather_padded(rows, [i64(0, 4, 2, 6)], i64(0), i64(1), 4)",
     "padded: row size": "_gather.gather_padded(rows, offs, i64(0), i64(0), 8)",
     "padded: lengths differ": "_gather.gather_padded(rows, offs, i64(0, 0), i64(0), 4)",
+    "padded: frame past the rows": "_gather.gather_padded(rows, [None], i64(0), i64(6), 4)",
+    "padded: negative frame": "_gather.gather_padded(rows, [None, offs[0]], i64(1, 0), i64(0, -1), 4)",
     "sparse: negative sequence": "_gather.gather_sparse(vals, ind, ptr, soffs, i64(0), i64(-1000), 4)",
     "sparse: slot past the chunks": "_gather.gather_sparse(vals, ind, ptr, soffs, i64(7), i64(0), 4)",
     "sparse: indptr past the values": "_gather.gather_sparse(vals, ind, [i64(0, 1, 1, 2000)], soffs, i64(0), i64(1), 4)",
@@ -60,8 +62,13 @@ def test_valid_input_is_still_gathered():
     np.testing.assert_array_equal(out[:3], rows[0][2:5])
     np.testing.assert_array_equal(out[3], rows[0][5])
     assert not out[4:].any()
-    v, ix, p, lens = _gather.gather_sparse([np.arange(8, dtype=np.uint8)], [np.array([3, 7], np.int32)],
-                                          [i64(0, 1, 1, 2)], [i64(0, 1, 3)], i64(0), i64(1), 4)
-    assert lens.tolist() == [2] and p.tolist() == [0, 0, 1] and ix.tolist() == [7]
+    # frames (no offsets): sequence j is row j, from two chunks at once
+    out, lengths, T = _gather.gather_padded(rows + [rows[0][::-1].copy()], [None, None], i64(1, 0), i64(0, 4), 4)
+    assert T == 1 and lengths.tolist() == [1, 1]
+    np.testing.assert_array_equal(out, np.stack([rows[0][5], rows[0][4]]))
+    v, ix, p, lens, so = _gather.gather_sparse([np.arange(8, dtype=np.uint8)], [np.array([3, 7], np.int32)],
+                                              [i64(0, 1, 1, 2)], [i64(0, 1, 3)], i64(0, 0, 0), i64(1, 0, 1), 4)
+    assert lens.tolist() == [2, 1, 2] and so.tolist() == [0, 2, 3, 5]
+    assert p.tolist() == [0, 0, 1, 2, 2, 3] and ix.tolist() == [7, 3, 7]
     src, idx = _randomize.shuffle_sequences(i64(2, 2), i64(0, 0), i64(2, 2), 1)
     assert sorted(zip(src.tolist(), idx.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -25,6 +25,9 @@ class ChunkCache:
         self.futures: dict = {}
         self.on_load = on_load
         self._takes_threads = None  # asked of the deserializer on the first load
+        # bumped whenever the held chunks or the loads under way change: the source skips its
+        # per-minibatch eviction and prefetch passes while nothing they look at has changed
+        self.version = 0
         self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="recordkit-prefetch") \
             if prefetch else None
 
@@ -41,6 +44,7 @@ class ChunkCache:
             fut = self.futures.pop(cid, None)
             data = fut.result() if fut is not None else self._load_now(cid)
             self.loaded[cid] = data
+            self.version += 1
             self.lookups[cid] = data.position_lookup(self.described[cid])
             if self.on_load is not None:
                 self.on_load(cid)
@@ -61,6 +65,7 @@ class ChunkCache:
         for cid in cids:
             if cid not in self.loaded and cid not in self.futures:
                 self.futures[cid] = self.pool.submit(self.deserializer.load_chunk, cid)
+                self.version += 1
 
     def ensure(self, cids: list) -> None:
         """Load these chunks, all at once on the background threads when there are several."""
@@ -72,17 +77,20 @@ class ChunkCache:
     def drop(self, cid: int) -> None:
         del self.loaded[cid]
         del self.lookups[cid]
+        self.version += 1
 
     def cancel(self) -> None:
         """Forget the loads under way (a new sweep or a restore wants others)."""
         for fut in self.futures.values():
             fut.cancel()
         self.futures.clear()
+        self.version += 1
 
     def clear(self) -> None:
         self.cancel()
         self.loaded.clear()
         self.lookups.clear()
+        self.version += 1
 
     def close(self) -> None:
         if self.pool is not None:

@@ -124,8 +124,12 @@ def _prepared(chunk, specs) -> dict:
             if spec.is_sparse:
                 prep[spec.name] = (vals.view(np.uint8), col.indices, col.indptr, col.seq_offsets, vals.dtype)
             else:
-                row_bytes = spec.dim * vals.dtype.itemsize
-                prep[spec.name] = (vals.view(np.uint8).reshape(-1, row_bytes), col.seq_offsets, vals.dtype)
+                rows = vals.view(np.uint8).reshape(-1, spec.dim * vals.dtype.itemsize)
+                offsets = col.seq_offsets
+                n = rows.shape[0]
+                frames = len(offsets) == n + 1 and offsets[-1] == n and (np.diff(offsets) == 1).all()
+                # (rows, offsets, what gather_padded takes: None for frames, where sequence j is row j, dtype)
+                prep[spec.name] = (rows, offsets, None if frames else offsets, vals.dtype)
         chunk._gather_views = prep
     return prep
 
@@ -147,17 +151,15 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
         parts = [p[spec.name] for p in preps]
         if spec.is_sparse:
             dtype = parts[0][4]
-            vals, ind, ptr, lens = _gather.gather_sparse([x[0] for x in parts], [x[1] for x in parts],
-                                                         [x[2] for x in parts], [x[3] for x in parts], slot, seq,
-                                                         dtype.itemsize)
+            vals, ind, ptr, lens, so = _gather.gather_sparse([x[0] for x in parts], [x[1] for x in parts],
+                                                             [x[2] for x in parts], [x[3] for x in parts], slot, seq,
+                                                             dtype.itemsize)
             _check_frames(spec, lens, frame_mode)
-            so = np.zeros(len(lens) + 1, dtype=np.int64)
-            np.cumsum(lens, out=so[1:])
             streams[spec.name] = StreamBatch(spec.name, True, spec.dim, lens, values=vals.view(dtype), indices=ind,
                                              indptr=ptr, seq_offsets=so)
         else:
-            dtype = parts[0][2]
-            out, lens, T = _gather.gather_padded([x[0] for x in parts], [x[1] for x in parts], slot, seq,
+            dtype = parts[0][3]
+            out, lens, T = _gather.gather_padded([x[0] for x in parts], [x[2] for x in parts], slot, seq,
                                                  spec.dim * dtype.itemsize)
             _check_frames(spec, lens, frame_mode)
             data = out.view(dtype).reshape(len(lens), T, spec.dim)

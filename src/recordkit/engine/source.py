@@ -45,6 +45,13 @@ INFINITELY_REPEAT = None
 _NO_SIZE_LIMIT = 1 << 62  # the sample budget of a pick where only the number of sequences counts
 
 
+def _joined(parts: list) -> np.ndarray:
+    """The runs of one pick as one array (most picks are one run: no copy then)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 class MinibatchSource(Checkpointing):
     """Minibatches from a deserializer (``CTFReader``, ``CBFReader``, a composite, ...).
 
@@ -130,6 +137,8 @@ class MinibatchSource(Checkpointing):
                                  on_load=self._on_load)
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
+        self._evict_memo = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
+        self._prefetch_memo = None
         # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
         # group of the run being delivered (None once the ordinary sweeps have begun)
         self._plan = None
@@ -235,20 +244,35 @@ class MinibatchSource(Checkpointing):
         """Drop loaded chunks that no position from the cursor on still needs, and those not
         needed soon: a chunk carried over from the previous sweep whose first use in this one
         is neither in the next minibatch's reach nor among the chunks the prefetch wants
-        (kept, it would add to the window until that use; reloaded, it costs one parse)."""
+        (kept, it would add to the window until that use; reloaded, it costs one parse).
+
+        Run after every minibatch, the pass is skipped while its answer cannot have changed:
+        same sweep, same size, the same chunks held or under way (``ChunkCache.version``), the
+        cursor moved forward but past no held chunk's last use. (A chunk that survived the
+        second test keeps surviving as the cursor advances: the reach only grows, and a chunk
+        leaves the prefetch's list only once its first use is behind the cursor.)"""
         sw = self._sweep
+        memo = self._evict_memo
+        cursor = self._cursor
+        if (memo is not None and memo[0] is sw and memo[1] == size and memo[2] == self._cache.version
+                and memo[3] <= cursor <= memo[4]):
+            return
         soon = set(self._wanted_ahead())
         reach = self._reach(size)
         if sw.first_at is None:
             sw.first_at = dict(zip(sw.first_use.tolist(), sw.first_pos.tolist()))
         first_at = sw.first_at
+        last_use = sw.last_use
         for cid in self._cache.ids():
-            if sw.last_use.get(cid, -1) < self._cursor or (first_at.get(cid, -1) >= reach and cid not in soon):
+            if last_use.get(cid, -1) < cursor or (first_at.get(cid, -1) >= reach and cid not in soon):
                 self._cache.drop(cid)
                 if cid in sw.by_chunk:
                     rel = sw.by_chunk[cid]
                     sw.pos_j[rel] = -2
                     sw.pos_len[rel] = 0
+        held = self._cache.ids()
+        until = min((last_use.get(cid, -1) for cid in held), default=sw.hi)
+        self._evict_memo = (sw, size, self._cache.version, cursor, until)
 
     def _reach(self, samples: int) -> int:
         return reach(self._sweep, self._cursor, samples)
@@ -260,8 +284,18 @@ class MinibatchSource(Checkpointing):
         return wanted_ahead(self._sweep, self._cursor, self._prefetch_chunks)
 
     def _prefetch(self) -> None:
-        """Start loading the next chunks, in order of first use, on the background threads."""
+        """Start loading the next chunks, in order of first use, on the background threads
+        (nothing to do while the cursor is between the same two first uses and no chunk was
+        loaded, dropped or started since the last call)."""
+        if self._cache.pool is None:
+            return
+        sw = self._sweep
+        k = int(np.searchsorted(sw.first_pos, self._cursor, side="left"))
+        memo = (sw, k, self._cache.version)
+        if self._prefetch_memo is not None and self._prefetch_memo[0] is sw and self._prefetch_memo[1:] == memo[1:]:
+            return
         self._cache.start(self._wanted_ahead())
+        self._prefetch_memo = (sw, k, self._cache.version)
 
     # -- positions -------------------------------------------------------------------------------
     def _global_start(self, pos: int) -> int:
@@ -449,11 +483,7 @@ class MinibatchSource(Checkpointing):
         if self._cursor >= self._sweep.hi:
             end_of_sweep = True
         self._prefetch()
-        picked = (np.concatenate(cids) if cids else np.zeros(0, np.int64),
-                  np.concatenate(js) if js else np.zeros(0, np.int64),
-                  np.concatenate(lens) if lens else np.zeros(0, np.int64),
-                  np.concatenate(sweeps) if sweeps else np.zeros(0, np.int64),
-                  np.concatenate(positions) if positions else np.zeros(0, np.int64))
+        picked = tuple(_joined(part) for part in (cids, js, lens, sweeps, positions))
         self._last_epoch = (mb_epoch, end_of_epoch)
         return picked, end_of_sweep, sweep_index
 
@@ -529,10 +559,8 @@ class MinibatchSource(Checkpointing):
 
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
         cids, js, _, sweeps, _ = picked
-        if len(cids) and cids[0] == cids[-1] and not (cids != cids[0]).any():  # all from one chunk: no sort
-            uniq, slot = cids[:1], np.zeros(len(cids), dtype=np.int64)
-        else:
-            uniq, slot = np.unique(cids, return_inverse=True)
+        found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
+        uniq, slot = found if found is not None else np.unique(cids, return_inverse=True)
         chunks = [self._chunk(int(c)) for c in uniq]
         streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
         del chunks

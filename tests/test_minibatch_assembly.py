@@ -1,0 +1,149 @@
+"""Minibatch assembly: the compiled gathers and the source's per-minibatch shortcuts give what a
+plain per-sequence packing gives.
+
+The gathers prefetch rows, pad only the short sequences (the output is no longer zeroed first),
+compute the sparse sequence offsets themselves, and map chunk ids to slots without sorting;
+the source skips its eviction and prefetch passes while nothing they look at has changed.
+Each shortcut is checked against the slow way on data of many small chunks, variable-length
+sequences, dense and sparse streams, in file order and randomized.
+"""
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+from helpers import dense, sparse, write
+from recordkit.engine import _gather
+from recordkit.engine.source import MinibatchSource
+from recordkit.formats.ctf import CTFReader
+
+STREAMS = [dense("x", 3), sparse("y", 40)]
+
+
+@pytest.fixture(scope="module", params=["sequences", "frames"])
+def corpus(request, tmp_path_factory):
+    """600 sequences of 1-9 samples, or ("frames") of one sample but for the last 100 (chunks of
+    frames, where the dense gather looks up no offsets, beside chunks of sequences); some samples
+    lack the sparse stream (empty rows)."""
+    rng = np.random.default_rng(7)
+    lines = []
+    for sid in range(600):
+        longest = 9 if request.param == "sequences" or sid >= 500 else 1
+        for t in range(int(rng.integers(1, longest + 1))):
+            x = " ".join(f"{v:.3f}" for v in rng.normal(size=3))
+            nz = sorted(rng.choice(40, size=int(rng.integers(0, 4)), replace=False).tolist())
+            y = " ".join(f"{i}:{rng.integers(1, 9)}" for i in nz)
+            lines.append(f"{sid} |x {x}" + (f" |y {y}" if nz else ""))
+    path = write(tmp_path_factory.mktemp("assembly"), "\n".join(lines) + "\n")
+    whole = {}
+    for seq in CTFReader(path, STREAMS):
+        whole[int(seq.key)] = seq
+    return path, whole
+
+
+def open_source(path, **kw):
+    # chunks of ~2 KB: a few dozen sequences each, so a randomized minibatch draws from many
+    return MinibatchSource(CTFReader(path, STREAMS, chunk_size=2048), **kw)
+
+
+def check_against_plain_packing(mb, whole):
+    keys = mb.keys.tolist()
+    x, y = mb["x"], mb["y"]
+    T = x.data.shape[1]
+    assert x.lengths.tolist() == [len(whole[k]["x"]) for k in keys]
+    for i, k in enumerate(keys):
+        ref = whole[k]["x"]
+        n = len(ref)
+        np.testing.assert_array_equal(x.data[i, :n], ref)
+        assert not x.data[i, n:].any(), "padding must be zeros"
+        assert x.mask[i].tolist() == [t < n for t in range(T)]
+        rows = y.csr[y.seq_offsets[i]:y.seq_offsets[i + 1]].toarray()
+        np.testing.assert_array_equal(rows, whole[k]["y"].toarray())
+    assert y.seq_offsets[0] == 0 and y.seq_offsets[-1] == y.csr.shape[0]
+    np.testing.assert_array_equal(np.diff(y.seq_offsets), y.lengths)
+    assert mb.lengths.tolist() == [max(len(whole[k]["x"]), whole[k]["y"].shape[0]) for k in keys]
+
+
+@pytest.mark.parametrize("randomize,window", [(False, 1), (True, 3), (True, 40)])
+def test_minibatches_equal_a_plain_per_sequence_packing(corpus, randomize, window):
+    path, whole = corpus
+    src = open_source(path, randomize=randomize, window=window, max_sweeps=2)
+    assert len(src.chunks) > 15
+    seen = []
+    for size in itertools.cycle([1, 7, 64, 300]):
+        mb = src.next_minibatch(size)
+        if mb is None:
+            break
+        check_against_plain_packing(mb, whole)
+        seen += mb.keys.tolist()
+    assert sorted(seen) == sorted(list(whole) * 2)
+
+
+def test_a_minibatch_from_more_chunks_than_the_slot_scan_takes_is_still_right(corpus, monkeypatch):
+    path, whole = corpus
+    answers = []
+    scan = _gather.chunk_slots
+    monkeypatch.setattr(_gather, "chunk_slots", lambda cids: answers.append(scan(cids)) or answers[-1])
+    src = open_source(path, randomize=True, window=1000, max_sweeps=1)
+    mb = src.next_minibatch(3000)  # hundreds of sequences from every chunk of the data
+    assert answers == [None]  # more than 16 chunks: np.unique's mapping
+    check_against_plain_packing(mb, whole)
+
+
+def test_chunk_slots_maps_every_pick_to_its_chunk():
+    rng = np.random.default_rng(3)
+    for k in (1, 2, 5, 16):
+        ids = rng.choice(10**6, size=k, replace=False)
+        cids = ids[rng.integers(0, k, size=500)].astype(np.int64)
+        uniq, slot = _gather.chunk_slots(cids)
+        np.testing.assert_array_equal(uniq[slot], cids)
+        assert len(set(uniq.tolist())) == len(uniq) == len(set(cids.tolist()))
+    assert _gather.chunk_slots(np.arange(17, dtype=np.int64)) is None
+    uniq, slot = _gather.chunk_slots(np.zeros(0, dtype=np.int64))
+    assert len(uniq) == len(slot) == 0
+
+
+class _NoShortcuts(MinibatchSource):
+    """The source with its per-minibatch memos forgotten at once: every eviction and prefetch pass runs."""
+
+    def __setattr__(self, name, value):
+        if name in ("_evict_memo", "_prefetch_memo"):
+            value = None
+        object.__setattr__(self, name, value)
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+@pytest.mark.parametrize("window", [1, 2, 5, 40])
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_skipped_eviction_passes_hold_the_same_chunks_as_the_full_pass(corpus, randomize, window, prefetch):
+    path, _ = corpus
+
+    def trace(cls):
+        src = open_source(path, randomize=randomize, window=window, max_sweeps=3, prefetch_chunks=prefetch)
+        src.__class__ = cls
+        out = []
+        for size in itertools.cycle([64, 300, 1, 1000, 17]):
+            mb = src.next_minibatch(size)
+            if mb is None:
+                break
+            out.append((sorted(src.held_chunks()), mb.keys.tolist()))
+        src.close()
+        return out
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast, full = trace(MinibatchSource), trace(_NoShortcuts)
+    assert len(fast) > 10
+    assert [k for _, k in fast] == [k for _, k in full]
+    assert [h for h, _ in fast] == [h for h, _ in full]
+
+
+def test_the_shortcut_check_really_runs_every_pass(corpus):
+    path, _ = corpus
+    src = open_source(path, randomize=True, window=5)
+    src.next_minibatch(100)
+    assert src._evict_memo is not None and src._prefetch_memo is not None
+    src.__class__ = _NoShortcuts
+    src.next_minibatch(100)
+    assert src._evict_memo is None and src._prefetch_memo is None
