@@ -270,24 +270,111 @@ def _per_sample_reference(pay_flat, pay_lens, list_tag, seq_offsets):
     return out, off[np.asarray(seq_offsets, dtype=np.int64)]
 
 
-@pytest.mark.parametrize("lens", [[0, 0, 0], [1, 127, 128, 0, 300], [16384, 0, 2 ** 21 + 5], []])
-def test_the_compiled_feature_encoder_writes_the_bytes_of_the_column_wise_one(lens):
+def _sparse_lists_reference(indices, values, indptr, seq_offsets):
+    """Both feature lists of a sparse column built from NumPy columns: the indices' varints (varint
+    matrix, compacted) and the per-sample Feature messages (_per_sample_reference)."""
+    from recordkit.formats.tfrecord.wire import compact, varint_matrix
+    idx = np.asarray(indices, dtype=np.int64)
+    mat, v_len = varint_matrix(idx)
+    flat = compact(mat, v_len)
+    cum = np.zeros(len(v_len) + 1, dtype=np.int64)
+    np.cumsum(v_len, out=cum[1:])
+    ind = _per_sample_reference(flat, cum[indptr[1:]] - cum[indptr[:-1]], 0x1A, seq_offsets)
+    vals = np.ascontiguousarray(values, dtype="<f4").view(np.uint8)
+    return ind, _per_sample_reference(vals, 4 * np.diff(indptr), 0x12, seq_offsets)
+
+
+@pytest.mark.parametrize("nnz_per_sample", [[0, 0, 0], [1, 127, 128, 0, 300], [40000, 0, 3], [], [1] * 50])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_the_compiled_sparse_lists_write_the_bytes_of_the_column_wise_encoder(nnz_per_sample, index_dtype):
     from recordkit.formats.tfrecord import wire
-    rng = np.random.default_rng(len(lens))
-    lens = np.array(lens, dtype=np.int64)
-    payload = rng.integers(0, 256, int(lens.sum()), dtype=np.uint8)
-    seq = np.array([0, len(lens) // 2, len(lens)], dtype=np.int64)
-    for tag in (0x12, 0x1A):
-        got = wire._per_sample(payload, lens, tag, seq)
-        want = _per_sample_reference(payload, lens, tag, seq)
-        assert got[0].tobytes() == want[0].tobytes() and got[1].tolist() == want[1].tolist()
+    rng = np.random.default_rng(len(nnz_per_sample))
+    counts = np.array(nnz_per_sample, dtype=np.int64)
+    indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    top = np.iinfo(index_dtype).max
+    indices = rng.integers(0, top, int(indptr[-1]), dtype=index_dtype)
+    indices[:3] = [0, 127, 128][:len(indices[:3])]
+    values = rng.normal(size=int(indptr[-1])).astype(np.float32)
+    seq = np.array(sorted({0, len(counts) // 2, len(counts)}), dtype=np.int64)
+    (ib, io), (vb, vo) = wire.sparse_feature_lists(indices, values, indptr, seq)
+    (rib, rio), (rvb, rvo) = _sparse_lists_reference(indices, values, indptr, seq)
+    assert ib.tobytes() == rib.tobytes() and io.tolist() == rio.tolist()
+    assert vb.tobytes() == rvb.tobytes() and vo.tolist() == rvo.tolist()
 
 
-def test_the_compiled_varints_equal_numpys_and_refuse_negative_indices():
-    from recordkit.formats.tfrecord import _kernel, wire
-    v = np.array([0, 1, 127, 128, 16383, 16384, 2 ** 31 - 1, 2 ** 40, 2 ** 63 - 1], dtype=np.int64)
-    flat, lens = _kernel.varints(v)
-    mat, mlen = wire.varint_matrix(v)
-    assert lens.tolist() == mlen.tolist() and flat.tobytes() == wire.compact(mat, mlen).tobytes()
+def test_the_compiled_sparse_lists_refuse_inconsistent_columns():
+    from recordkit.formats.tfrecord import _kernel
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    vals = np.zeros(8, np.uint8)
     with pytest.raises(ValueError, match="negative"):
-        _kernel.varints(np.array([3, -1], dtype=np.int64))
+        _kernel.sparse_lists(i64(3, -1), vals, i64(0, 2), i64(0, 1))
+    with pytest.raises(ValueError, match="value bytes"):
+        _kernel.sparse_lists(i64(3, 1), vals[:5], i64(0, 2), i64(0, 1))
+    with pytest.raises(ValueError, match="indptr runs"):
+        _kernel.sparse_lists(i64(3, 1), vals, i64(0, 5), i64(0, 1))
+    with pytest.raises(ValueError, match="indptr decreases"):
+        _kernel.sparse_lists(i64(3, 1), vals, i64(0, 2, 1, 2), i64(0, 3))
+    with pytest.raises(ValueError, match="sequence offsets run"):
+        _kernel.sparse_lists(i64(3, 1), vals, i64(0, 2), i64(0, 4))
+
+
+@pytest.mark.parametrize("table", [False, True])
+def test_the_compiled_crc32c_equals_the_crc32c_package(table):
+    from crc32c import crc32c
+    from recordkit.formats.tfrecord import _kernel
+    rng = np.random.default_rng(11)
+    try:
+        _kernel.use_table_crc(table)
+        assert _kernel.crc32c(np.frombuffer(b"123456789", np.uint8)) == 0xE3069283
+        for n in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4099]:
+            data = rng.integers(0, 256, n, dtype=np.uint8)
+            assert _kernel.crc32c(data) == crc32c(data.tobytes()), n
+    finally:
+        _kernel.use_table_crc(False)
+
+
+def _framed_one_by_one(keys, bodies):
+    """The records framed in Python one by one (the crc32c package's CRCs, the writer's headers)."""
+    from recordkit.formats.tfrecord import writer, wire
+    enc = framing.FrameEncoder()
+    out = []
+    for i, key in enumerate(keys):
+        kv = wire.varint_bytes(int(key))
+        entries = b"".join(writer._entry_head(name, int(off[i + 1] - off[i])) + body[off[i]:off[i + 1]].tobytes()
+                           for name, body, off in bodies)
+        out.append(enc.frame(writer._context_prefix(len(kv)) + kv + b"\x12" + wire.varint_bytes(len(entries))
+                             + entries))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("table", [False, True])
+def test_the_compiled_framing_writes_the_records_framed_one_by_one(table):
+    from recordkit.formats.tfrecord import _kernel
+    rng = np.random.default_rng(5)
+    m = 300
+    keys = rng.integers(0, 2 ** 63, m, dtype=np.uint64)
+    keys[:4] = [0, 127, 128, 2 ** 64 - 1]
+    bodies = []
+    for name, most in ((b"x", 40), (b"w.indices", 300), (b"n" * 127, 3)):
+        lens = rng.integers(0, most, m)
+        lens[::7] = 0  # empty feature lists
+        off = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        bodies.append((name, rng.integers(0, 256, int(off[-1]), dtype=np.uint8), off))
+    try:
+        _kernel.use_table_crc(table)
+        got = _kernel.frame_sequence_examples(keys, [n for n, _, _ in bodies], [b for _, b, _ in bodies],
+                                              [o for _, _, o in bodies])
+    finally:
+        _kernel.use_table_crc(False)
+    assert got.tobytes() == _framed_one_by_one(keys, bodies)
+    offs, lens = framing.scan(got.tobytes(), "x")
+    assert len(offs) == m
+    assert _kernel.frame_sequence_examples(keys[:0], [b"x"], [np.zeros(0, np.uint8)], [np.zeros(1, np.int64)]).size == 0
+    with pytest.raises(ValueError, match="not within"):
+        _kernel.frame_sequence_examples(keys[:2], [b"x"], [np.zeros(3, np.uint8)], [np.array([0, 2, 9])])
+    with pytest.raises(ValueError, match="offsets for"):
+        _kernel.frame_sequence_examples(keys[:2], [b"x"], [np.zeros(3, np.uint8)], [np.array([0, 2])])
+    with pytest.raises(ValueError, match="1 to 127 bytes"):
+        _kernel.frame_sequence_examples(keys[:1], [b"x" * 128], [np.zeros(3, np.uint8)], [np.array([0, 2])])

@@ -48,30 +48,22 @@ def scan(data, path, *, verify: bool = True, first_record: int = 0) -> tuple[np.
 
     A length whose CRC does not match, data whose CRC does not match, or a record that runs
     past the end of the file is a ``FormatError`` with the byte offset and the record index.
+    The walk and the CRCs are compiled (``_kernel.scan_frames``: per record in Python, the two
+    CRC calls cost more than decoding the record).
     """
-    crc = _crc_function()
-    buf = memoryview(data)
-    total = len(buf)
-    offs, lens = [], []
-    pos = 0
-    k = first_record
-    unpack_len, unpack_crc = _LEN.unpack_from, _CRC.unpack_from
-    while pos < total:
-        if pos + 12 > total:
+    from recordkit.formats.tfrecord import _kernel
+    buf = np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, dtype=np.uint8)
+    offs, lens, problem = _kernel.scan_frames(buf, verify, MAX_RECORD)
+    if problem is not None:
+        code, pos, k, n = problem
+        total = len(buf)
+        where = dict(offset=pos, record=f"record {first_record + k}")
+        if code == 1:
             raise FormatError(path, f"{total - pos} bytes at the end are too few for a record header "
-                                    f"(truncated file?)", offset=pos, record=f"record {k}")
-        (n,) = unpack_len(buf, pos)
-        if verify and unpack_crc(buf, pos + 8)[0] != masked_crc(buf[pos:pos + 8], crc):
-            raise FormatError(path, "length CRC mismatch: corrupt record header", offset=pos, record=f"record {k}")
-        start = pos + 12
-        if n >= MAX_RECORD or start + n + 4 > total:
-            raise FormatError(path, f"record of {n} bytes runs past the end of the file (truncated file?)",
-                              offset=pos, record=f"record {k}")
-        if verify and unpack_crc(buf, start + n)[0] != masked_crc(buf[start:start + n], crc):
-            raise FormatError(path, "data CRC mismatch: the record's bytes are corrupt", offset=pos,
-                              record=f"record {k}")
-        offs.append(start)
-        lens.append(n)
-        pos = start + n + 4
-        k += 1
-    return np.array(offs, dtype=np.int64), np.array(lens, dtype=np.int64)
+                                    f"(truncated file?)", **where)
+        if code == 2:
+            raise FormatError(path, "length CRC mismatch: corrupt record header", **where)
+        if code == 3:
+            raise FormatError(path, f"record of {n} bytes runs past the end of the file (truncated file?)", **where)
+        raise FormatError(path, "data CRC mismatch: the record's bytes are corrupt", **where)
+    return offs, lens

@@ -101,33 +101,18 @@ def dense_feature_list(values: np.ndarray, seq_offsets: np.ndarray) -> tuple[np.
     return mat.reshape(-1), np.asarray(seq_offsets, dtype=np.int64) * size
 
 
-def _per_sample(pay_flat: np.ndarray, pay_lens: np.ndarray, list_tag: int, seq_offsets) -> tuple[np.ndarray, np.ndarray]:
-    """FeatureList bodies whose samples carry ragged packed payloads: ``Feature{<list>{value: packed}}``;
-    an empty list is ``Feature{<list>{}}`` (the packed field omitted, as protobuf writes it). The
-    compiled kernel writes them (``_kernel.features``; tests/test_tfrecord.py keeps the column-wise
-    NumPy encoder it replaced as the reference)."""
-    from recordkit.formats.tfrecord import _kernel
-    body, item_off = _kernel.features(np.ascontiguousarray(pay_flat, dtype=np.uint8).reshape(-1),
-                                      np.ascontiguousarray(pay_lens, dtype=np.int64), list_tag)
-    return body, item_off[np.asarray(seq_offsets, dtype=np.int64)]
-
-
 def sparse_feature_lists(indices: np.ndarray, values: np.ndarray, indptr: np.ndarray, seq_offsets: np.ndarray):
     """The ``NAME.indices`` (int64_list per sample) and ``NAME.values`` (float_list per sample)
-    FeatureList bodies of a sparse column: ((bytes, per-sequence offsets), (bytes, offsets))."""
-    indptr = np.asarray(indptr, dtype=np.int64)
-    idx = np.asarray(indices).astype(np.int64)
-    if len(idx) and idx.min() < 0:
-        raise ValueError("negative sparse index")
+    FeatureList bodies of a sparse column: ((bytes, per-sequence offsets), (bytes, offsets)).
+    One compiled pass (``_kernel.sparse_lists``); negative indices are refused."""
     from recordkit.formats.tfrecord import _kernel
-    flat_idx, v_len = _kernel.varints(np.ascontiguousarray(idx))
-    cum = np.zeros(len(v_len) + 1, dtype=np.int64)
-    np.cumsum(v_len, out=cum[1:])
-    idx_bytes = cum[indptr[1:]] - cum[indptr[:-1]]
-    ind = _per_sample(flat_idx, idx_bytes, 0x1A, seq_offsets)
-    vals = np.ascontiguousarray(values, dtype="<f4").view(np.uint8)
-    val = _per_sample(vals, 4 * np.diff(indptr), 0x12, seq_offsets)
-    return ind, val
+    idx = np.ascontiguousarray(indices)
+    if idx.dtype not in (np.int32, np.int64):
+        idx = idx.astype(np.int64)
+    vals = np.ascontiguousarray(values, dtype="<f4").reshape(-1).view(np.uint8)
+    ib, io, vb, vo = _kernel.sparse_lists(idx, vals, np.ascontiguousarray(indptr, dtype=np.int64),
+                                          np.ascontiguousarray(seq_offsets, dtype=np.int64))
+    return (ib, io), (vb, vo)
 
 
 def entry(tag_key: bytes, body_len: int) -> bytes:

@@ -14,8 +14,10 @@ bytes_list holding the stream declarations as JSON), so a part alone still reads
 without ``--stream``; ``__recordkit__.json`` beside the parts adds each part's counts.
 TensorFlow's parsers ignore context features their spec does not name.
 
-Records are encoded column-wise (``wire.py``) and framed with CRC-32C (``framing.py``); the
-directory is written aside and published whole (``StagedDirectory``).
+The feature-list bodies of a chunk are encoded at once (``wire.py``, the compiled ``Feature``
+messages of ``_kernel.pyx``); a run of records is then framed, both CRC-32Cs included, in one
+compiled call (``_kernel.frame_sequence_examples``). The directory is written aside and
+published whole (``StagedDirectory``).
 """
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from recordkit.engine._gather import copy_segments
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
@@ -71,13 +72,6 @@ def _context_prefix(n: int) -> bytes:
     kf_len = len(_key_feature_prefix(n)) + n
     ctx_len = len(_entry_head(KEY_FEATURE.encode(), kf_len)) + kf_len
     return b"\x0a" + varint(ctx_len) + _entry_head(KEY_FEATURE.encode(), kf_len) + _key_feature_prefix(n)
-
-
-def _mask(c: np.ndarray) -> np.ndarray:
-    """TensorFlow's CRC mask, column-wise (little-endian uint32 result)."""
-    c = c.astype(np.uint64)
-    return ((((c >> np.uint64(15)) | (c << np.uint64(17))) & np.uint64(0xFFFFFFFF)) + np.uint64(0xA282EAD8)
-            & np.uint64(0xFFFFFFFF)).astype("<u4")
 
 
 def feature_list_names(spec) -> list[str]:
@@ -170,84 +164,14 @@ class TFRecordWriter(AtomicWriter):
             self._file.write(memoryview(self._assemble(bodies, keys, a, b)))
 
     def _assemble(self, bodies, keys, a: int, b: int) -> np.ndarray:
-        """Framed records a..b-1 built column-wise: every header (frame length, context with the
-        key, feature-list entries) computed as columns, the pieces laid out by one label array,
-        then only the two CRCs per record computed one by one."""
-        m = b - a
-        klist = keys[a:b]
-        kmat, klen = wire.varint_matrix(np.array(klist, dtype=np.uint64), width=10)
-        heads, entry_total = [], np.zeros(m, dtype=np.int64)
-        body_parts = []
-        for name, body, off in bodies:
-            L = np.asarray(off[a + 1:b + 1] - off[a:b], dtype=np.int64)
-            namepart = b"\x0a" + wire.varint_bytes(len(name)) + name
-            E = len(namepart) + 1 + wire.varint_len(L) + L
-            emat, elen = wire.varint_matrix(E)
-            lmat, llen = wire.varint_matrix(L)
-            npart = np.tile(np.frombuffer(namepart, dtype=np.uint8), (m, 1))
-            heads.append([wire.const(0x0A, m), (emat, elen), (npart, np.full(m, len(namepart), np.int64)),
-                          wire.const(0x12, m), (lmat, llen)])
-            entry_total += 1 + elen + E
-            body_parts.append((body[int(off[a]):int(off[b])], L))
-        fmat, flen = wire.varint_matrix(entry_total)
-        kf = 4 + klen
-        e_key = 7 + kf
-        ctx = np.zeros((m, 15), dtype=np.uint8)
-        ctx[:, 0] = 0x0A
-        ctx[:, 1] = 2 + e_key
-        ctx[:, 2] = 0x0A
-        ctx[:, 3] = e_key
-        ctx[:, 4:9] = np.frombuffer(b"\x0a\x03key", dtype=np.uint8)
-        ctx[:, 9] = 0x12
-        ctx[:, 10] = kf
-        ctx[:, 11] = 0x1A
-        ctx[:, 12] = 2 + klen
-        ctx[:, 13] = 0x0A
-        ctx[:, 14] = klen
-        rec_len = 15 + klen + 1 + flen + entry_total
-        len8 = rec_len.astype("<u8").view(np.uint8).reshape(m, 8)
-        zero4 = np.zeros((m, 4), dtype=np.uint8)
-        first = [(len8, np.full(m, 8, np.int64)), (zero4, np.full(m, 4, np.int64)), (ctx, np.full(m, 15, np.int64)),
-                 (kmat, klen), wire.const(0x12, m), (fmat, flen)] + heads[0]
-        groups = [wire.header_rows(first, m)] + [wire.header_rows(h, m) for h in heads[1:]]
-        groups.append((np.zeros(4 * m, dtype=np.uint8), np.full(m, 4, np.int64)))
-        k = len(bodies)
-        sizes = np.empty((m, 2 * k + 1), dtype=np.int64)
-        sources = []
-        for j in range(k):
-            sizes[:, 2 * j] = groups[j][1]
-            sizes[:, 2 * j + 1] = body_parts[j][1]
-        sizes[:, 2 * k] = 4
-        for j in range(k):
-            sources.append(groups[j][0])
-            sources.append(body_parts[j][0])
-        sources.append(groups[k][0])
-        total = int(sizes.sum())
-        out = np.empty(total, dtype=np.uint8)
-        starts = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(sizes.sum(axis=1), out=starts[1:])
-        # piece j of record i goes to the record's start plus the pieces before it: one compiled
-        # scatter per piece kind (engine/_gather.copy_segments), no per-byte label arrays
-        before = np.cumsum(sizes, axis=1) - sizes
-        for j, src in enumerate(sources):
-            lens = np.ascontiguousarray(sizes[:, j])
-            src_starts = np.zeros(m, dtype=np.int64)
-            np.cumsum(lens[:-1], out=src_starts[1:])
-            copy_segments(np.ascontiguousarray(src, dtype=np.uint8), src_starts, lens, out,
-                          np.ascontiguousarray(starts[:-1] + before[:, j]))
-        crc = self._frames.crc
-        view = memoryview(out)
-        st = starts.tolist()
-        rl = rec_len.tolist()
-        hcrc = np.empty(m, dtype=np.uint32)
-        dcrc = np.empty(m, dtype=np.uint32)
-        for i in range(m):
-            s0 = st[i]
-            hcrc[i] = crc(view[s0:s0 + 8])
-            dcrc[i] = crc(view[s0 + 12:s0 + 12 + rl[i]])
-        out[(starts[:-1] + 8)[:, None] + np.arange(4)] = _mask(hcrc).view(np.uint8).reshape(m, 4)
-        out[(starts[:-1] + 12 + rec_len)[:, None] + np.arange(4)] = _mask(dcrc).view(np.uint8).reshape(m, 4)
-        return out
+        """Framed records a..b-1, built and CRC'd by the compiled framing in one call
+        (``_kernel.frame_sequence_examples``; per record in Python, the two CRC calls alone
+        cost more than the rest of the conversion on small sequences)."""
+        from recordkit.formats.tfrecord import _kernel
+        return _kernel.frame_sequence_examples(
+            np.array(keys[a:b], dtype=np.uint64), [name for name, _, _ in bodies],
+            [np.ascontiguousarray(body, dtype=np.uint8).reshape(-1) for _, body, _ in bodies],
+            [np.ascontiguousarray(off[a:b + 1], dtype=np.int64) for _, _, off in bodies])
 
     def _write_run_records(self, bodies, keys, a: int, b: int) -> None:
         views = [(name, memoryview(body), off.tolist()) for name, body, off in bodies]
