@@ -232,11 +232,11 @@ def test_nulls_short_samples_and_bad_sparse_indices_are_located_errors(tmp_path)
     from recordkit import StreamSpec
     from recordkit.formats.parquet import ParquetDeserializer
     from recordkit.formats.parquet import reader as parquet_reader
-    rows = [[[1.0, 2.0]]] * 5000 + [None]  # the null in the row group's third read batch
+    rows = [[[1.0, 2.0]]] * 20000 + [None]  # the null in the row group's third read batch
     pq.write_table(pa.table({"x": pa.array(rows, pa.list_(pa.list_(pa.float32())))}), tmp_path / "n.parquet")
-    assert parquet_reader.READ_BATCH < 5000
+    assert 2 * parquet_reader.READ_BATCH < 20000
     with ParquetDeserializer(tmp_path / "n.parquet", [StreamSpec("x", "dense", 2)]) as r:
-        with pytest.raises(FormatError, match=r"n\.parquet.*null.*row 5000 of row group 0"):
+        with pytest.raises(FormatError, match=r"n\.parquet.*null.*row 20000 of row group 0"):
             r.load_chunk(0)
     pq.write_table(pa.table({"x": pa.array([[[1.0, 2.0], [3.0]]], pa.list_(pa.list_(pa.float32())))}),
                    tmp_path / "s.parquet")

@@ -30,7 +30,7 @@ from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select
 from recordkit.storage import location
 
 _PART = re.compile(r"(\d+)(?:\.[^.]*)?$")
-READ_BATCH = 2048
+READ_BATCH = 8192  # rows per decoded batch (benchmarks/README.md: 2048 was 10-20% slower on every corpus)
 
 
 def parquet_part_paths(path, storage_options=None) -> list[str]:
