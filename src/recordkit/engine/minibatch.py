@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recordkit.engine import _gather
+
 
 
 @dataclass
@@ -140,7 +142,6 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
     The compiled gather kernels copy every picked sequence in one call per stream
     (``engine/_gather.pyx``). Returns (streams, keys, lengths).
     """
-    from recordkit.engine import _gather
     slot = np.ascontiguousarray(slot, dtype=np.int64)
     seq = np.ascontiguousarray(seq, dtype=np.int64)
     preps = [_prepared(c, specs) for c in chunks]

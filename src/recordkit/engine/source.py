@@ -138,7 +138,7 @@ class MinibatchSource(Checkpointing):
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
         self._evict_memo = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
-        self._prefetch_memo = None
+        self._prefetch_memo = None  # (sweep, cache version, cursor above, cursor up to): see _prefetch
         # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
         # group of the run being delivered (None once the ordinary sweeps have begun)
         self._plan = None
@@ -289,13 +289,16 @@ class MinibatchSource(Checkpointing):
         loaded, dropped or started since the last call)."""
         if self._cache.pool is None:
             return
-        sw = self._sweep
-        k = int(np.searchsorted(sw.first_pos, self._cursor, side="left"))
-        memo = (sw, k, self._cache.version)
-        if self._prefetch_memo is not None and self._prefetch_memo[0] is sw and self._prefetch_memo[1:] == memo[1:]:
+        sw, cursor, memo = self._sweep, self._cursor, self._prefetch_memo
+        if memo is not None and memo[0] is sw and memo[1] == self._cache.version and memo[2] < cursor <= memo[3]:
             return
         self._cache.start(self._wanted_ahead())
-        self._prefetch_memo = (sw, k, self._cache.version)
+        # wanted_ahead's list changes only when the cursor passes a chunk's first use: it depends on
+        # k = the number of first uses before the cursor, the same while first_pos[k-1] < cursor <= first_pos[k]
+        k = int(np.searchsorted(sw.first_pos, cursor, side="left"))
+        low = int(sw.first_pos[k - 1]) if k > 0 else -1
+        high = int(sw.first_pos[k]) if k < len(sw.first_pos) else sw.hi
+        self._prefetch_memo = (sw, self._cache.version, low, high)
 
     # -- positions -------------------------------------------------------------------------------
     def _global_start(self, pos: int) -> int:
@@ -467,7 +470,9 @@ class MinibatchSource(Checkpointing):
                 cids.append(sw.chunk[sw.lo + sel])
                 js.append(sw.pos_j[sel])
                 lens.append(sw.pos_len[sel])
-                sweeps.append(np.full(len(sel), sw.index, dtype=np.int64))
+                of_sweep = np.empty(len(sel), dtype=np.int64)
+                of_sweep.fill(sw.index)
+                sweeps.append(of_sweep)
                 positions.append(sw.lo + sel if sw.orig is None else sw.orig[sel])
                 count += len(sel)
             if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
@@ -483,7 +488,7 @@ class MinibatchSource(Checkpointing):
         if self._cursor >= self._sweep.hi:
             end_of_sweep = True
         self._prefetch()
-        picked = tuple(_joined(part) for part in (cids, js, lens, sweeps, positions))
+        picked = (_joined(cids), _joined(js), _joined(lens), _joined(sweeps), _joined(positions))
         self._last_epoch = (mb_epoch, end_of_epoch)
         return picked, end_of_sweep, sweep_index
 
