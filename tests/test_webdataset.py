@@ -51,6 +51,13 @@ def test_the_tar_layout_is_what_tarfile_reads(converted):
             "feat.npy", "lab.indices.npy", "lab.values.npy", "lab.offsets.npy"]
         arr = np.load(io.BytesIO(tf.extractfile(members[0]).read()))
         assert arr.dtype == np.float32 and arr.shape[1] == 4
+    # every member's data is padded with zeros to its last block (the writer zeroes only those)
+    for shard in sorted(out.glob("*.tar")):
+        raw = shard.read_bytes()
+        with tarfile.open(shard) as tf:
+            for mem in tf.getmembers():
+                end = mem.offset_data + mem.size
+                assert raw[end:-(-end // 512) * 512] == bytes(-end % 512), (shard.name, mem.name)
     desc = json.loads((out / "__recordkit__.json").read_text())
     assert desc["format"] == "webdataset" and desc["sequences"] == 120
     assert [s["name"] for s in desc["shards"]] == ["shard-000000.tar", "shard-000001.tar", "shard-000002.tar"]

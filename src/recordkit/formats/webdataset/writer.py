@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recordkit.engine._gather import copy_segments
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
@@ -141,6 +142,11 @@ class WebDatasetWriter(AtomicWriter):
         return out
 
     def _write_run(self, members, keys, data_sizes, a: int, b: int) -> None:
+        """Sequences a..b-1 as one tar stretch: member headers placed block by block, then each
+        member kind's npy headers and data bytes scattered by two compiled copies
+        (``engine/_gather.copy_segments``; a Python slice assignment per member cost more than the
+        rest of the conversion). Only the last block of each member is zeroed (its padding):
+        zeroing the whole stretch first wrote every byte twice."""
         m = len(members)
         fields = [f.encode() for f, *_ in members]
         names = [k + b"." + f for k in keys[a:b] for f in fields]
@@ -149,25 +155,23 @@ class WebDatasetWriter(AtomicWriter):
         spans = tar.BLOCK + tar.padded(sizes)
         pos = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(spans, out=pos[1:])
-        out = np.zeros(int(pos[-1]), dtype=np.uint8)
-        out.reshape(-1, tar.BLOCK)[pos[:-1] // tar.BLOCK] = hdrs  # members start on block boundaries
-        view = memoryview(out)
-        starts_by_member = [st.tolist() for _, _, st, _ in members]
-        srcs = [memoryview(src) for *_, src in members]
-        heads = [h for _, h, _, _ in members]
-        p_list = (pos[:-1] + tar.BLOCK).tolist()
-        k = 0
-        for i in range(a, b):
-            for j in range(m):
-                p = p_list[k]
-                h = heads[j][i]
-                q = p + len(h)
-                view[p:q] = h
-                st = starts_by_member[j]
-                s0, s1 = st[i], st[i + 1]
-                view[q:q + s1 - s0] = srcs[j][s0:s1]
-                k += 1
-        self._file.write(view)
+        out = np.empty(int(pos[-1]), dtype=np.uint8)
+        blocks = out.reshape(-1, tar.BLOCK)
+        blocks[pos[:-1] // tar.BLOCK] = hdrs  # members start on block boundaries
+        blocks[pos[1:][sizes > 0] // tar.BLOCK - 1] = 0  # the last data block of each member: its padding
+        data_at = (pos[:-1] + tar.BLOCK).reshape(-1, m)
+        for j, (_, heads, starts, src) in enumerate(members):
+            run = heads[a:b]
+            flat = np.frombuffer(b"".join(run), dtype=np.uint8)
+            h_len = np.fromiter(map(len, run), dtype=np.int64, count=b - a)
+            h_at = np.zeros(b - a, dtype=np.int64)
+            np.cumsum(h_len[:-1], out=h_at[1:])
+            dst = np.ascontiguousarray(data_at[:, j])
+            copy_segments(flat, h_at, h_len, out, dst)
+            st = np.asarray(starts, dtype=np.int64)
+            copy_segments(src, np.ascontiguousarray(st[a:b]), np.ascontiguousarray(st[a + 1:b + 1] - st[a:b]),
+                          out, dst + h_len)
+        self._file.write(memoryview(out))
 
     # -- any sample ---------------------------------------------------------------------------------
     def write_sample(self, key, members: dict, *, samples: int = 1) -> None:
