@@ -57,7 +57,8 @@ def register(sub) -> None:
                    metavar="BYTES", help="CBF output chunk size, e.g. 65536, 64K, 32M (default: --chunk-size, 32M)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: a Ray cluster, one read task per input chunk, "
-                        "OUT a directory of part files (cbf, ofrecord or parquet)")
+                        "OUT a directory of part files (cbf, ofrecord or parquet) or one webdataset, tfrecord, "
+                        "mds or hf data set (a set per write task, joined)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="with --engine ray: the cluster to join (default: start a local one)")
     p.add_argument("--allow-densify", action="store_true",
@@ -181,6 +182,12 @@ def _records_as_records(args) -> bool:
     return read_streams(args.path, storage_options=args.storage_options) is None
 
 
+def rk_ray_sets() -> tuple:
+    """The directory formats ``--engine ray`` writes as one joined data set."""
+    from recordkit.integrations.ray.convert import SET_FORMATS
+    return SET_FORMATS
+
+
 def run_ray(args) -> int:
     """``--engine ray``: the same conversion as Ray Data tasks; OUT is a directory of part files.
 
@@ -199,8 +206,9 @@ def run_ray(args) -> int:
     from recordkit.engine.convert import precision_of as _precision_of
     from recordkit.formats.detect import by_extension
     target = args.to or by_extension(args.output) or "ofrecord"
-    if target not in ("cbf", "ofrecord", "parquet"):
-        raise UsageError(f"--engine ray writes a directory of cbf, ofrecord or parquet parts, not {target} (use --to)")
+    if target not in ("cbf", "ofrecord", "parquet") + rk_ray_sets():
+        raise UsageError(f"--engine ray writes a directory of cbf, ofrecord or parquet parts, or a "
+                         f"{', '.join(rk_ray_sets())} data set, not {target} (use --to)")
     from recordkit.storage import location
     opts = args.storage_options
     if location.isfile(args.output, opts):
@@ -229,7 +237,7 @@ def run_ray(args) -> int:
         else:
             sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
                                       chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
-                                      checksums=args.checksum)
+                                      checksums=args.checksum, shard_size=getattr(args, "shard_size", None))
         seconds = time.perf_counter() - t0
     finally:
         if started:

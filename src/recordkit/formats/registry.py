@@ -52,6 +52,8 @@ class Format:
     output_directory: bool = False               # the writer makes a directory (of parts)
     shards: bool = False                         # a bridge shard directory (formats/sharding.py description)
     validator: str | None = None                 # module with validate(path, *, checked, **options)
+    joiner: str | None = None                    # "module:callable"(sources, output, *, storage_options, checksums):
+                                                 # sets of this format joined into one (--engine ray's tasks)
     notes: str = ""
 
     @property
@@ -76,6 +78,13 @@ class Format:
             raise UsageError(f"recordkit does not read {self.name} data")
         self.require("reading")
         return _call(_load(self.reader), path, _selection(streams), **options)
+
+    def join(self, sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
+        """Data sets of this format (written by its writer, same streams) joined in order into one."""
+        if self.joiner is None:
+            raise UsageError(f"recordkit cannot join {self.name} data sets")
+        self.require("writing")
+        return _load(self.joiner)(sources, output, storage_options=storage_options, checksums=checksums)
 
     def open_writer(self, path, streams, **options):
         if self.writer is None:
@@ -142,22 +151,25 @@ register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
-                extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
+                joiner="recordkit.formats.hf.writer:join_sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
                 validator=_RV,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
                 reader="recordkit.formats.webdataset:WebDatasetReader",
-                writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset", shards=True, validator=_RV,
+                writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
+                joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV,
                 file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
                 output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
+                joiner="recordkit.formats.tfrecord.writer:join_sets",
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
                 directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
+                joiner="recordkit.formats.mds.writer:join_sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),

@@ -117,6 +117,44 @@ def describe(fmt: str, streams, precision, shards: list[dict], **extra) -> bytes
     return json.dumps(doc, indent=1).encode()
 
 
+def move_into(src_dir: str, name: str, staged, new_name: str, storage_options=None) -> None:
+    """Move file ``name`` of ``src_dir`` (and its checksum sidecar, if it has one) into a
+    ``StagedDirectory`` as ``new_name``."""
+    from recordkit.storage.checksum import sidecar_path
+    src = location.join(src_dir, name)
+    location.move(src, staged.path(new_name), storage_options)
+    if location.isfile(sidecar_path(src), storage_options):
+        location.move(sidecar_path(src), staged.path(new_name + ".rkcrc"), storage_options)
+
+
+def join_described(fmt: str, shard_name, sources: list[str], staged, storage_options=None) -> list[str]:
+    """Several data sets of one shard format (directories with a ``__recordkit__.json`` each,
+    written by the same writer with the same streams) as one, in the order given: every shard
+    moved into ``staged`` under its place in the whole (``shard_name(i)``), the descriptions
+    merged. What ``recordkit convert --engine ray`` does with the sets its write tasks wrote.
+    Returns the shard names; the caller commits ``staged``."""
+    doc, shards = None, []
+    for src in sources:
+        d = read_description(src, fmt, storage_options)
+        if d is None:
+            raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
+        raw = json.loads(read_whole(location.join(src, META_NAME), storage_options))
+        if doc is None:
+            doc = raw
+        elif raw.get("streams") != doc.get("streams"):
+            raise ValueError(f"{src}: its streams differ from {sources[0]}'s: only sets of one conversion join")
+        for s in raw["shards"]:
+            name = shard_name(len(shards))
+            move_into(src, s["name"], staged, name, storage_options)
+            shards.append(dict(s, name=name))
+    if doc is None:
+        raise ValueError("no data sets to join")
+    doc["shards"] = shards
+    doc["sequences"] = int(sum(s["sequences"] for s in shards))
+    staged.write_file(META_NAME, json.dumps(doc, indent=1).encode())
+    return [s["name"] for s in shards]
+
+
 def read_description(directory: str, fmt: str, storage_options=None) -> dict | None:
     """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none); a malformed
     one is a located ``FormatError``."""

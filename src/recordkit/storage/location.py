@@ -108,6 +108,28 @@ def remove(path, storage_options=None) -> None:
             pass
 
 
+def move(src: str, dst: str, storage_options=None) -> None:
+    """Rename a file (both paths on the same file system: local, or one fsspec store)."""
+    if is_url(src) or is_url(dst):
+        fs, p = filesystem(src, storage_options)
+        fs.mv(p, filesystem(dst, storage_options)[1])
+    else:
+        os.replace(local_path(src), local_path(dst))
+
+
+def remove_tree(path, storage_options=None) -> None:
+    """Delete a directory and everything in it; a missing one is not an error."""
+    if is_url(path):
+        fs, p = filesystem(path, storage_options)
+        try:
+            fs.rm(p, recursive=True)
+        except FileNotFoundError:
+            pass
+    else:
+        import shutil
+        shutil.rmtree(local_path(path), ignore_errors=True)
+
+
 def file_size(f) -> int:
     """Size of an open seekable binary file, leaving it at offset 0."""
     f.seek(0, 2)

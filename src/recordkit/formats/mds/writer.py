@@ -250,3 +250,38 @@ class MDSWriter(AtomicWriter):
     def abort(self) -> None:
         self._samples = []
         self._dir.discard()
+
+
+def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
+    """MDS data sets written by this writer (same columns), joined in order into one at ``output``:
+    shards renumbered, their ``index.json`` entries (hashes, sizes) and recordkit's counts merged,
+    the whole published at once (``--engine ray``'s write tasks each write one). Returns the shard
+    names."""
+    from recordkit.formats.sharding import move_into, read_whole
+    from recordkit.storage import location
+    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
+                             what="MDS directory")
+    try:
+        first, shards, counts = None, [], []
+        for src in sources:
+            index = json.loads(read_whole(location.join(src, INDEX), storage_options))
+            rk = index.get("recordkit") or {}
+            if first is None:
+                first = index
+            elif rk.get("streams") != first["recordkit"].get("streams"):
+                raise ValueError(f"{src}: its streams differ from {sources[0]}'s: only sets of one conversion join")
+            for info, count in zip(index["shards"], rk.get("shards", [])):
+                name = shard_name(len(shards))
+                move_into(src, info["raw_data"]["basename"], staged, name, storage_options)
+                shards.append(dict(info, raw_data=dict(info["raw_data"], basename=name)))
+                counts.append(dict(count, name=name))
+        if first is None:
+            raise ValueError("no data sets to join")
+        index = dict(first, shards=shards)
+        index["recordkit"] = dict(first["recordkit"], shards=counts, sequences=int(sum(c["sequences"] for c in counts)))
+        staged.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
+        staged.commit()
+    except BaseException:
+        staged.discard()
+        raise
+    return [s["raw_data"]["basename"] for s in shards]

@@ -242,3 +242,19 @@ class TFRecordWriter(AtomicWriter):
             self._file.discard()
             self._file = None
         self._dir.discard()
+
+
+def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
+    """Data sets written by this writer (same streams), joined in order into one at ``output``:
+    parts renumbered (each keeps its first record's description), descriptions merged, the whole
+    published at once (``--engine ray``'s write tasks each write one). Returns the part names."""
+    from recordkit.formats.sharding import join_described
+    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
+                             what="TFRecord directory")
+    try:
+        names = join_described(FORMAT, part_name, sources, staged, storage_options)
+        staged.commit()
+    except BaseException:
+        staged.discard()
+        raise
+    return names

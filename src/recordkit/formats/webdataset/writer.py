@@ -225,3 +225,19 @@ class WebDatasetWriter(AtomicWriter):
             self._file.discard()
             self._file = None
         self._dir.discard()
+
+
+def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
+    """Data sets written by this writer (same streams), joined in order into one at ``output``:
+    shards renumbered, descriptions merged, the whole published at once (``--engine ray``'s
+    write tasks each write one). Returns the shard names."""
+    from recordkit.formats.sharding import join_described
+    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
+                             what="WebDataset directory")
+    try:
+        names = join_described(FORMAT, shard_name, sources, staged, storage_options)
+        staged.commit()
+    except BaseException:
+        staged.discard()
+        raise
+    return names

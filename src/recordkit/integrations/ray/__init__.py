@@ -45,7 +45,7 @@ except ImportError as e:  # pragma: no cover - exercised only without Ray
 
 from recordkit.integrations.ray._arrow import arrow_to_chunk, chunk_to_arrow, sparse_columns
 from recordkit.integrations.ray.convert import write_parts
-from recordkit.integrations.ray.datasink import CBFDatasink, OFRecordDatasink
+from recordkit.integrations.ray.datasink import CBFDatasink, DataSetDatasink, OFRecordDatasink
 from recordkit.integrations.ray.datasource import (ChunkDatasource, cbf_datasource, ctf_datasource, dataset_from,
                                                    datasource_for,
                                                    ofrecord_datasource, read_cbf, read_ctf, read_ofrecord,
@@ -55,5 +55,5 @@ from recordkit.integrations.ray.training import minibatch_from_batch, minibatche
 
 __all__ = ["read_ctf", "read_cbf", "read_ofrecord", "read_singa", "ChunkDatasource", "dataset_from", "datasource_for",
            "ctf_datasource", "cbf_datasource", "ofrecord_datasource", "singa_datasource",
-           "CBFDatasink", "OFRecordDatasink", "write_parts", "minibatches_from_ray", "minibatch_from_batch",
+           "CBFDatasink", "OFRecordDatasink", "DataSetDatasink", "write_parts", "minibatches_from_ray", "minibatch_from_batch",
            "chunk_to_arrow", "arrow_to_chunk", "sparse_columns"]

@@ -9,23 +9,30 @@ from __future__ import annotations
 
 from recordkit.errors import UsageError
 from recordkit.integrations.ray._errors import recordkit_cause
-from recordkit.integrations.ray.datasink import CBFDatasink, OFRecordDatasink
+from recordkit.integrations.ray.datasink import CBFDatasink, DataSetDatasink, OFRecordDatasink
 
-__all__ = ["write_parts", "SINKS"]
+__all__ = ["write_parts", "SINKS", "SET_FORMATS"]
 
 SINKS = {"cbf": CBFDatasink, "ofrecord": OFRecordDatasink}
+# directory formats written as one data set: a set per write task, joined (DataSetDatasink)
+SET_FORMATS = ("webdataset", "tfrecord", "mds", "hf")
 
 
 def write_parts(dataset, output, streams, *, to: str, precision: str = "float", chunk_size: int | None = None,
                 **sink_options):
-    """Write ``dataset`` to the directory ``output`` as ``to`` ('cbf' or 'ofrecord') parts; return the sink
-    (its ``paths`` and ``sequences_written`` describe what was written). ``sink_options``:
-    ``storage_options``, ``checksums``."""
+    """Write ``dataset`` to the directory ``output`` as ``to``: 'cbf' or 'ofrecord' parts (one per write
+    task), or one data set of a directory format (``SET_FORMATS``: a set per task, joined when all
+    are done); return the sink (its ``paths`` and ``sequences_written`` describe what was written).
+    ``sink_options``: ``storage_options``, ``checksums``, ``shard_size`` (set formats)."""
     from ray.data import DataContext
-    if to not in SINKS:
-        raise UsageError(f"Ray conversion writes {' or '.join(SINKS)} part directories, not {to}")
-    options = {"chunk_size": chunk_size} if to == "cbf" and chunk_size else {}
-    sink = SINKS[to](output, streams, precision=precision, **options, **sink_options)
+    if to in SET_FORMATS:
+        sink = DataSetDatasink(output, streams, to=to, precision=precision, **sink_options)
+    elif to in SINKS:
+        sink_options.pop("shard_size", None)
+        options = {"chunk_size": chunk_size} if to == "cbf" and chunk_size else {}
+        sink = SINKS[to](output, streams, precision=precision, **options, **sink_options)
+    else:
+        raise UsageError(f"Ray conversion writes {', '.join(list(SINKS) + list(SET_FORMATS))} or parquet, not {to}")
     ctx = DataContext.get_current()
     before = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True

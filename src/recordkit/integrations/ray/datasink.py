@@ -35,7 +35,7 @@ except ImportError as e:  # pragma: no cover
 
 from recordkit.storage import location
 
-__all__ = ["CBFDatasink", "OFRecordDatasink"]
+__all__ = ["CBFDatasink", "OFRecordDatasink", "DataSetDatasink"]
 
 
 class _PartDatasink(Datasink):
@@ -177,3 +177,83 @@ class OFRecordDatasink(_PartDatasink):
 
     def _abort(self, out) -> None:
         out.discard()
+
+
+class DataSetDatasink(Datasink):
+    """Write a Dataset as ONE data set of a directory format (WebDataset, TFRecord, MDS, Hugging
+    Face ``save_to_disk``), ``to`` naming it in the format registry.
+
+    Each write task writes its run of sequences with the format's own writer (the same bytes a
+    local conversion writes) into a directory of its own, ``.OUT.<token>.tasks/task-TTTTT`` beside
+    the output; when every task is done the driver joins those sets in task order
+    (``Format.join``: shards renumbered, descriptions and indexes merged) and publishes the whole
+    at once, so nothing appears under OUT before it is complete. A failed write removes the task
+    directories. Ray Data's own ``write_webdataset`` / ``write_tfrecords`` write other layouts
+    (dict samples, ``tf.train.Example``), not the bridge mapping, so they are not used.
+    """
+
+    def __init__(self, directory, streams, *, to: str, precision="float", shard_size: int | None = None,
+                 storage_options=None, checksums: bool = False):
+        import uuid
+        from recordkit.formats import registry
+        self.format = registry.get(to)
+        if self.format.joiner is None:
+            raise ValueError(f"{to}: not a directory format the Ray writer joins")
+        self.format.require("writing")
+        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
+        self.storage_options = storage_options
+        self.checksums = bool(checksums)
+        self.streams = check_streams(_streams(streams))
+        self.precision = "double" if resolve_precision(precision) == np.float64 else "float"
+        self.shard_size = shard_size
+        parent, name = os.path.split(self.directory.rstrip("/"))
+        self.work = location.join(parent or ".", f".{name}.{uuid.uuid4().hex[:12]}.tasks")
+        self.paths: list[str] = []
+        self.sequences_written = 0
+
+    def on_write_start(self, schema=None) -> None:
+        location.makedirs(self.work, self.storage_options)
+
+    def write(self, blocks, ctx) -> dict:
+        where = location.join(self.work, f"task-{int(ctx.task_idx):05d}")
+        out, n = None, 0
+        dtype = np.float64 if self.precision == "double" else np.float32
+        try:
+            for block in blocks:
+                table = to_table(block)
+                if table.num_rows == 0:
+                    continue
+                if out is None:
+                    options = {"shard_size": self.shard_size} if self.shard_size else {}
+                    out = self.format.open_writer(where, self.streams, precision=self.precision,
+                                                  storage_options=self.storage_options, checksums=self.checksums,
+                                                  **options)
+                chunk = arrow_to_chunk(table, self.streams, dtype=dtype)
+                out.write_chunk(chunk)
+                n += len(chunk)
+        except BaseException:
+            if out is not None:
+                out.abort()
+            raise
+        if out is None:
+            return {"task": int(ctx.task_idx), "path": None, "sequences": 0}
+        out.close()
+        return {"task": int(ctx.task_idx), "path": where, "sequences": n}
+
+    def on_write_complete(self, write_result) -> None:
+        done = sorted((r for r in write_result.write_returns if r and r["path"]), key=lambda r: r["task"])
+        try:
+            if not done:  # no rows at all: one empty set, as a local conversion of nothing writes
+                empty = location.join(self.work, "task-empty")
+                self.format.open_writer(empty, self.streams, precision=self.precision,
+                                        storage_options=self.storage_options).close()
+                done = [{"path": empty, "sequences": 0}]
+            names = self.format.join([r["path"] for r in done], self.directory, storage_options=self.storage_options,
+                                     checksums=self.checksums)
+        finally:
+            location.remove_tree(self.work, self.storage_options)
+        self.paths = [location.join(self.directory, n) for n in names]
+        self.sequences_written = sum(r["sequences"] for r in done)
+
+    def on_write_failed(self, error: Exception) -> None:
+        location.remove_tree(self.work, self.storage_options)
