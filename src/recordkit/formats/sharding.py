@@ -127,32 +127,48 @@ def move_into(src_dir: str, name: str, staged, new_name: str, storage_options=No
         location.move(sidecar_path(src), staged.path(new_name + ".rkcrc"), storage_options)
 
 
-def join_described(fmt: str, shard_name, sources: list[str], staged, storage_options=None) -> list[str]:
+def staged_join(output: str, owns, what: str, fill, *, storage_options=None, checksums: bool = False) -> list[str]:
+    """``fill(staged)`` into a ``StagedDirectory`` for ``output``, published when it returns, discarded
+    if it raises: how every format's joiner publishes the joined set. Returns what ``fill`` returns."""
+    from recordkit.staged_directory import StagedDirectory
+    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums, what=what)
+    try:
+        names = fill(staged)
+        staged.commit()
+    except BaseException:
+        staged.discard()
+        raise
+    return names
+
+
+def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], output: str, *,
+                   storage_options=None, checksums: bool = False) -> list[str]:
     """Several data sets of one shard format (directories with a ``__recordkit__.json`` each,
-    written by the same writer with the same streams) as one, in the order given: every shard
-    moved into ``staged`` under its place in the whole (``shard_name(i)``), the descriptions
-    merged. What ``recordkit convert --engine ray`` does with the sets its write tasks wrote.
-    Returns the shard names; the caller commits ``staged``."""
-    doc, shards = None, []
-    for src in sources:
-        d = read_description(src, fmt, storage_options)
-        if d is None:
-            raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
-        raw = json.loads(read_whole(location.join(src, META_NAME), storage_options))
+    written by the same writer with the same streams) as one at ``output``, in the order given:
+    every shard moved under its place in the whole (``shard_name(i)``), the descriptions merged,
+    the whole published at once. What ``recordkit convert --engine ray`` does with the sets its
+    write tasks wrote. Returns the shard names."""
+    def fill(staged):
+        doc, shards = None, []
+        for src in sources:
+            if read_description(src, fmt, storage_options) is None:
+                raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
+            raw = json.loads(read_whole(location.join(src, META_NAME), storage_options))
+            if doc is None:
+                doc = raw
+            elif raw.get("streams") != doc.get("streams"):
+                raise ValueError(f"{src}: its streams differ from {sources[0]}'s: only sets of one conversion join")
+            for s in raw["shards"]:
+                name = shard_name(len(shards))
+                move_into(src, s["name"], staged, name, storage_options)
+                shards.append(dict(s, name=name))
         if doc is None:
-            doc = raw
-        elif raw.get("streams") != doc.get("streams"):
-            raise ValueError(f"{src}: its streams differ from {sources[0]}'s: only sets of one conversion join")
-        for s in raw["shards"]:
-            name = shard_name(len(shards))
-            move_into(src, s["name"], staged, name, storage_options)
-            shards.append(dict(s, name=name))
-    if doc is None:
-        raise ValueError("no data sets to join")
-    doc["shards"] = shards
-    doc["sequences"] = int(sum(s["sequences"] for s in shards))
-    staged.write_file(META_NAME, json.dumps(doc, indent=1).encode())
-    return [s["name"] for s in shards]
+            raise ValueError("no data sets to join")
+        doc["shards"] = shards
+        doc["sequences"] = int(sum(s["sequences"] for s in shards))
+        staged.write_file(META_NAME, json.dumps(doc, indent=1).encode())
+        return [s["name"] for s in shards]
+    return staged_join(output, owns, what, fill, storage_options=storage_options, checksums=checksums)
 
 
 def read_description(directory: str, fmt: str, storage_options=None) -> dict | None:

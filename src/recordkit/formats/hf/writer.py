@@ -191,12 +191,10 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
     at ``output``: the data files renamed ``data-i-of-n`` in order, ``state.json`` listing them,
     ``dataset_info.json`` counting every sequence; published at once (``--engine ray``'s write
     tasks each write one). Returns the data file names."""
-    from recordkit.formats.sharding import move_into, read_whole
+    from recordkit.formats.sharding import move_into, read_whole, staged_join
     from recordkit.storage import location
-    from recordkit.staged_directory import StagedDirectory
-    staged = StagedDirectory(output, _is_data_file, storage_options=storage_options, checksums=checksums,
-                             what="Hugging Face dataset")
-    try:
+
+    def fill(staged):
         files, info, state, sequences = [], None, None, 0
         for src in sources:
             st = json.loads(read_whole(location.join(src, "state.json"), storage_options))
@@ -216,8 +214,6 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
         info = dict(info, **{INFO_KEY: dict(info.get(INFO_KEY) or {}, sequences=sequences)})
         staged.write_file("state.json", json.dumps(state, indent=2).encode("utf-8"))
         staged.write_file("dataset_info.json", json.dumps(info, indent=2).encode("utf-8"))
-        staged.commit()
-    except BaseException:
-        staged.discard()
-        raise
-    return names
+        return names
+    return staged_join(output, _is_data_file, "Hugging Face dataset", fill, storage_options=storage_options,
+                       checksums=checksums)

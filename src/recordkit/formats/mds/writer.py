@@ -257,11 +257,10 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
     shards renumbered, their ``index.json`` entries (hashes, sizes) and recordkit's counts merged,
     the whole published at once (``--engine ray``'s write tasks each write one). Returns the shard
     names."""
-    from recordkit.formats.sharding import move_into, read_whole
+    from recordkit.formats.sharding import move_into, read_whole, staged_join
     from recordkit.storage import location
-    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
-                             what="MDS directory")
-    try:
+
+    def fill(staged):
         first, shards, counts = None, [], []
         for src in sources:
             index = json.loads(read_whole(location.join(src, INDEX), storage_options))
@@ -280,8 +279,5 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
         index = dict(first, shards=shards)
         index["recordkit"] = dict(first["recordkit"], shards=counts, sequences=int(sum(c["sequences"] for c in counts)))
         staged.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
-        staged.commit()
-    except BaseException:
-        staged.discard()
-        raise
-    return [s["raw_data"]["basename"] for s in shards]
+        return [s["raw_data"]["basename"] for s in shards]
+    return staged_join(output, owns, "MDS directory", fill, storage_options=storage_options, checksums=checksums)

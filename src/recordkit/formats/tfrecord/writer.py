@@ -249,12 +249,5 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
     parts renumbered (each keeps its first record's description), descriptions merged, the whole
     published at once (``--engine ray``'s write tasks each write one). Returns the part names."""
     from recordkit.formats.sharding import join_described
-    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
-                             what="TFRecord directory")
-    try:
-        names = join_described(FORMAT, part_name, sources, staged, storage_options)
-        staged.commit()
-    except BaseException:
-        staged.discard()
-        raise
-    return names
+    return join_described(FORMAT, part_name, owns, "TFRecord directory", sources, output,
+                          storage_options=storage_options, checksums=checksums)

@@ -232,12 +232,5 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
     shards renumbered, descriptions merged, the whole published at once (``--engine ray``'s
     write tasks each write one). Returns the shard names."""
     from recordkit.formats.sharding import join_described
-    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
-                             what="WebDataset directory")
-    try:
-        names = join_described(FORMAT, shard_name, sources, staged, storage_options)
-        staged.commit()
-    except BaseException:
-        staged.discard()
-        raise
-    return names
+    return join_described(FORMAT, shard_name, owns, "WebDataset directory", sources, output,
+                          storage_options=storage_options, checksums=checksums)

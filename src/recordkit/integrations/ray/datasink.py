@@ -38,22 +38,51 @@ from recordkit.storage import location
 __all__ = ["CBFDatasink", "OFRecordDatasink", "DataSetDatasink"]
 
 
-class _PartDatasink(Datasink):
+class _StreamsDatasink(Datasink):
+    """What every recordkit datasink holds: the output, its streams and precision, what was written."""
+
+    def __init__(self, directory, streams, *, precision="float", storage_options=None, checksums: bool = False):
+        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
+        self.storage_options = storage_options
+        self.checksums = bool(checksums)
+        self.streams = check_streams(_streams(streams))
+        self.precision = "double" if resolve_precision(precision) == np.float64 else "float"
+        self.paths: list[str] = []
+        self.sequences_written = 0
+
+    def _write_blocks(self, blocks, open_out, write_chunk, abort, dtype=None):
+        """A write task's non-empty blocks as chunks into the output ``open_out()`` makes at the first
+        one (a task without rows makes none): (the output or None, sequences written). On failure
+        ``abort(out)``, then the error goes on to Ray."""
+        out, n = None, 0
+        try:
+            for block in blocks:
+                table = to_table(block)
+                if table.num_rows == 0:
+                    continue
+                if out is None:
+                    out = open_out()
+                chunk = arrow_to_chunk(table, self.streams, dtype=dtype)
+                write_chunk(out, chunk)
+                n += len(chunk)
+        except BaseException:
+            if out is not None:
+                abort(out)
+            raise
+        return out, n
+
+
+class _PartDatasink(_StreamsDatasink):
     """Shared plumbing: one lazily opened atomic part per task, stale parts removed at the end."""
 
     suffix = ""
 
     def __init__(self, directory, streams, *, precision="float", part_name_prefix: str = "part-",
                  part_name_suffix_length: int = 5, storage_options=None, checksums: bool = False):
-        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
-        self.storage_options = storage_options
-        self.checksums = bool(checksums)
-        self.streams = check_streams(_streams(streams))
-        self.precision = "double" if resolve_precision(precision) == np.float64 else "float"
+        super().__init__(directory, streams, precision=precision, storage_options=storage_options,
+                         checksums=checksums)
         self.prefix = part_name_prefix
         self.suffix_length = int(part_name_suffix_length)
-        self.paths: list[str] = []
-        self.sequences_written = 0
 
     def part_path(self, task_index: int) -> str:
         digits = str(int(task_index))
@@ -65,22 +94,11 @@ class _PartDatasink(Datasink):
 
     def write(self, blocks, ctx) -> dict:
         path = self.part_path(ctx.task_idx)
-        out, n = None, 0
-        try:
-            for block in blocks:
-                table = to_table(block)
-                if table.num_rows == 0:
-                    continue
-                if out is None:
-                    location.makedirs(self.directory, self.storage_options)  # the driver's may be another machine's
-                    out = self._open(path)
-                chunk = arrow_to_chunk(table, self.streams)
-                self._write_chunk(out, chunk)
-                n += len(chunk)
-        except BaseException:
-            if out is not None:
-                self._abort(out)
-            raise
+
+        def open_part():
+            location.makedirs(self.directory, self.storage_options)  # the driver's may be another machine's
+            return self._open(path)
+        out, n = self._write_blocks(blocks, open_part, self._write_chunk, self._abort)
         if out is None:
             return {"path": None, "sequences": 0}
         self._close(out)
@@ -179,7 +197,7 @@ class OFRecordDatasink(_PartDatasink):
         out.discard()
 
 
-class DataSetDatasink(Datasink):
+class DataSetDatasink(_StreamsDatasink):
     """Write a Dataset as ONE data set of a directory format (WebDataset, TFRecord, MDS, Hugging
     Face ``save_to_disk``), ``to`` naming it in the format registry.
 
@@ -200,41 +218,24 @@ class DataSetDatasink(Datasink):
         if self.format.joiner is None:
             raise ValueError(f"{to}: not a directory format the Ray writer joins")
         self.format.require("writing")
-        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
-        self.storage_options = storage_options
-        self.checksums = bool(checksums)
-        self.streams = check_streams(_streams(streams))
-        self.precision = "double" if resolve_precision(precision) == np.float64 else "float"
+        super().__init__(directory, streams, precision=precision, storage_options=storage_options,
+                         checksums=checksums)
         self.shard_size = shard_size
         parent, name = os.path.split(self.directory.rstrip("/"))
         self.work = location.join(parent or ".", f".{name}.{uuid.uuid4().hex[:12]}.tasks")
-        self.paths: list[str] = []
-        self.sequences_written = 0
 
     def on_write_start(self, schema=None) -> None:
         location.makedirs(self.work, self.storage_options)
 
     def write(self, blocks, ctx) -> dict:
         where = location.join(self.work, f"task-{int(ctx.task_idx):05d}")
-        out, n = None, 0
-        dtype = np.float64 if self.precision == "double" else np.float32
-        try:
-            for block in blocks:
-                table = to_table(block)
-                if table.num_rows == 0:
-                    continue
-                if out is None:
-                    options = {"shard_size": self.shard_size} if self.shard_size else {}
-                    out = self.format.open_writer(where, self.streams, precision=self.precision,
-                                                  storage_options=self.storage_options, checksums=self.checksums,
-                                                  **options)
-                chunk = arrow_to_chunk(table, self.streams, dtype=dtype)
-                out.write_chunk(chunk)
-                n += len(chunk)
-        except BaseException:
-            if out is not None:
-                out.abort()
-            raise
+        options = {"shard_size": self.shard_size} if self.shard_size else {}
+
+        def open_set():
+            return self.format.open_writer(where, self.streams, precision=self.precision,
+                                           storage_options=self.storage_options, checksums=self.checksums, **options)
+        out, n = self._write_blocks(blocks, open_set, lambda w, chunk: w.write_chunk(chunk), lambda w: w.abort(),
+                                    dtype=np.float64 if self.precision == "double" else np.float32)
         if out is None:
             return {"task": int(ctx.task_idx), "path": None, "sequences": 0}
         out.close()
