@@ -192,4 +192,4 @@ def test_the_vectorized_sample_encoder_writes_the_bytes_the_per_sequence_one_did
         block, sizes = _encode_samples(n, columns, keys, key_pos)
         ref = _reference_samples(n, columns, keys, key_pos)
         assert sizes.tolist() == [len(r) for r in ref]
-        assert block == b"".join(ref)
+        assert block.tobytes() == b"".join(ref)

@@ -62,7 +62,7 @@ def columns_of(streams, dtype) -> dict:
     return cols
 
 
-def _encode_samples(n: int, columns: list, keys: np.ndarray, key_pos: int) -> tuple[bytes, np.ndarray]:
+def _encode_samples(n: int, columns: list, keys: np.ndarray, key_pos: int) -> tuple[np.ndarray, np.ndarray]:
     """Every sample of a chunk encoded into one buffer (MDS's sample layout, see the module docstring):
     per sample the uint32 sizes of its ``columns``, then the columns in name order with the 8-byte
     key at ``key_pos``. ``columns``: per variable-size column (source array, per-sample element bounds,
@@ -101,7 +101,7 @@ def _encode_samples(n: int, columns: list, keys: np.ndarray, key_pos: int) -> tu
         raw, from_, length = datas[c]
         copy_segments(raw, from_, length, out, at)
         at = at + length
-    return out.tobytes(), sizes
+    return out, sizes
 
 
 def _shape_heads(first: np.ndarray, dim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -182,11 +182,21 @@ class MDSWriter(AtomicWriter):
         offs += head
         if offs[-1] >= 1 << 32:
             raise ValueError(f"MDS shard {self._shard} would exceed 4 GiB: use a smaller shard_size")
-        data = b"".join([np.uint32(n).tobytes(), offs.astype("<u4").tobytes(), self._config_bytes] + blocks)
         name = shard_name(self._shard)
-        self._dir.write_file(name, data)
-        hashes = {algo: hashlib.new(algo, data).hexdigest() for algo in self.hashes}
-        info = {"samples": n, "raw_data": {"basename": name, "bytes": len(data), "hashes": hashes}, "zip_data": None}
+        # the pieces written one after another (joining them first copied every shard twice more)
+        pieces = [np.uint32(n).tobytes(), offs.astype("<u4").tobytes(), self._config_bytes] + blocks
+        digests = [hashlib.new(algo) for algo in self.hashes]
+        size = 0
+        out = self._dir.open(name)
+        for piece in pieces:
+            view = memoryview(piece).cast("B")
+            out.write(view)
+            for d in digests:
+                d.update(view)
+            size += view.nbytes
+        out.commit()
+        hashes = {algo: d.hexdigest() for algo, d in zip(self.hashes, digests)}
+        info = {"samples": n, "raw_data": {"basename": name, "bytes": size, "hashes": hashes}, "zip_data": None}
         info.update(self._config)
         self._shards.append(info)
         self._samples = []
