@@ -150,8 +150,21 @@ def test_dataset_items_equal_to_torch_of_the_same_source(data):
         assert json.loads(json.dumps(st)) == st
         assert (st["worker_id"], st["num_workers"], st["rank"], st["world_size"]) == (0, 1, 0, 1)
         assert (st["partition_index"], st["num_partitions"]) == (0, 1)
-        assert st["source"]["partition"] == [1, 0]
+        assert json.loads(st["source"])["partition"] == [1, 0]
+        # one value per field: torch's default_convert walks every value of every item
+        assert all(isinstance(v, (str, int, float, bool, type(None))) for v in st.values())
     assert items[-1]["end_of_sweep"]
+
+
+def test_a_version_1_state_with_the_source_as_a_dict_still_resumes(data):
+    ds = MinibatchDataset(functools.partial(make_source, data, max_sweeps=2), 9)
+    items = list(loader(ds, 0))
+    st = dict(items[3][STATE_KEY])
+    old = dict(st, recordkit_torch_state=1, source=json.loads(st["source"]))
+    want = [record(i) for i in items[4:]]
+    for state in (st, old):
+        again = MinibatchDataset(functools.partial(make_source, data, max_sweeps=2), 9, resume_state={0: state})
+        assert [record(i) for i in loader(again, 0)] == want
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -166,7 +179,7 @@ def test_dataloader_reads_every_sequence_of_a_sweep_once(data, num_workers):
         st = item[STATE_KEY]
         assert st["num_partitions"] == max(num_workers, 1)
         assert st["partition_index"] == st["worker_id"]
-        assert st["source"]["partition"] == [st["num_partitions"], st["partition_index"]]
+        assert json.loads(st["source"])["partition"] == [st["num_partitions"], st["partition_index"]]
 
 
 def test_dataloader_workers_split_every_sweep(data):

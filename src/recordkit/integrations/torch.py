@@ -85,6 +85,7 @@ in beta; both are harmless here (the engine builds valid CSR).
 """
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any, Callable, Iterator, Mapping
 
@@ -95,7 +96,19 @@ from torch.utils.data import IterableDataset, get_worker_info
 __all__ = ["MinibatchDataset", "SequenceDataset", "StateTracker", "to_torch", "STATE_KEY"]
 
 STATE_KEY = "__state__"
-TORCH_STATE_VERSION = 1
+# 2: the source's checkpoint is one JSON text ("source"), so the DataLoader's default_convert, which
+# walks every value of every item (~3.5 us a value), sees one value instead of ~28 (measured: 105 us
+# an item, 0.86 -> 1.0x of the direct loop with workers=0). 1 (a nested dict) is still read.
+TORCH_STATE_VERSION = 2
+_READ_VERSIONS = (1, 2)
+
+
+def _source_state(state) -> dict:
+    """The source's checkpoint inside a worker state (a JSON text since version 2, a dict before)."""
+    src = state["source"]
+    if isinstance(src, (str, bytes)):
+        return json.loads(src)
+    return src
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
@@ -196,7 +209,7 @@ def _normalize_states(states) -> dict[int, dict]:
     for st in values:
         if isinstance(st, Mapping) and STATE_KEY in st:  # a whole item
             st = st[STATE_KEY]
-        if not isinstance(st, Mapping) or st.get("recordkit_torch_state") != TORCH_STATE_VERSION:
+        if not isinstance(st, Mapping) or st.get("recordkit_torch_state") not in _READ_VERSIONS:
             raise ValueError("not a recordkit MinibatchDataset worker state (an item's '__state__')")
         if out and int(next(iter(out.values()))["num_partitions"]) != int(st["num_partitions"]):
             if ordered:
@@ -219,7 +232,7 @@ def _job_states(resume: dict) -> list | None:
     (n_old,) = counts
     if any(not 0 <= k < n_old for k in resume):
         raise ValueError(f"resume_state has a partition index outside [0, {n_old})")
-    return [resume[k]["source"] if k in resume else None for k in range(n_old)]
+    return [_source_state(resume[k]) if k in resume else None for k in range(n_old)]
 
 
 class StateTracker:
@@ -366,6 +379,7 @@ class MinibatchDataset(IterableDataset):
         resumed = _job_states(self.resume_state)
         source = self.source_factory()
         in_worker = get_worker_info() is not None
+        dumps = json.JSONEncoder(separators=(",", ":")).encode
         try:
             if resumed is not None:
                 # the list of every old partition's state: the exact resume of this partition's own
@@ -377,7 +391,7 @@ class MinibatchDataset(IterableDataset):
                     return
                 item = to_torch(mb)
                 state = {"recordkit_torch_state": TORCH_STATE_VERSION, **part,
-                         "source": source.get_checkpoint_state()}
+                         "source": dumps(source.get_checkpoint_state())}
                 self._live = state  # what state_dict() reports while this item is out
                 if self.include_state:
                     item[STATE_KEY] = state
