@@ -58,6 +58,26 @@ def test_write_then_read_gives_the_same_sequences(tmp_path, precision, dtype, ch
         assert len(r.chunks) == 1
 
 
+def test_chunks_decoded_through_the_reused_read_buffer_keep_their_own_data(tmp_path):
+    """A loader thread reads every chunk into one reused buffer: a decoded chunk must own its arrays,
+    so loading the next chunks (into the same buffer, of other sizes) leaves the earlier ones intact."""
+    p = tmp_path / "o.cbf"
+    seqs = sequences(200, np.float32, seed=9)
+    with CBFWriter(p, STREAMS, chunk_size=700) as w:
+        for _, data in seqs:
+            w.write(data)
+    r = CBFReader(p)
+    assert len(r.chunks) > 5 and len({c.size for c in r.chunks}) > 1
+    first = r.load_chunk(0)
+    kept = [(s.key, {k: (v.copy() if hasattr(v, "copy") else v) for k, v in s.data.items()}) for s in first]
+    loaded = [first] + [r.load_chunk(c.id) for c in r.chunks[1:]] + [r.load_chunk(0)]
+    assert_same(kept, [(s.key, s.data) for s in first])
+    assert_same(seqs, [(s.key, s.data) for c in loaded[:-1] for s in c])
+    assert_same(kept, [(s.key, s.data) for s in loaded[-1]])
+    assert r._buffers.buf.size >= max(c.size for c in r.chunks)  # one buffer for this thread, grown
+    r.close()
+
+
 def test_chunks_close_at_chunk_size_and_meta_is_the_longest_stream(tmp_path):
     p = tmp_path / "o.cbf"
     with CBFWriter(p, [dense("a", 2), dense("b", 1)], chunk_size=100) as w:

@@ -10,6 +10,7 @@ Errors name the file, the byte offset and the chunk.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Iterator
 
 import numpy as np
@@ -60,6 +61,7 @@ class CBFReader(ChecksPresence, ClosingReader):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self.trace_level = _trace_level(trace_level)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
+        self._buffers = threading.local()  # each loader thread's read buffer (_read_for_decode)
         try:
             size = self._source.size
             if size == 0:
@@ -185,6 +187,26 @@ class CBFReader(ChecksPresence, ClosingReader):
                                          f"offset {offset}, got {len(data)}", offset=offset, record=f"chunk {chunk_id}")
         return data
 
+    def _read_for_decode(self, offset: int, n: int, chunk_id: int):
+        """A chunk's bytes for ``decode_chunk``, which copies everything it keeps: read into this
+        thread's reusable buffer where the source can (a local file without a checksum sidecar).
+        Measured on a 33 MB chunk: 11 ms into a reused buffer, 17-19 ms into a fresh bytes object
+        (the kernel's page faults and zeroing); a loader thread keeps one buffer of the largest
+        chunk it read, freed with the thread or at ``close``."""
+        read_into = getattr(self._source, "pread_into", None)
+        if read_into is None:
+            return self._read(offset, n, chunk_id)
+        local = self._buffers
+        buf = getattr(local, "buf", None)
+        if buf is None or len(buf) < n:
+            buf = local.buf = np.empty(n, dtype=np.uint8)  # not bytearray(n): that zeroes every page first
+        view = memoryview(buf)[:n]
+        got = read_into(offset, view)
+        if got != n:
+            raise FormatError(self.path, f"file shrank while being read: chunk {chunk_id} needs {n} bytes at "
+                                         f"offset {offset}, got {got}", offset=offset, record=f"chunk {chunk_id}")
+        return view
+
     def sequence_keys(self, chunk_id: int) -> np.ndarray:
         """CBF keys are ordinals: chunk start + index in chunk."""
         first = int(self._first_key[chunk_id])
@@ -193,7 +215,7 @@ class CBFReader(ChecksPresence, ClosingReader):
     def _decode(self, chunk_id: int) -> ChunkData:
         info = self._chunks[chunk_id]
         hs = self.header.streams
-        data = self._read(info.offset, info.size, chunk_id)
+        data = self._read_for_decode(info.offset, info.size, chunk_id)
         meta, columns, problem = _kernel.decode_chunk(
             data, info.num_sequences, [s.format == "sparse" for s in hs], [s.dim for s in hs],
             [s.dtype.itemsize for s in hs])
@@ -253,6 +275,7 @@ class CBFReader(ChecksPresence, ClosingReader):
         stream had no sample and that was not reported yet."""
         if getattr(self, "_memory", None) is not None:
             self._memory.clear()
+        self._buffers = threading.local()
         if getattr(self, "_source", None) is not None:
             self._source.close()
             self._source = None
