@@ -26,6 +26,36 @@ _IOV_MAX = 512  # buffers per writev call (Linux allows 1024)
 WRITE_STEP = 2 << 20  # bytes per write call, each followed by a writeback request
 
 
+class OrderedWorker:
+    """Jobs run in submission order on one thread, at most ``MAX_IN_FLIGHT`` queued: ``submit`` waits
+    for the oldest beyond that, which bounds the memory of the buffers handed over (the encoder of
+    ``CBFWriter``, the writer of ``CBFOutput``)."""
+
+    def __init__(self, name: str):
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._jobs: deque = deque()
+
+    def submit(self, fn, *args) -> None:
+        while len(self._jobs) >= MAX_IN_FLIGHT:
+            self._jobs.popleft().result()
+        self._jobs.append(self._pool.submit(fn, *args))
+
+    def finish(self) -> None:
+        """Wait for every job (the first failure raises), then stop the thread."""
+        try:
+            while self._jobs:
+                self._jobs.popleft().result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def cancel(self) -> None:
+        """Drop the jobs not started, wait for the running one, stop the thread."""
+        for job in self._jobs:
+            job.cancel()
+        self._pool.shutdown(wait=True)
+        self._jobs.clear()
+
+
 class CBFOutput:
     """The CBF file being written: chunks placed at positions (``add_chunk`` says where), written
     by positioned writes on one writer thread (fallocated ahead, handed to writeback at once), then
@@ -39,8 +69,7 @@ class CBFOutput:
         self.pos = layout.PREFIX.size  # where the next chunk starts
         self._table = []
         self._header_streams = [StreamSpec(s.name, s.format, s.dim, dtype=dtype) for s in streams]
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
-        self._in_flight: deque = deque()
+        self._io = OrderedWorker("recordkit-cbf-writer")
         self.sequences_written = 0
         self._allocated = self.pos  # the file's blocks are allocated up to here (or allocation failed: -1)
 
@@ -59,9 +88,7 @@ class CBFOutput:
         iov = [b for b in buffers if len(b)]
         if not iov:
             return
-        while len(self._in_flight) >= MAX_IN_FLIGHT:
-            self._in_flight.popleft().result()
-        self._in_flight.append(self._io.submit(self._write, iov, pos))
+        self._io.submit(self._write, iov, pos)
 
     def _write(self, iov, pos: int) -> None:
         # writer thread
@@ -100,11 +127,7 @@ class CBFOutput:
             pos = done
 
     def close(self) -> None:
-        try:
-            while self._in_flight:
-                self._in_flight.popleft().result()
-        finally:
-            self._io.shutdown(wait=True)
+        self._io.finish()
         header = layout.encode_header(self._header_streams, self._table, self.pos)
         n = os.pwrite(self._fd, header, self.pos)
         if n != len(header):
@@ -114,8 +137,5 @@ class CBFOutput:
         self._out.commit()
 
     def abort(self) -> None:
-        for fut in self._in_flight:
-            fut.cancel()
-        self._io.shutdown(wait=True)
-        self._in_flight.clear()
+        self._io.cancel()
         self._out.discard()

@@ -8,14 +8,12 @@ and renamed on ``close()``. Each sequence's meta sample count (the chunk prefix)
 the maximum over its streams, as CNTK's converter writes it.
 
 Encoding a chunk runs on a background thread (the kernel releases the GIL), so a
-conversion parses the next input chunk meanwhile; at most ``MAX_IN_FLIGHT`` chunks
-wait, which bounds memory. The file itself is ``output.CBFOutput``, the same output the
+conversion parses the next input chunk meanwhile; at most ``output.MAX_IN_FLIGHT`` chunks
+wait (``output.OrderedWorker``), which bounds memory. The file itself is ``output.CBFOutput``, the same output the
 CTF -> CBF fast path writes through (one writer thread, one abort path).
 """
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -23,10 +21,9 @@ from recordkit.formats.closing import AtomicWriter
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.cbf import _kernel
-from recordkit.formats.cbf.output import CBFOutput
+from recordkit.formats.cbf.output import CBFOutput, OrderedWorker
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
-MAX_IN_FLIGHT = 2
 
 
 class CBFWriter(AtomicWriter):
@@ -43,8 +40,7 @@ class CBFWriter(AtomicWriter):
         self._pending: list[tuple[ChunkData, int, int]] = []  # (chunk, first seq, end seq)
         self._pending_bytes = 0
         self._esize = self.dtype.itemsize
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-cbf-writer")
-        self._in_flight: deque = deque()
+        self._io = OrderedWorker("recordkit-cbf-writer")
 
     # -- input ------------------------------------------------------------------------------------
     def write(self, data: dict, key=None) -> None:
@@ -138,9 +134,7 @@ class CBFWriter(AtomicWriter):
         meta = np.concatenate([self._meta(chunk, a, b) for chunk, a, b in meta_src]).astype(np.uint32)
         self._pending = []
         self._pending_bytes = 0
-        while len(self._in_flight) >= MAX_IN_FLIGHT:
-            self._in_flight.popleft().result()
-        self._in_flight.append(self._io.submit(self._encode_and_write, meta, columns))
+        self._io.submit(self._encode_and_write, meta, columns)
 
     @property
     def sequences_written(self) -> int:
@@ -153,13 +147,6 @@ class CBFWriter(AtomicWriter):
                                     [s.dim for s in self._streams], [self._esize] * len(self._streams))
         start = self._out.add_chunk([meta], len(blob))
         self._out.write_at([memoryview(blob)], start)
-
-    def _drain(self) -> None:
-        try:
-            while self._in_flight:
-                self._in_flight.popleft().result()
-        finally:
-            self._io.shutdown(wait=True)
 
     def _meta(self, chunk, a, b) -> np.ndarray:
         counts = [np.diff(chunk.columns[s.name].seq_offsets[a:b + 1]) for s in self._streams]
@@ -182,7 +169,7 @@ class CBFWriter(AtomicWriter):
     def close(self) -> None:
         try:
             self._flush()
-            self._drain()
+            self._io.finish()
         except BaseException:
             self.abort()
             raise
@@ -193,9 +180,6 @@ class CBFWriter(AtomicWriter):
             raise
 
     def abort(self) -> None:
-        for fut in self._in_flight:
-            fut.cancel()
-        self._io.shutdown(wait=True)
-        self._in_flight.clear()
+        self._io.cancel()
         self._out.abort()
 
