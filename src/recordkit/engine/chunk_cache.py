@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from recordkit.engine.chunk import ChunkData
-from recordkit.engine.deserializer import takes_threads
+from recordkit.engine.deserializer import load_chunk, takes_threads
 
 
 class ChunkCache:
@@ -54,9 +54,7 @@ class ChunkCache:
         """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
         if self._takes_threads is None:
             self._takes_threads = takes_threads(self.deserializer)
-        if self._takes_threads:
-            return self.deserializer.load_chunk(cid, threads=self.threads)
-        return self.deserializer.load_chunk(cid)  # load_chunk(chunk_id) is all the protocol asks
+        return load_chunk(self.deserializer, cid, self.threads, self._takes_threads)
 
     def start(self, cids) -> None:
         """Begin loading these chunks on the background threads (those neither held nor under way)."""

@@ -24,8 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from recordkit.engine.deserializer import (ChunkInfo, chunk_sequence_keys, keys_are_ids, name_of,
-                                           sequence_lengths, takes_threads)
+from recordkit.engine.deserializer import (ChunkInfo, WrapsDeserializers, chunk_sequence_keys, keys_are_ids,
+                                           load_chunk, name_of, sequence_lengths, takes_threads)
 from recordkit.errors import UsageError
 
 
@@ -41,7 +41,7 @@ def assign_chunks(chunks: list[ChunkInfo], num_partitions: int) -> np.ndarray:
     return np.minimum((starts * n) // max(total, 1), n - 1).astype(np.int64)
 
 
-class ChunkPartition:
+class ChunkPartition(WrapsDeserializers):
     """Partition ``index`` of ``num_partitions`` of ``deserializer``, in whole chunks."""
 
     def __init__(self, deserializer, num_partitions: int, index: int):
@@ -80,22 +80,11 @@ class ChunkPartition:
 
     def load_chunk(self, chunk_id: int, threads: int | None = None):
         inner_id = self._ids[chunk_id]
-        if threads is not None and self._inner_takes_threads:
-            data = self.inner.load_chunk(inner_id, threads=threads)
-        else:
-            data = self.inner.load_chunk(inner_id)
+        data = load_chunk(self.inner, inner_id, threads, self._inner_takes_threads)
         return dataclasses.replace(data, chunk_id=chunk_id)
 
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def wrapped(self) -> list:
+        return [self.inner]
 
     # the optional half of the protocol, answered from the wrapped deserializer's
     @property

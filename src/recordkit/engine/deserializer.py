@@ -71,6 +71,26 @@ class DeserializerBase:
             yield from chunk
 
 
+class WrapsDeserializers:
+    """A deserializer made of others (``ChunkPartition``, ``Mixture``): ``close`` closes each of
+    ``wrapped()``, ``with`` closes it."""
+
+    def wrapped(self) -> list:  # pragma: no cover - each wrapper names its own
+        raise NotImplementedError
+
+    def close(self) -> None:
+        for d in self.wrapped():
+            close = getattr(d, "close", None)
+            if close is not None:
+                close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def iter_sequences(deserializer: Deserializer) -> Iterator[Sequence]:
     """Every sequence of a deserializer in storage order."""
     for info in deserializer.chunks:
@@ -144,6 +164,15 @@ def chunk_sequence_keys(d, chunk_id: int):
 def takes_threads(d) -> bool:
     """Whether ``d.load_chunk`` takes ``threads=`` (asked once per deserializer by its callers)."""
     return accepts_keyword(d.load_chunk, "threads")
+
+
+def load_chunk(d, chunk_id: int, threads: int | None, takes: bool) -> ChunkData:
+    """``d.load_chunk(chunk_id, threads=threads)`` where it takes threads (``takes``: what
+    ``takes_threads(d)`` said) and some are offered, else ``d.load_chunk(chunk_id)``, all the
+    protocol asks."""
+    if threads is not None and takes:
+        return d.load_chunk(chunk_id, threads=threads)
+    return d.load_chunk(chunk_id)
 
 
 def name_of(d, default: str | None = None) -> str:

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from recordkit.engine.deserializer import name_of, sequence_lengths, takes_threads
+from recordkit.engine.deserializer import WrapsDeserializers, load_chunk, name_of, sequence_lengths, takes_threads
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer, SweepOrder
 from recordkit.errors import UsageError
 
@@ -42,7 +42,7 @@ def _name(d) -> str:
     return name_of(d)
 
 
-class Mixture:
+class Mixture(WrapsDeserializers):
     """The union of ``parts`` (deserializers of the same streams, any formats), mixed by
     ``weights`` or by ``repeats`` per sweep (see the module docstring)."""
 
@@ -98,25 +98,15 @@ class Mixture:
     def load_chunk(self, chunk_id: int, threads: int | None = None):
         i, local = self._owner[chunk_id]
         part = self.parts[i]
-        data = part.load_chunk(local, threads=threads) if threads is not None and self._takes_threads[i] \
-            else part.load_chunk(local)
+        data = load_chunk(part, local, threads, self._takes_threads[i])
         return dataclasses.replace(data, chunk_id=chunk_id)
 
     def sequence_lengths(self, chunk_id: int):
         i, local = self._owner[chunk_id]
         return sequence_lengths(self.parts[i], local)
 
-    def close(self) -> None:
-        for p in self.parts:
-            close = getattr(p, "close", None)
-            if close is not None:
-                close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def wrapped(self) -> list:
+        return list(self.parts)
 
     @property
     def path(self) -> str:
