@@ -37,8 +37,8 @@ import stat
 import tempfile
 from typing import Callable
 
-from recordkit.storage.atomic import (AtomicFile, _hold, _umask, exchange, fsync_directory, note_discarded,
-                              remove_stale_temporaries)
+from recordkit.storage.atomic import (AtomicFile, Transaction, _hold, _umask, exchange, fsync_directory,
+                                      note_discarded, remove_stale_temporaries)
 from recordkit.errors import UsageError
 from recordkit.storage import location
 
@@ -50,7 +50,7 @@ class TargetRefused(UsageError, FileExistsError):
     point, the working directory): refused before anything is written (the CLI's exit 2)."""
 
 
-class StagedDirectory:
+class StagedDirectory(Transaction):
     """Files written with ``open(name)`` / ``write_file`` / at ``path(name)``; ``commit()``
     publishes them all, ``discard()`` (``abort()``) none. See the module docstring."""
 
@@ -155,15 +155,6 @@ class StagedDirectory:
         self._release()
 
     abort = discard
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.commit()
-        else:
-            self.discard()
 
     def _release(self) -> None:
         if self._lock is not None:

@@ -29,7 +29,27 @@ _discarded: list[str] = []
 _PROCESS_START = time.time()
 
 
-class AtomicFile:
+class Transaction:
+    """``with x:`` commits ``x`` when the block ends normally and discards it when it raises: the
+    protocol of everything written aside and published whole (``AtomicFile``, ``StagedDirectory``)."""
+
+    def commit(self) -> None:  # pragma: no cover - each transaction has its own
+        raise NotImplementedError
+
+    def discard(self) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+class AtomicFile(Transaction):
     """A binary file that appears under ``path`` only when ``commit()`` is called.
 
     Used as a context manager it commits on success and discards on an exception.
@@ -125,15 +145,6 @@ class AtomicFile:
             pass
         _unlink(self.tmp_path)
         _discarded.append(self.path)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.commit()
-        else:
-            self.discard()
 
 
 def write_sidecar(path, table, *, storage_options=None) -> str:
