@@ -13,6 +13,7 @@ from libcpp.vector cimport vector
 
 import numpy as np
 cimport numpy as cnp
+from recordkit.formats._protowire cimport put_varint, varint_size
 
 cnp.import_array()
 
@@ -437,21 +438,7 @@ def feature_kinds(const uint8_t[::1] buf, int64_t offset, int64_t length, list n
 # ---------------------------------------------------------------------------------------------
 # Encoding: the bytes protobuf's deterministic serialization would produce, without protobuf objects
 
-cdef inline Py_ssize_t varint_size(uint64_t v) noexcept nogil:
-    cdef Py_ssize_t n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
-
-cdef inline Py_ssize_t put_varint(uint8_t* out, uint64_t v) noexcept nogil:
-    cdef Py_ssize_t n = 0
-    while v >= 0x80:
-        out[n] = <uint8_t>((v & 0x7F) | 0x80)
-        v >>= 7
-        n += 1
-    out[n] = <uint8_t>v
-    return n + 1
+# varint_size / put_varint: formats/_protowire.pxd (shared with TFRecord's kernel)
 
 
 def encode_varints(const int64_t[::1] values, bint as_int32):

@@ -10,26 +10,15 @@ function with a reference built another way (NumPy columns, the writer's per-rec
 """
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t, uint32_t
 from libcpp.vector cimport vector
+from recordkit.formats._protowire cimport put_varint, varint_size
 from libc.string cimport memcpy
 
 import numpy as np
 
 
-cdef inline int _vlen(uint64_t v) nogil:
-    cdef int n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
-
-
-cdef inline int64_t _vput(uint8_t* out, int64_t at, uint64_t v) nogil:
-    while v >= 0x80:
-        out[at] = <uint8_t>((v & 0x7F) | 0x80)
-        v >>= 7
-        at += 1
-    out[at] = <uint8_t>v
-    return at + 1
+cdef inline int64_t _vput(uint8_t* out, int64_t at, uint64_t v) noexcept nogil:
+    """The varint of ``v`` at ``out[at]``; the position after it."""
+    return at + put_varint(out + at, v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,13 +150,13 @@ def frame_sequence_examples(const uint64_t[::1] keys, list names, list bodies, l
     rec_len.resize(m if m else 1)
     with nogil:
         for i in range(m):
-            klen = _vlen(keys[i])
+            klen = varint_size(keys[i])
             entries = 0
             for j in range(k):
                 L = op[j][i + 1] - op[j][i]
-                E = 2 + nlen[j] + 1 + _vlen(<uint64_t>L) + L
-                entries += 1 + _vlen(<uint64_t>E) + E
-            rec = 15 + klen + 1 + _vlen(<uint64_t>entries) + entries
+                E = 2 + nlen[j] + 1 + varint_size(<uint64_t>L) + L
+                entries += 1 + varint_size(<uint64_t>E) + E
+            rec = 15 + klen + 1 + varint_size(<uint64_t>entries) + entries
             rec_len[i] = rec
             total += 16 + rec
     out = np.empty(total, dtype=np.uint8)
@@ -184,7 +173,7 @@ def frame_sequence_examples(const uint64_t[::1] keys, list names, list bodies, l
             _put_u32(o + at + 8, rk_masked(rk_crc32c(o + at, 8)))
             at += 12
             d0 = at
-            klen = _vlen(keys[i])
+            klen = varint_size(keys[i])
             kf = 4 + klen
             o[at] = 0x0A; o[at + 1] = <uint8_t>(2 + 7 + kf)
             o[at + 2] = 0x0A; o[at + 3] = <uint8_t>(7 + kf)
@@ -196,13 +185,13 @@ def frame_sequence_examples(const uint64_t[::1] keys, list names, list bodies, l
             entries = 0
             for j in range(k):
                 L = op[j][i + 1] - op[j][i]
-                E = 2 + nlen[j] + 1 + _vlen(<uint64_t>L) + L
-                entries += 1 + _vlen(<uint64_t>E) + E
+                E = 2 + nlen[j] + 1 + varint_size(<uint64_t>L) + L
+                entries += 1 + varint_size(<uint64_t>E) + E
             o[at] = 0x12
             at = _vput(o, at + 1, <uint64_t>entries)
             for j in range(k):
                 L = op[j][i + 1] - op[j][i]
-                E = 2 + nlen[j] + 1 + _vlen(<uint64_t>L) + L
+                E = 2 + nlen[j] + 1 + varint_size(<uint64_t>L) + L
                 o[at] = 0x0A
                 at = _vput(o, at + 1, <uint64_t>E)
                 o[at] = 0x0A
@@ -281,15 +270,15 @@ def scan_frames(const uint8_t[::1] data, bint verify, int64_t max_record):
 
 cdef inline int64_t _feature_size(int64_t L) noexcept nogil:
     """Bytes of ``Feature{<list>{value: L bytes packed}}`` (an empty list: ``Feature{<list>{}}``)."""
-    cdef int64_t inner = (1 + _vlen(<uint64_t>L) + L) if L > 0 else 0
-    cdef int64_t feature = 1 + _vlen(<uint64_t>inner) + inner
-    return 1 + _vlen(<uint64_t>feature) + feature
+    cdef int64_t inner = (1 + varint_size(<uint64_t>L) + L) if L > 0 else 0
+    cdef int64_t feature = 1 + varint_size(<uint64_t>inner) + inner
+    return 1 + varint_size(<uint64_t>feature) + feature
 
 
 cdef inline int64_t _feature_head(uint8_t* o, int64_t at, int64_t L, int list_tag) noexcept nogil:
-    cdef int64_t inner = (1 + _vlen(<uint64_t>L) + L) if L > 0 else 0
+    cdef int64_t inner = (1 + varint_size(<uint64_t>L) + L) if L > 0 else 0
     o[at] = 0x0A
-    at = _vput(o, at + 1, <uint64_t>(1 + _vlen(<uint64_t>inner) + inner))
+    at = _vput(o, at + 1, <uint64_t>(1 + varint_size(<uint64_t>inner) + inner))
     o[at] = <uint8_t>list_tag
     at = _vput(o, at + 1, <uint64_t>inner)
     if L > 0:
@@ -343,7 +332,7 @@ def sparse_lists(const index_t[::1] indices, const uint8_t[::1] values4, const i
                 s += 1
             L = 0
             for k in range(indptr[i], indptr[i + 1]):
-                L += _vlen(<uint64_t>indices[k])
+                L += varint_size(<uint64_t>indices[k])
             itot += _feature_size(L)
             vtot += _feature_size(4 * (indptr[i + 1] - indptr[i]))
         while s <= S:
@@ -361,7 +350,7 @@ def sparse_lists(const index_t[::1] indices, const uint8_t[::1] values4, const i
         for i in range(n):
             L = 0
             for k in range(indptr[i], indptr[i + 1]):
-                L += _vlen(<uint64_t>indices[k])
+                L += varint_size(<uint64_t>indices[k])
             ia = _feature_head(ip, ia, L, 0x1A)
             for k in range(indptr[i], indptr[i + 1]):
                 ia = _vput(ip, ia, <uint64_t>indices[k])

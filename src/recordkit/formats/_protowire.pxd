@@ -1,0 +1,24 @@
+# cython: language_level=3
+"""Protocol buffers' base-128 varints, inline for the kernels that write protobuf wire bytes
+themselves (OFRecord's ``_kernel.pyx``, TFRecord's ``_kernel.pyx``): ``cimport`` them from here."""
+from libc.stdint cimport uint8_t, uint64_t
+
+
+cdef inline Py_ssize_t varint_size(uint64_t v) noexcept nogil:
+    """Bytes of the varint of ``v``."""
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline Py_ssize_t put_varint(uint8_t* out, uint64_t v) noexcept nogil:
+    """Write the varint of ``v`` at ``out``; the bytes written."""
+    cdef Py_ssize_t n = 0
+    while v >= 0x80:
+        out[n] = <uint8_t>((v & 0x7F) | 0x80)
+        v >>= 7
+        n += 1
+    out[n] = <uint8_t>v
+    return n + 1
