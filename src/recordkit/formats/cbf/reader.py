@@ -182,10 +182,13 @@ class CBFReader(ChecksPresence, ClosingReader):
     def _read(self, offset: int, n: int, chunk_id: int) -> bytes:
         """Chunk bytes by pread (not a memory map: a file truncated meanwhile gives an error, not SIGBUS)."""
         data = self._pread(offset, n)
-        if len(data) != n:
-            raise FormatError(self.path, f"file shrank while being read: chunk {chunk_id} needs {n} bytes at "
-                                         f"offset {offset}, got {len(data)}", offset=offset, record=f"chunk {chunk_id}")
+        self._check_read(len(data), n, offset, chunk_id)
         return data
+
+    def _check_read(self, got: int, n: int, offset: int, chunk_id: int) -> None:
+        if got != n:
+            raise FormatError(self.path, f"file shrank while being read: chunk {chunk_id} needs {n} bytes at "
+                                         f"offset {offset}, got {got}", offset=offset, record=f"chunk {chunk_id}")
 
     def _read_for_decode(self, offset: int, n: int, chunk_id: int):
         """A chunk's bytes for ``decode_chunk``, which copies everything it keeps: read into this
@@ -201,10 +204,7 @@ class CBFReader(ChecksPresence, ClosingReader):
         if buf is None or len(buf) < n:
             buf = local.buf = np.empty(n, dtype=np.uint8)  # not bytearray(n): that zeroes every page first
         view = memoryview(buf)[:n]
-        got = read_into(offset, view)
-        if got != n:
-            raise FormatError(self.path, f"file shrank while being read: chunk {chunk_id} needs {n} bytes at "
-                                         f"offset {offset}, got {got}", offset=offset, record=f"chunk {chunk_id}")
+        self._check_read(read_into(offset, view), n, offset, chunk_id)
         return view
 
     def sequence_keys(self, chunk_id: int) -> np.ndarray:

@@ -157,11 +157,7 @@ class HFWriter(AtomicWriter):
             final = data_file_name(i, n)
             src, dst = self._dir.path(tmp), self._dir.path(final)
             self._dir.written.remove(tmp)
-            if self._dir.remote:
-                fs, p = location.filesystem(src, self.storage_options)
-                fs.mv(p, location.filesystem(dst, self.storage_options)[1])
-            else:
-                os.rename(src, dst)
+            location.move(src, dst, self.storage_options)
             if self.checksums:
                 from recordkit.storage import checksum
                 from recordkit.storage.atomic import write_sidecar
