@@ -243,10 +243,33 @@ def test_the_column_wise_decoder_and_protobuf_give_the_same_chunks(converted, mo
                 np.testing.assert_array_equal(ca.indptr, cb.indptr)
 
 
+# -- the column-wise NumPy encoders the compiled ones replaced, kept as the references they are
+#    compared with (header_rows and const were wire.py's)
+
+def header_rows(parts, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate per-row ragged pieces ``[(matrix, lens), ...]``: (flat bytes, per-row lengths).
+
+    The pieces' matrices side by side, masked to each piece's valid bytes, read row-major,
+    are exactly the rows' bytes one after another."""
+    mats = np.concatenate([m for m, _ in parts], axis=1)
+    mask = np.concatenate([np.arange(m.shape[1]) < lens[:, None] for m, lens in parts], axis=1)
+    total = np.zeros(n, dtype=np.int64)
+    for _, lens in parts:
+        total += lens
+    return mats[mask], total
+
+
+def const(byte: int, n: int, present=None) -> tuple[np.ndarray, np.ndarray]:
+    """A one-byte piece (a tag), on every row or where ``present``."""
+    mat = np.full((n, 1), byte, dtype=np.uint8)
+    lens = np.ones(n, dtype=np.int64) if present is None else present.astype(np.int64)
+    return mat, lens
+
+
 def _per_sample_reference(pay_flat, pay_lens, list_tag, seq_offsets):
     """The column-wise NumPy encoder the compiled one replaced: headers as varint columns, laid out
     with the payloads by a boolean mask."""
-    from recordkit.formats.tfrecord.wire import const, header_rows, varint_matrix
+    from recordkit.formats.tfrecord.wire import varint_matrix
     n = len(pay_lens)
     present = pay_lens > 0
     q_mat, q_len = varint_matrix(pay_lens)

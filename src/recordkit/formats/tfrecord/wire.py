@@ -66,26 +66,6 @@ def compact(mat: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return mat[np.arange(mat.shape[1]) < lens[:, None]]
 
 
-def header_rows(parts: list[tuple[np.ndarray, np.ndarray]], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate per-row ragged pieces ``[(matrix, lens), ...]``: (flat bytes, per-row lengths).
-
-    The pieces' matrices side by side, masked to each piece's valid bytes, read row-major,
-    are exactly the rows' bytes one after another."""
-    mats = np.concatenate([m for m, _ in parts], axis=1)
-    mask = np.concatenate([np.arange(m.shape[1]) < lens[:, None] for m, lens in parts], axis=1)
-    total = np.zeros(n, dtype=np.int64)
-    for _, lens in parts:
-        total += lens
-    return mats[mask], total
-
-
-def const(byte: int, n: int, present=None) -> tuple[np.ndarray, np.ndarray]:
-    """A one-byte piece (a tag), on every row or where ``present``."""
-    mat = np.full((n, 1), byte, dtype=np.uint8)
-    lens = np.ones(n, dtype=np.int64) if present is None else present.astype(np.int64)
-    return mat, lens
-
-
 def dense_feature_list(values: np.ndarray, seq_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FeatureList bodies of a dense column (float32 (samples, D)): every sample one
     ``Feature{float_list{value: D floats}}``, all the same size. (bytes, per-sequence offsets)."""
@@ -120,13 +100,6 @@ def entry(tag_key: bytes, body_len: int) -> bytes:
     return (b"\x0a" + varint_bytes(1 + len(varint_bytes(len(tag_key))) + len(tag_key) + 1
                                    + len(varint_bytes(body_len)) + body_len)
             + b"\x0a" + varint_bytes(len(tag_key)) + tag_key + b"\x12" + varint_bytes(body_len))
-
-
-def int64_feature(value: int) -> bytes:
-    """``Feature{int64_list{value: [value]}}`` (value taken as uint64 bits)."""
-    v = varint_bytes(value & 0xFFFFFFFFFFFFFFFF)
-    inner = b"\x0a" + varint_bytes(len(v)) + v
-    return b"\x1a" + varint_bytes(len(inner)) + inner
 
 
 def bytes_feature(value: bytes) -> bytes:
