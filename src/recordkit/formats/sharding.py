@@ -131,14 +131,9 @@ def staged_join(output: str, owns, what: str, fill, *, storage_options=None, che
     """``fill(staged)`` into a ``StagedDirectory`` for ``output``, published when it returns, discarded
     if it raises: how every format's joiner publishes the joined set. Returns what ``fill`` returns."""
     from recordkit.staged_directory import StagedDirectory
-    staged = StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums, what=what)
-    try:
-        names = fill(staged)
-        staged.commit()
-    except BaseException:
-        staged.discard()
-        raise
-    return names
+    with StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
+                         what=what) as staged:
+        return fill(staged)
 
 
 def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], output: str, *,
@@ -151,9 +146,12 @@ def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], ou
     def fill(staged):
         doc, shards = None, []
         for src in sources:
-            if read_description(src, fmt, storage_options) is None:
+            path = location.join(src, META_NAME)
+            if not location.isfile(path, storage_options):
                 raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
-            raw = json.loads(read_whole(location.join(src, META_NAME), storage_options))
+            data = read_whole(path, storage_options)
+            parse_description(path, data, fmt)  # checked as a reader checks it; merged as written
+            raw = json.loads(data)
             if doc is None:
                 doc = raw
             elif raw.get("streams") != doc.get("streams"):
@@ -177,7 +175,12 @@ def read_description(directory: str, fmt: str, storage_options=None) -> dict | N
     path = location.join(directory, META_NAME)
     if not location.isfile(path, storage_options):
         return None
-    data = read_whole(path, storage_options)
+    return parse_description(path, read_whole(path, storage_options), fmt)
+
+
+def parse_description(path: str, data: bytes, fmt: str) -> dict:
+    """``data``, the text of ``path`` (a ``__recordkit__.json``), parsed and checked: streams as
+    ``StreamSpec``s; anything malformed is a located ``FormatError``."""
     try:
         doc = json.loads(data)
     except ValueError as e:
