@@ -161,16 +161,14 @@ class WebDatasetWriter(AtomicWriter):
         blocks[pos[1:][sizes > 0] // tar.BLOCK - 1] = 0  # the last data block of each member: its padding
         data_at = (pos[:-1] + tar.BLOCK).reshape(-1, m)
         for j, (_, heads, starts, src) in enumerate(members):
-            run = heads[a:b]
-            flat = np.frombuffer(b"".join(run), dtype=np.uint8)
-            h_len = np.fromiter(map(len, run), dtype=np.int64, count=b - a)
+            st = np.asarray(starts, dtype=np.int64)
+            d_len = np.ascontiguousarray(st[a + 1:b + 1] - st[a:b])
+            h_len = np.ascontiguousarray(data_sizes[a:b, j] - d_len)  # a member's data: npy header, then bytes
             h_at = np.zeros(b - a, dtype=np.int64)
             np.cumsum(h_len[:-1], out=h_at[1:])
             dst = np.ascontiguousarray(data_at[:, j])
-            copy_segments(flat, h_at, h_len, out, dst)
-            st = np.asarray(starts, dtype=np.int64)
-            copy_segments(src, np.ascontiguousarray(st[a:b]), np.ascontiguousarray(st[a + 1:b + 1] - st[a:b]),
-                          out, dst + h_len)
+            copy_segments(np.frombuffer(b"".join(heads[a:b]), dtype=np.uint8), h_at, h_len, out, dst)
+            copy_segments(src, np.ascontiguousarray(st[a:b]), d_len, out, dst + h_len)
         self._file.write(memoryview(out))
 
     # -- any sample ---------------------------------------------------------------------------------
