@@ -83,3 +83,14 @@ def reset_peak_rss() -> bool:
         return True
     except OSError:
         return False
+
+
+def write_valued_cbf(path, n: int, *, longest: int, dim: int = 3, chunk_size: int = 256) -> str:
+    """A CBF file of ``n`` sequences, sequence ``i`` holding ``i % longest + 1`` samples of stream
+    ``x`` (dense ``dim``) all equal to ``i``: which sequence a minibatch row came from is its value."""
+    import numpy as np
+    from recordkit.formats.cbf import CBFWriter
+    with CBFWriter(path, [StreamSpec("x", "dense", dim)], chunk_size=chunk_size) as w:
+        for i in range(n):
+            w.write({"x": np.full((i % longest + 1, dim), i, dtype=np.float32)})
+    return str(path)

@@ -9,18 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers import write_valued_cbf
 from recordkit.engine.source import MinibatchSource
-from recordkit.engine.streams import StreamSpec
-from recordkit.formats.cbf import CBFReader, CBFWriter
+from recordkit.formats.cbf import CBFReader
 
 
 @pytest.fixture(scope="module")
 def cbf(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt") / "d.cbf"
-    with CBFWriter(path, [StreamSpec("x", "dense", 3)], chunk_size=256) as w:
-        for i in range(60):
-            w.write({"x": np.full((i % 4 + 1, 3), i, dtype=np.float32)})
-    return str(path)
+    return write_valued_cbf(tmp_path_factory.mktemp("ckpt") / "d.cbf", 60, longest=4)
 
 
 def source(path, **kw):

@@ -13,6 +13,7 @@ import random
 import numpy as np
 import pytest
 
+from helpers import write_valued_cbf
 from recordkit.engine.elastic import ElasticPlan, cut_run, share_bounds
 from recordkit.engine.source import MinibatchSource
 from recordkit.engine.streams import StreamSpec
@@ -23,11 +24,7 @@ from recordkit.formats.ctf import CTFReader
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """97 sequences of 1..5 samples, in chunks of a few sequences each."""
-    path = tmp_path_factory.mktemp("elastic") / "d.cbf"
-    with CBFWriter(path, [StreamSpec("x", "dense", 3)], chunk_size=256) as w:
-        for i in range(97):
-            w.write({"x": np.full((i % 5 + 1, 3), i, dtype=np.float32)})
-    return str(path)
+    return write_valued_cbf(tmp_path_factory.mktemp("elastic") / "d.cbf", 97, longest=5)
 
 
 @pytest.fixture(scope="module")
@@ -359,11 +356,7 @@ def test_runs_cut_the_pending_positions_into_equal_contiguous_parts():
 
 @pytest.fixture(scope="module")
 def many_chunks(tmp_path_factory):
-    path = tmp_path_factory.mktemp("elastic") / "c.cbf"
-    with CBFWriter(path, [StreamSpec("x", "dense", 3)], chunk_size=128) as w:
-        for i in range(150):
-            w.write({"x": np.full((i % 5 + 1, 3), i, dtype=np.float32)})
-    return str(path)
+    return write_valued_cbf(tmp_path_factory.mktemp("elastic") / "c.cbf", 150, longest=5, chunk_size=128)
 
 
 def chunk_reader(path, n, k, **kw):

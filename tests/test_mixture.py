@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from helpers import write_valued_cbf
 from recordkit.engine.mixture import Mixture
 from recordkit.engine.source import MinibatchSource
 from recordkit.engine.streams import StreamSpec
@@ -21,9 +22,7 @@ X = [StreamSpec("x", "dense", 2)]
 def files(tmp_path_factory):
     """a.cbf: 100 sequences valued 0..99 (1-3 samples); b.ctf: 30 sequences valued 1000..1029."""
     d = tmp_path_factory.mktemp("mix")
-    with CBFWriter(d / "a.cbf", X, chunk_size=256) as w:
-        for i in range(100):
-            w.write({"x": np.full((i % 3 + 1, 2), i, dtype=np.float32)})
+    write_valued_cbf(d / "a.cbf", 100, longest=3, dim=2)
     (d / "b.ctf").write_text("".join(f"{k} |x {1000 + k} 0\n" * (k % 2 + 1) for k in range(30)))
     return str(d / "a.cbf"), str(d / "b.ctf")
 
