@@ -268,7 +268,7 @@ def test_datasink_leaves_no_partial_part_when_a_task_fails(cluster, data, tmp_pa
         """Writes each chunk to the part being built, then fails: the data is on disk when it does."""
         def _write_chunk(self, writer, chunk):
             super()._write_chunk(writer, chunk)
-            writer._drain()  # the CBF writer encodes and writes on a background thread: let it finish
+            writer._io.finish()  # the CBF writer encodes and writes on a background thread: let it finish
             raise RuntimeError(f"injected failure; on disk: {sorted(os.listdir(self.directory))}")
 
     with pytest.raises(Exception, match=r"injected failure; on disk: \['\.part-00000\.cbf\.\w+\.part'\]"):

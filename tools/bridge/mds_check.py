@@ -11,6 +11,7 @@ see ../shared/specs/peer-libraries.md), then:
 * ``StreamingDataset(local=DIR, shuffle=False)`` reads every sample of ``recordkit convert --to mds``
   (several shards): ``key`` and the ``feat`` / ``lab.indices`` / ``lab.values`` / ``lab.offsets``
   arrays are compared with ``recordkit cat`` of the source, value by value;
+* the same for ``recordkit convert --to mds --engine ray --parts 3`` (sets joined, index.json merged);
 * ``streaming.MDSWriter`` writes a data set with the same column layout; ``recordkit cat`` reads it
   (with ``--stream``) and the values are compared.
 
@@ -28,13 +29,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 
 
-def check_stage(work: str) -> dict:
-    """Runs inside the mosaicml-streaming venv."""
+def _read_with_streaming(directory: str, want: list) -> tuple:
+    """Every sample of the MDS set in ``directory`` read by ``StreamingDataset``, compared with
+    ``want`` (recordkit cat of the source): (samples read, mismatches, values compared)."""
     import numpy as np
-    import streaming
-    from streaming import MDSWriter, StreamingDataset
-    want = _common.expected(work)
-    ds = StreamingDataset(local=os.path.join(work, "mds"), shuffle=False, batch_size=1)
+    from streaming import StreamingDataset
+    ds = StreamingDataset(local=directory, shuffle=False, batch_size=1)
     records, mismatches, values = 0, [], 0
     for i in range(len(ds)):
         s = ds[i]
@@ -53,6 +53,17 @@ def check_stage(work: str) -> dict:
         records += 1
     if records != len(want):
         mismatches.append({"samples_read": records, "expected": len(want)})
+    return records, mismatches, values
+
+
+def check_stage(work: str) -> dict:
+    """Runs inside the mosaicml-streaming venv."""
+    import numpy as np
+    import streaming
+    from streaming import MDSWriter
+    want = _common.expected(work)
+    records, mismatches, values = _read_with_streaming(os.path.join(work, "mds"), want)
+    ray_records, ray_mismatches, _ = _read_with_streaming(os.path.join(work, "mds_ray"), want)
     # the other way: MosaicML writes (its writer refuses empty arrays: every sample has entries)
     rng = np.random.default_rng(13)
     theirs = os.path.join(work, "mds_written")
@@ -76,7 +87,9 @@ def check_stage(work: str) -> dict:
     with open(os.path.join(work, "mds_truth.json"), "w") as f:
         json.dump(truth, f)
     return {"library": "mosaicml-streaming", "version": streaming.__version__, "samples_read": records,
-            "values_compared": int(values), "mismatches": mismatches[:20], "mismatch_count": len(mismatches)}
+            "values_compared": int(values), "mismatches": mismatches[:20], "mismatch_count": len(mismatches),
+            "ray_joined": {"samples_read": ray_records, "mismatches": ray_mismatches[:20],
+                           "mismatch_count": len(ray_mismatches)}}
 
 
 def readback_stage(work: str) -> dict:
@@ -106,6 +119,12 @@ def main() -> int:
         print(json.dumps(check_stage(args.work)))
         return 0
     _common.write_stage(args.work, "mds", ["--shard-size", "4000"])
+    # the same data written by `--engine ray`: a set per write task, joined (index.json merged)
+    ray_out = os.path.join(args.work, "mds_ray")
+    import shutil
+    shutil.rmtree(ray_out, ignore_errors=True)
+    _common.recordkit("convert", os.path.join(args.work, "corpus.ctf"), ray_out, "--to", "mds", "--engine", "ray",
+                      "--parts", "3", "--chunk-size", "2000", *_common.STREAMS)
     python = _common.make_venv(args.venv, ["mosaicml-streaming", "torch"], stub_torchvision=True)
     p = subprocess.run([python, os.path.abspath(__file__), "--stage", "check", "--work", args.work],
                        capture_output=True, text=True)
@@ -114,7 +133,8 @@ def main() -> int:
     lib = json.loads(p.stdout.strip().splitlines()[-1])
     back = readback_stage(args.work)
     result = {"recordkit_to_mosaicml": lib, "mosaicml_to_recordkit": back,
-              "ok": lib["mismatch_count"] == 0 and not back["mismatches"] and lib["samples_read"] > 0}
+              "ok": lib["mismatch_count"] == 0 and not back["mismatches"] and lib["samples_read"] > 0
+              and lib["ray_joined"]["mismatch_count"] == 0 and lib["ray_joined"]["samples_read"] == lib["samples_read"]}
     print(_common.save("mds_check.json", result))
     print(json.dumps(result, indent=1))
     return 0 if result["ok"] else 1
