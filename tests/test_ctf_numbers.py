@@ -101,3 +101,50 @@ def test_float32_fast_path_near_rounding_boundaries(tmp_path):
         cands = [np.nextafter(f0, np.float32(-np.inf)), f0, np.nextafter(f0, np.float32(np.inf))]
         want = min(cands, key=lambda c: (abs(Fraction(float(c)) - exact), int(np.float32(c).view(np.uint32)) & 1))
         assert g == want, (t, g, want)
+
+
+def _short_forms():
+    """Tokens of the forms the 8-bytes-at-a-time path takes ([+-]d{1,7}[.d{0,7}]) and of those it
+    hands back to the byte loop (8+ digit runs, exponents, '5.' before 'e', 24+ significant digits)."""
+    rng = np.random.default_rng(11)
+    forms = ["0", "-0", "+0", "-0.0", "0.0000000", "007", "007.50", "5.", "-5.", "+5.5", "1234567", "1234567.1234567",
+             "9999999.9999999", "0.1234567", "0.12345678", "12345678", "12345678.5", "1.5e3", "-2.5E-2",
+             "16777216", "16777217", "1677721.7", "0.16777217", "3.4028235", "-0.000001", "1e-45", "0.0000001",
+             "8388608.5", "8388609.5", "0.30000001192092896", "123456789012345678901234"]
+    for _ in range(3000):
+        n1 = int(rng.integers(1, 9))
+        n2 = int(rng.integers(0, 9))
+        int_part = "".join(rng.choice(list("0123456789"), n1))
+        text = int_part + ("." + "".join(rng.choice(list("0123456789"), n2)) if rng.random() < 0.8 else "")
+        forms.append(("-" if rng.random() < 0.3 else "") + text)
+    return forms
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_short_numbers_parse_alike_in_mid_line_and_at_the_end_of_the_data(tmp_path, precision):
+    """Numbers with at least 24 bytes after them take the 8-bytes-at-a-time path; the same tokens
+    last in the file take the byte loop. Both give strtof/strtod's value, sign of zero included."""
+    forms = _short_forms()
+    pad = " 0" * 12  # 24 bytes: every token of a line but the last few is mid-line
+    mid = write(tmp_path, "".join(f"|v {t}{pad}\n" for t in forms), "mid.ctf")
+    seqs, reader, _ = read_all(mid, [dense("v", 13)], precision=precision)
+    assert reader.errors_counted == 0
+    got_mid = np.array([d["v"][0, 0] for _, d in seqs])
+    ends = [read_all(write(tmp_path, f"|v {t}", f"end{i}.ctf"), [dense("v", 1)], precision=precision)[0][0][1]["v"][0, 0]
+            for i, t in enumerate(forms[:40])]
+    want = np.array([strtof(t) if precision == "float" else np.float64(float(t)) for t in forms])
+    np.testing.assert_array_equal(got_mid, want)
+    assert (np.signbit(got_mid) == np.signbit(want)).all()
+    np.testing.assert_array_equal(np.array(ends), want[:40])
+    assert (np.signbit(np.array(ends)) == np.signbit(want[:40])).all()
+
+
+def test_malformed_numbers_are_reported_where_the_byte_loop_reports_them(tmp_path):
+    """The 8-bytes-at-a-time path hands anything it does not take to the byte loop: errors keep
+    their column whether the token is mid-line or not."""
+    from recordkit.errors import FormatError
+    for token, col in [("-x", 5), ("1.5e", 8), ("+.5", 5), ("1.2.3", 7), ("12a", 6), ("1.e5", 6)]:
+        for tail in (" 0" * 12, ""):
+            p = write(tmp_path, f"|v {token}{tail}\n", "bad.ctf")
+            with pytest.raises(FormatError, match=f":1:{col}"):
+                read_all(p, [dense("v", 13)])

@@ -33,13 +33,109 @@ cdef NumResult _convert_slow(const uint8_t* p, Py_ssize_t start, NumResult r, bi
     return r
 
 
+cdef extern from *:
+    """
+    static inline int rk_ctz64(unsigned long long v) { return __builtin_ctzll(v); }
+    """
+    int rk_ctz64(unsigned long long v) noexcept nogil
+
+cdef uint64_t[9] U64POW10
+cdef float[9] POW10F
+U64POW10[0] = 1
+POW10F[0] = 1.0
+for _k in range(1, 9):
+    U64POW10[_k] = U64POW10[_k - 1] * 10
+    POW10F[_k] = <float>U64POW10[_k]
+
+
+cdef inline uint64_t _load8(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
+cdef inline int _digit_run(uint64_t v) noexcept nogil:
+    """How many of the 8 bytes in ``v`` (little-endian: the first byte lowest) are ASCII digits
+    before the first that is not. A byte below '0' borrows from the bytes above it and one above
+    '9' carries into them, but those lie after the first non-digit, whose own flag is right."""
+    cdef uint64_t flags = ((v - 0x3030303030303030ULL) | (v + 0x4646464646464646ULL) | v) & 0x8080808080808080ULL
+    if flags == 0:
+        return 8
+    return rk_ctz64(flags) >> 3
+
+
+cdef inline uint64_t _digits_value(uint64_t v, int n) noexcept nogil:
+    """The value of the first ``n`` (1..8) digit bytes of ``v``: shifted up so the digits fill the
+    high bytes (zeros, i.e. leading '0's, below), then the 8-digit conversion in three multiplies."""
+    cdef uint64_t t = (v - 0x3030303030303030ULL) << (8 * (8 - n))
+    t = t * 10 + (t >> 8)
+    return (((t & 0x000000FF000000FFULL) * 0x000F424000000064ULL)
+            + (((t >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32
+
+
+cdef inline bint _parse_short(const uint8_t* p, Py_ssize_t i, bint dbl, NumResult* r) noexcept nogil:
+    """The common short forms ``[+-]d{1,7}[.d{0,7}]`` (no exponent), 8 bytes at a time; the caller
+    guarantees 24 readable bytes from ``p[i]``. Returns False (``r`` untouched) for anything else,
+    and for values the exact conversion below cannot take: ``parse_number``'s byte loop then
+    parses the token from its start. Where this answers, the loop would compute the same
+    mantissa (at most 14 digits, none dropped) and decimal exponent, so the same value."""
+    cdef bint neg = False
+    cdef uint8_t c = p[i]
+    cdef uint64_t v, mant
+    cdef int n1, n2 = 0
+    if c == 45:
+        neg = True
+        i += 1
+    elif c == 43:
+        i += 1
+    v = _load8(p + i)
+    n1 = _digit_run(v)
+    if n1 == 0 or n1 == 8:
+        return False
+    mant = _digits_value(v, n1)
+    i += n1
+    if p[i] == 46:  # '.'
+        v = _load8(p + i + 1)
+        n2 = _digit_run(v)
+        if n2 == 8:
+            return False
+        if n2:
+            mant = mant * U64POW10[n2] + _digits_value(v, n2)
+        i += 1 + n2
+    c = p[i]
+    if c == 101 or c == 69:  # an exponent: the byte loop's job
+        return False
+    if mant == 0:
+        r.d = -0.0 if neg else 0.0
+        r.f = <float>r.d
+    elif dbl:
+        # mant < 10**14 < 2**53 and 10**n2 are exact doubles: one correctly rounded division
+        r.d = <double>mant / POW10[n2]
+        if neg:
+            r.d = -r.d
+    elif mant <= (<uint64_t>1 << 24):
+        # both exact in float32 (10**7 < 2**24): one float division is the correctly rounded
+        # float32 of the decimal, as strtof gives (and quicker than a double one)
+        r.f = <float>mant / POW10F[n2]
+        if neg:
+            r.f = -r.f
+    else:
+        return False
+    r.err = 0
+    r.pos = i
+    return True
+
+
 cdef inline NumResult parse_number(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, bint dbl) noexcept nogil:
     """Parse CNTK's number grammar [+-]digit+[.digit*][(e|E)[+-]digit+] starting at p[i].
 
     Converts to the correctly rounded float32/float64: exact fast paths when the
-    decimal fits (Clinger), otherwise strtod/strtof on the validated token.
+    decimal fits (Clinger), otherwise strtod/strtof on the validated token. Short
+    tokens away from the buffer's end take ``_parse_short`` (8 bytes at a time).
     """
     cdef NumResult r
+    if i + 24 <= end and _parse_short(p, i, dbl, &r):
+        return r
     cdef Py_ssize_t start = i
     cdef bint neg = False
     cdef uint64_t mant = 0
