@@ -123,6 +123,10 @@ def reach(sweep: Sweep, cursor: int, samples: int) -> int:
 
 
 def wanted_ahead(sweep: Sweep, cursor: int, prefetch: int) -> list:
-    """The chunks to hold or load now: the one in use and the next ``prefetch`` in order of first use."""
+    """The chunks to hold or load now: the one in use and the next ``prefetch`` in order of first use,
+    less those whose last use is behind the cursor (at the end of a sweep, or of a chunk in file
+    order, the chunk just used up is not "in use": listing it made the prefetch load it again
+    right after the eviction dropped it, and ``close`` wait for that load)."""
     k = int(np.searchsorted(sweep.first_pos, cursor, side="left"))
-    return [int(c) for c in sweep.first_use[max(0, k - 1):k + prefetch + 1]]
+    last_use = sweep.last_use
+    return [int(c) for c in sweep.first_use[max(0, k - 1):k + prefetch + 1] if last_use.get(int(c), -1) >= cursor]
