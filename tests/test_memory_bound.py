@@ -107,6 +107,21 @@ def test_loads_in_flight_count_threads_at_a_time():
     assert held == 400 + 100  # all four start at once; the last pair loads while the first pair is held
 
 
+def test_chunks_a_minibatch_waits_for_load_one_at_a_time_when_the_reader_splits_them():
+    # a randomized whole-window sweep: the first minibatch needs all four chunks
+    order = np.tile(np.arange(4), 10)
+    sizes = np.full(4, 100)
+    loading = np.full(4, 50)
+    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2)
+    assert held == 200 + 200 + 100  # a chunk per thread: the second pair loads beside the first pair
+    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2, splits=True)
+    assert held == 300 + 100 + 50  # one after another: the last loads beside the other three
+    # in file order only the first chunk is waited for; the prefetched ones still load two at a time
+    order = np.repeat(np.arange(4), 10)
+    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2, splits=True)
+    assert held == 300 + 100 + 50  # the first alone, the next pair beside it, then the fourth beside those
+
+
 # -- the bound in MinibatchSource ----------------------------------------------------------------
 def test_a_window_that_fits_is_not_changed_and_gives_the_same_order(tmp_path):
     path = corpus(tmp_path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from recordkit.engine.chunk import ChunkData
-from recordkit.engine.deserializer import load_chunk, takes_threads
+from recordkit.engine.deserializer import load_chunk, splits_chunks, takes_threads
 
 
 class ChunkCache:
@@ -25,6 +25,7 @@ class ChunkCache:
         self.futures: dict = {}
         self.on_load = on_load
         self._takes_threads = None  # asked of the deserializer on the first load
+        self._splits = None  # splits_chunks(deserializer), asked when several chunks are awaited at once
         # bumped whenever the held chunks or the loads under way change: the source skips its
         # per-minibatch eviction and prefetch passes while nothing they look at has changed
         self.version = 0
@@ -66,9 +67,14 @@ class ChunkCache:
                 self.version += 1
 
     def ensure(self, cids: list) -> None:
-        """Load these chunks, all at once on the background threads when there are several."""
+        """Load these chunks (the caller waits for all of them). Several at once go to the
+        background threads, a chunk each, unless the reader splits a chunk over threads: then
+        one after another, each with every thread, so unequal chunks keep both threads busy."""
         if len(cids) > 1:
-            self.start(cids)
+            if self._splits is None:
+                self._splits = splits_chunks(self.deserializer)
+            if not self._splits:
+                self.start(cids)
         for cid in cids:
             self.get(cid)
 

@@ -25,7 +25,8 @@ import dataclasses
 import numpy as np
 
 from recordkit.engine.deserializer import (ChunkInfo, WrapsDeserializers, chunk_sequence_keys, keys_are_ids,
-                                           load_chunk, name_of, sequence_lengths, takes_threads)
+                                           load_chunk, name_of, sequence_lengths, splits_chunks,
+                                           takes_threads)
 from recordkit.errors import UsageError
 
 
@@ -77,6 +78,10 @@ class ChunkPartition(WrapsDeserializers):
     def inner_chunk_ids(self) -> list[int]:
         """The wrapped deserializer's ids of this partition's chunks, in order."""
         return list(self._ids)
+
+    @property
+    def splits_chunks(self) -> bool:
+        return splits_chunks(self.inner)
 
     def load_chunk(self, chunk_id: int, threads: int | None = None):
         inner_id = self._ids[chunk_id]

@@ -33,7 +33,8 @@ import math
 
 import numpy as np
 
-from recordkit.engine.deserializer import WrapsDeserializers, load_chunk, name_of, sequence_lengths, takes_threads
+from recordkit.engine.deserializer import (WrapsDeserializers, load_chunk, name_of, sequence_lengths,
+                                           splits_chunks, takes_threads)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer, SweepOrder
 from recordkit.errors import UsageError
 
@@ -94,6 +95,10 @@ class Mixture(WrapsDeserializers):
     @property
     def chunks(self):
         return list(self._chunks)
+
+    @property
+    def splits_chunks(self) -> bool:
+        return all(splits_chunks(p) for p in self.parts)
 
     def load_chunk(self, chunk_id: int, threads: int | None = None):
         i, local = self._owner[chunk_id]

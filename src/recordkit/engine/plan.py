@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from recordkit.engine.deserializer import splits_chunks
+
 DEFAULT_MEMORY_FRACTION = 0.25   # the default bound: this fraction of the memory available now
 ENGINE_BYTES_PER_SEQUENCE = 96   # MinibatchSource's per-sequence arrays (order, positions, lookups)
 
@@ -131,8 +133,8 @@ def load_bytes(deserializer, decoded: np.ndarray) -> np.ndarray:
 
 # -- which chunks are held when --------------------------------------------------------------------
 def held_peak(chunk_of_position: np.ndarray, nbytes: np.ndarray, *, prefetch: int = 2,
-              steps: np.ndarray | None = None, loading: np.ndarray | None = None, threads: int = 2
-              ) -> tuple[int, int]:
+              steps: np.ndarray | None = None, loading: np.ndarray | None = None, threads: int = 2,
+              splits: bool = False) -> tuple[int, int]:
     """(bytes, chunks) of the most chunks held at once while reading positions in this order.
 
     ``chunk_of_position``: the chunk of each position of a worker's share, in reading order;
@@ -141,7 +143,9 @@ def held_peak(chunk_of_position: np.ndarray, nbytes: np.ndarray, *, prefetch: in
     earlier when the prefetch reaches it (after each minibatch the next ``prefetch + 1`` chunks
     in order of first use are started), and dropped after the minibatch of its last use.
     ``loading``: bytes a chunk needs beyond its decoded size while it loads; counted in the
-    step its load starts, for at most ``threads`` chunks (the loads that run at once).
+    step its load starts, for at most ``threads`` chunks (the loads that run at once);
+    ``splits``: the reader parses a chunk on every thread (``splits_chunks``), so the chunks a
+    minibatch waits for load one at a time, before the prefetched ones start.
     """
     share = np.asarray(chunk_of_position, dtype=np.int64)
     if len(share) == 0:
@@ -192,10 +196,17 @@ def held_peak(chunk_of_position: np.ndarray, nbytes: np.ndarray, *, prefetch: in
         t = max(int(threads), 1)
         for group in np.split(by, cuts):
             d, x = sizes[group], extra[group]
-            best = before = 0
-            for g in range(0, len(group), t):
-                best = max(best, before + int(d[g:g + t].sum() + x[g:g + t].sum()))
-                before += int(d[g:g + t].sum())
+            awaited = 0
+            if splits:  # the minibatch's own chunks first, one at a time; then the prefetched ones
+                own = t_need[group] == t_load[group[0]]
+                order = np.argsort(~own, kind="stable")
+                d, x, awaited = d[order], x[order], int(own.sum())
+            best = before = g = 0
+            while g < len(group):
+                end = g + 1 if g < awaited else g + t
+                best = max(best, before + int(d[g:end].sum() + x[g:end].sum()))
+                before += int(d[g:end].sum())
+                g = end
             held[t_load[group[0]]] += best - int(d.sum())
     at = int(np.argmax(held))
     return int(held[at]), int(np.cumsum(count)[at])
@@ -586,7 +597,7 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         held, held_chunks = held_peak(share_chunks, by_id(chunks, nbytes), prefetch=choice.prefetch, steps=steps)
         with_loads, _ = held_peak(share_chunks, by_id(chunks, nbytes), prefetch=choice.prefetch, steps=steps,
                                   loading=by_id(chunks, loading),
-                                  threads=r.threads)
+                                  threads=r.threads, splits=splits_chunks(deserializer))
     else:
         held = held_chunks = with_loads = 0
     flight = with_loads - held

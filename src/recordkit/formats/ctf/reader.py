@@ -129,6 +129,8 @@ class CTFReader(ChecksPresence, ClosingReader):
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
 
+    splits_chunks = True  # load_chunk(cid, threads=N) parses N pieces of the chunk at once
+
     def load_chunk(self, chunk_id: int, *, threads: int = 1) -> ChunkData:
         """Parse one chunk; ``threads`` > 1 parses byte-balanced pieces of it in parallel
         (for a caller that waits on this chunk alone, e.g. the first minibatch)."""

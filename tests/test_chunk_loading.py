@@ -1,0 +1,116 @@
+"""How a MinibatchSource loads chunks: each once per sweep, and chunks awaited together either one
+after another with every thread (readers that split a chunk over threads) or a chunk per
+background thread (readers that do not)."""
+import threading
+
+import numpy as np
+import pytest
+
+from helpers import dense, sparse, write, write_valued_cbf
+from recordkit.engine.chunk_partition import ChunkPartition
+from recordkit.engine.deserializer import splits_chunks
+from recordkit.engine.mixture import Mixture
+from recordkit.engine.source import MinibatchSource
+from recordkit.formats.cbf import CBFReader
+from recordkit.formats.ctf import CTFReader
+
+
+class RecordingCTF(CTFReader):
+    """A CTFReader that notes each load: (chunk id, threads offered, thread it ran on)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.loads = []
+
+    def load_chunk(self, chunk_id, *, threads=1):
+        self.loads.append((chunk_id, threads, threading.current_thread().name))
+        return super().load_chunk(chunk_id, threads=threads)
+
+
+class RecordingCBF(CBFReader):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.loads = []
+
+    def load_chunk(self, chunk_id):
+        self.loads.append((chunk_id, None, threading.current_thread().name))
+        return super().load_chunk(chunk_id)
+
+
+def _ctf(tmp_path, n=400, chunk_size=2000):
+    text = "".join(f"{i} |x {i} {i + 0.5} |y {i % 7}:1\n" for i in range(n))
+    p = write(tmp_path, text)
+    return lambda cls=RecordingCTF: cls(p, [dense("x", 2), sparse("y", 7)], chunk_size=chunk_size)
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+@pytest.mark.parametrize("fmt", ["ctf", "cbf"])
+def test_each_chunk_is_loaded_once_in_a_one_sweep_run(tmp_path, randomize, fmt):
+    """At the end of the sweep (and of each chunk in file order) the chunk just used up is not
+    loaded again by the prefetch (it was: the last chunk's reload then held up ``close``)."""
+    if fmt == "ctf":
+        reader = _ctf(tmp_path)()
+    else:
+        reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", 300, longest=3, chunk_size=512))
+    n_chunks = len(reader.chunks)
+    assert n_chunks >= 4
+    src = MinibatchSource(reader, randomize=randomize, window=2 if randomize else 128, max_sweeps=1, seed=1)
+    seen = 0
+    while (m := src.next_minibatch(40)) is not None:
+        seen += m.num_sequences
+    src.close()
+    assert seen == reader.num_sequences
+    assert sorted(c for c, _, _ in reader.loads) == list(range(n_chunks))
+
+
+def test_chunks_awaited_together_load_one_after_another_with_every_thread_when_the_reader_splits_them(tmp_path):
+    reader = _ctf(tmp_path)()
+    assert splits_chunks(reader)
+    src = MinibatchSource(reader, randomize=True, window=128, max_sweeps=1, threads=2, seed=3)
+    src.next_minibatch(10)  # the whole-data window: every chunk is needed for the first minibatch
+    caller = threading.current_thread().name
+    assert sorted(c for c, _, _ in reader.loads) == list(range(len(reader.chunks)))
+    assert all(threads == 2 and name == caller for _, threads, name in reader.loads)
+    src.close()
+
+
+def test_readers_that_do_not_split_chunks_load_awaited_chunks_on_the_background_threads(tmp_path):
+    reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", 300, longest=3, chunk_size=512))
+    assert not splits_chunks(reader)
+    src = MinibatchSource(reader, randomize=True, window=128, max_sweeps=1, threads=2, seed=3)
+    src.next_minibatch(10)
+    on_pool = [c for c, _, name in reader.loads if name.startswith("recordkit-prefetch")]
+    assert len(on_pool) >= 2
+    src.close()
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+def test_minibatches_do_not_depend_on_how_the_chunks_were_loaded(tmp_path, randomize):
+    """Split loads (threads=2, one chunk after another) give the minibatches that loads on one
+    thread without prefetch give."""
+    make = _ctf(tmp_path, n=500)
+
+    def run(**kw):
+        src = MinibatchSource(make(), randomize=randomize, window=3, max_sweeps=2, seed=5, **kw)
+        got = []
+        while (m := src.next_minibatch(33)) is not None:
+            got.append((m.keys.copy(), m["x"].data.copy(), m["y"].csr.toarray()))
+        src.close()
+        return got
+
+    a, b = run(threads=2), run(threads=1, prefetch_chunks=0)
+    assert len(a) == len(b)
+    for (ka, xa, ya), (kb, xb, yb) in zip(a, b):
+        np.testing.assert_array_equal(ka, kb)
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+
+
+def test_wrappers_say_whether_what_they_wrap_splits_chunks(tmp_path):
+    ctf = _ctf(tmp_path)(CTFReader)
+    cbf = CBFReader(write_valued_cbf(tmp_path / "v.cbf", 50, longest=2, chunk_size=256))
+    assert splits_chunks(ChunkPartition(ctf, 2, 0))
+    assert not splits_chunks(ChunkPartition(cbf, 2, 0))
+    assert splits_chunks(Mixture([ctf, _ctf(tmp_path)(CTFReader)], repeats=[1, 1]))
+    x_only = CTFReader(write(tmp_path, "|x 1 2 3\n|x 4 5 6\n", "x.ctf"), [dense("x", 3)])
+    assert not splits_chunks(Mixture([x_only, cbf], repeats=[1, 1]))
