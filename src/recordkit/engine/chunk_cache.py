@@ -25,7 +25,7 @@ class ChunkCache:
         self.futures: dict = {}
         self.on_load = on_load
         self._takes_threads = None  # asked of the deserializer on the first load
-        self._splits = None  # splits_chunks(deserializer), asked when several chunks are awaited at once
+        self._splits = splits_chunks(deserializer)  # how ensure() loads several awaited chunks
         # bumped whenever the held chunks or the loads under way change: the source skips its
         # per-minibatch eviction and prefetch passes while nothing they look at has changed
         self.version = 0
@@ -70,11 +70,8 @@ class ChunkCache:
         """Load these chunks (the caller waits for all of them). Several at once go to the
         background threads, a chunk each, unless the reader splits a chunk over threads: then
         one after another, each with every thread, so unequal chunks keep both threads busy."""
-        if len(cids) > 1:
-            if self._splits is None:
-                self._splits = splits_chunks(self.deserializer)
-            if not self._splits:
-                self.start(cids)
+        if len(cids) > 1 and not self._splits:
+            self.start(cids)
         for cid in cids:
             self.get(cid)
 

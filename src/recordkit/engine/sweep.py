@@ -129,4 +129,4 @@ def wanted_ahead(sweep: Sweep, cursor: int, prefetch: int) -> list:
     right after the eviction dropped it, and ``close`` wait for that load)."""
     k = int(np.searchsorted(sweep.first_pos, cursor, side="left"))
     last_use = sweep.last_use
-    return [int(c) for c in sweep.first_use[max(0, k - 1):k + prefetch + 1] if last_use.get(int(c), -1) >= cursor]
+    return [c for c in sweep.first_use[max(0, k - 1):k + prefetch + 1].tolist() if last_use.get(c, -1) >= cursor]
