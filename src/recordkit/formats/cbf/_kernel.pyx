@@ -35,6 +35,15 @@ cdef struct Problem:
     int64_t a
     int64_t b
 
+cdef struct Cursor:
+    # where a gather part starts: record (stream s, sequence q) at byte pos, with `samples`
+    # samples and `nnz` sparse entries of stream s in the sequences before q
+    int64_t s
+    int64_t q
+    int64_t pos
+    int64_t samples
+    int64_t nnz
+
 cdef inline uint32_t rd_u32(const uint8_t* p) noexcept nogil:
     cdef uint32_t v
     memcpy(&v, p, 4)
@@ -48,13 +57,16 @@ cdef inline int32_t rd_i32(const uint8_t* p) noexcept nogil:
 
 cdef bint _walk(const uint8_t* p, int64_t n, int64_t nseq, const uint8_t* sparse, const int64_t* dims,
                 const int64_t* esize, int64_t nstreams, int64_t* samples, int64_t* nnz, int64_t* counts,
-                Problem* prob, bint validate_indices) noexcept nogil:
+                Problem* prob, bint validate_indices, int64_t nparts, Cursor* cuts) noexcept nogil:
     """Pass 1: check every length against the chunk and count samples/nnz per stream.
 
-    counts[s * nseq + q] = samples of stream s in sequence q.
+    counts[s * nseq + q] = samples of stream s in sequence q. cuts[0..nparts] (when nparts > 0)
+    split the records into nparts runs of about equal bytes for the gather: cut k is the first
+    record starting at or after byte 4*nseq + k/nparts of the rest; cuts[nparts] is the end.
     """
     cdef int64_t pos = 4 * nseq
     cdef int64_t s, q, ns, z, k, need, total
+    cdef int64_t cut = 0, body = n - 4 * nseq, boundary = 4 * nseq
     cdef int32_t idx, c
     if pos > n:
         prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED_META, -1, -1, 0, pos, n
@@ -63,6 +75,10 @@ cdef bint _walk(const uint8_t* p, int64_t n, int64_t nseq, const uint8_t* sparse
         samples[s] = 0
         nnz[s] = 0
         for q in range(nseq):
+            while cut < nparts and pos >= boundary:
+                cuts[cut].s, cuts[cut].q, cuts[cut].pos, cuts[cut].samples, cuts[cut].nnz = s, q, pos, samples[s], nnz[s]
+                cut += 1
+                boundary = 4 * nseq + body * cut // nparts
             if pos + 4 > n:
                 prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRUNCATED, s, q, pos, 4, n - pos
                 return False
@@ -114,6 +130,9 @@ cdef bint _walk(const uint8_t* p, int64_t n, int64_t nseq, const uint8_t* sparse
             pos += need
             samples[s] += ns
             nnz[s] += z
+    while cut <= nparts and nparts > 0:
+        cuts[cut].s, cuts[cut].q, cuts[cut].pos, cuts[cut].samples, cuts[cut].nnz = nstreams, 0, pos, 0, 0
+        cut += 1
     if pos != n:
         prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = P_TRAILING, -1, -1, pos, n - pos, 0
         return False
@@ -164,105 +183,154 @@ cdef int _check_part(int64_t s, object part, bint is_sp, int64_t dim, int64_t es
 
 
 def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, list esizes,
-                 bint allow_trailing=False):
+                 bint allow_trailing=False, int parts=1, run_parts=None):
     """Validate a chunk and gather its streams into contiguous columns.
 
     Returns (meta_counts uint32[nseq], columns, problem) where columns[s] is
     (values bytes-array, indices int32 | None, indptr int64 | None, counts int64[nseq])
     and problem is None or (code, stream, seq, offset, a, b). ``allow_trailing``
     accepts bytes after the last stream (CNTK's last chunk runs into the header).
+
+    ``parts`` > 1 splits the gather into that many runs of records of about equal bytes,
+    handed to ``run_parts(gather, parts)``, which must call ``gather(k)`` once for each k
+    (each releases the GIL: a caller runs them on threads, so the first touches of the
+    fresh column memory and the copies run in parallel).
     """
     _check_streams(sparse, dims, esizes)
     if nseq < 0:
         raise ValueError(f"nseq {nseq} < 0")
+    if parts < 1:
+        raise ValueError(f"parts {parts} < 1")
     cdef int64_t n = buf.shape[0]
     cdef int64_t ns = len(dims)
-    cdef vector[uint8_t] sp_
-    cdef vector[int64_t] dm, es, samples, nnz, counts
+    cdef _Gather g = _Gather()
     cdef Problem prob
     cdef const uint8_t* p = &buf[0] if n > 0 else NULL
     cdef bint ok
     cdef int64_t s
     cdef uint8_t flag
+    cdef vector[int64_t] samples, nnz
     for s in range(ns):
         flag = 1 if sparse[s] else 0  # via a typed local: Cython would bind a conditional to a dangling reference
-        sp_.push_back(flag)
-        dm.push_back(dims[s])
-        es.push_back(esizes[s])
+        g.sp.push_back(flag)
+        g.dm.push_back(dims[s])
+        g.es.push_back(esizes[s])
     # every stream stores at least a 4-byte count per sequence: a chunk too small for that is
     # corrupt, and checking first keeps a few bytes of input from sizing a huge table below
     if nseq > 0 and n // 4 < nseq * (1 + ns):
         return None, None, (P_TOO_SMALL, -1, -1, 0, 4 * nseq * (1 + ns), n)
     samples.resize(ns)
     nnz.resize(ns)
-    counts.resize(ns * nseq if nseq > 0 else 1)
+    g.counts.resize(ns * nseq if nseq > 0 else 1)
+    g.cuts.resize(parts + 1)
     prob.code = 0
     with nogil:
-        ok = _walk(p, n, nseq, sp_.data(), dm.data(), es.data(), ns, samples.data(), nnz.data(), counts.data(),
-                   &prob, True)
+        ok = _walk(p, n, nseq, g.sp.data(), g.dm.data(), g.es.data(), ns, samples.data(), nnz.data(),
+                   g.counts.data(), &prob, True, parts, g.cuts.data())
     if not ok and not (allow_trailing and prob.code == P_TRAILING):
         return None, None, (prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b)
     meta = np.frombuffer(bytes(buf[:4 * nseq]), dtype="<u4").copy() if nseq else np.zeros(0, np.uint32)
-    outs = []
     arrays = []
     for s in range(ns):
         vals = np.empty(samples[s] * dims[s] * esizes[s] if not sparse[s] else nnz[s] * esizes[s], dtype=np.uint8)
         c = np.empty(nseq, dtype=np.int64)
         if nseq:
-            memcpy(cnp.PyArray_DATA(c), counts.data() + s * nseq, nseq * sizeof(int64_t))
+            memcpy(cnp.PyArray_DATA(c), g.counts.data() + s * nseq, nseq * sizeof(int64_t))
+        g.vals.push_back(<uint8_t*>cnp.PyArray_DATA(vals))
         if sparse[s]:
             ind = np.empty(nnz[s], dtype=np.int32)
             ptr = np.empty(samples[s] + 1, dtype=np.int64)
+            g.ind.push_back(<int32_t*>cnp.PyArray_DATA(ind))
+            g.ptr.push_back(<int64_t*>cnp.PyArray_DATA(ptr))
+            if nseq == 0:
+                ptr[0] = 0
         else:
             ind = None
             ptr = None
+            g.ind.push_back(NULL)
+            g.ptr.push_back(NULL)
         arrays.append((vals, ind, ptr, c))
-    _gather(buf, nseq, sp_, dm, es, arrays)
+    g.buf = buf
+    g.keep = arrays
+    g.nseq = nseq
+    if parts == 1 or run_parts is None:
+        for s in range(parts):
+            g.run(s)
+    else:
+        run_parts(g.run, parts)
+        for s in range(parts):
+            if not g.done[s]:
+                raise RuntimeError(f"run_parts did not gather part {s} of {parts}")
     return meta, arrays, None
 
 
-cdef void _gather(const uint8_t[::1] buf, int64_t nseq, vector[uint8_t]& sp_, vector[int64_t]& dm,
-                  vector[int64_t]& es, list arrays):
-    """Pass 2: memcpy each sequence's values (and indices, nnz counts) into the columns."""
-    cdef int64_t s, q, pos, ns, z, vo, io, po, j, acc
-    cdef uint8_t[::1] vals
-    cdef int32_t[::1] ind
-    cdef int64_t[::1] ptr
-    cdef const uint8_t* p = &buf[0] if buf.shape[0] > 0 else NULL
-    cdef int32_t cnt
-    pos = 4 * nseq
-    for s in range(<int64_t>dm.size()):
-        vals = arrays[s][0]
-        vo = 0
-        if sp_[s]:
-            ind = arrays[s][1]
-            ptr = arrays[s][2]
-            io = 0
-            po = 0
-            acc = 0
+cdef class _Gather:
+    """Pass 2 over one chunk, in parts: memcpy each record's values (and indices, nnz counts)
+    into the columns. Holds the buffer and the columns so their pointers stay valid."""
+    cdef vector[uint8_t] sp
+    cdef vector[int64_t] dm, es, counts
+    cdef vector[Cursor] cuts
+    cdef vector[uint8_t*] vals
+    cdef vector[int32_t*] ind
+    cdef vector[int64_t*] ptr
+    cdef const uint8_t[::1] buf
+    cdef object keep
+    cdef int64_t nseq
+    cdef public list done
+
+    def run(self, int k):
+        """Gather the records between cut k and cut k+1 (the GIL released)."""
+        if not 0 <= k < <int>self.cuts.size() - 1:
+            raise IndexError(f"part {k} of {self.cuts.size() - 1}")
+        if self.done is None:
+            self.done = [False] * (self.cuts.size() - 1)
+        cdef const uint8_t* p = &self.buf[0] if self.buf.shape[0] > 0 else NULL
         with nogil:
-            for q in range(nseq):
-                ns = rd_u32(p + pos)
-                if not sp_[s]:
-                    if ns:
-                        memcpy(&vals[vo], p + pos + 4, ns * dm[s] * es[s])
-                    vo += ns * dm[s] * es[s]
-                    pos += 4 + ns * dm[s] * es[s]
-                    continue
-                z = rd_i32(p + pos + 4)
-                if z:
-                    memcpy(&vals[vo], p + pos + 8, z * es[s])
-                    memcpy(&ind[io], p + pos + 8 + z * es[s], z * 4)
-                vo += z * es[s]
-                io += z
-                for j in range(ns):
-                    ptr[po] = acc
-                    cnt = rd_i32(p + pos + 8 + z * es[s] + z * 4 + 4 * j)
-                    acc += cnt
-                    po += 1
-                pos += 8 + z * es[s] + z * 4 + ns * 4
-            if sp_[s]:
-                ptr[po] = acc
+            _gather_range(p, self.nseq, self.cuts[k], self.cuts[k + 1], self.sp.data(), self.dm.data(),
+                          self.es.data(), self.vals.data(), self.ind.data(), self.ptr.data())
+        self.done[k] = True
+
+
+cdef void _gather_range(const uint8_t* p, int64_t nseq, Cursor a, Cursor b, const uint8_t* sp,
+                        const int64_t* dm, const int64_t* es, uint8_t** vals, int32_t** ind,
+                        int64_t** ptr) noexcept nogil:
+    """Copy records (a.s, a.q) up to, not including, (b.s, b.q), in file order: streams one
+    after another, each stream's sequences in order (the chunk's layout, checked by _walk)."""
+    cdef int64_t s = a.s, q = a.q, pos = a.pos, ns, z, j, vo = 0, io = 0, po = 0, acc = 0, width
+    cdef int32_t cnt
+    if s < b.s or (s == b.s and q < b.q):
+        if sp[s]:
+            vo, io, po, acc = a.nnz * es[s], a.nnz, a.samples, a.nnz
+        else:
+            vo = a.samples * dm[s] * es[s]
+    while s < b.s or (s == b.s and q < b.q):
+        ns = rd_u32(p + pos)
+        if not sp[s]:
+            width = ns * dm[s] * es[s]
+            if width:
+                memcpy(vals[s] + vo, p + pos + 4, width)
+            vo += width
+            pos += 4 + width
+        else:
+            z = rd_i32(p + pos + 4)
+            if z:
+                memcpy(vals[s] + vo, p + pos + 8, z * es[s])
+                memcpy(ind[s] + io, p + pos + 8 + z * es[s], z * 4)
+            vo += z * es[s]
+            io += z
+            for j in range(ns):
+                ptr[s][po] = acc
+                cnt = rd_i32(p + pos + 8 + z * es[s] + z * 4 + 4 * j)
+                acc += cnt
+                po += 1
+            pos += 8 + z * es[s] + z * 4 + ns * 4
+        q += 1
+        if q == nseq:  # the stream's last record: close its indptr, go on with the next stream
+            if sp[s]:
+                ptr[s][po] = acc
+            s += 1
+            q = 0
+            vo = io = po = acc = 0
 
 
 def encode_chunk(const uint32_t[::1] meta, list columns, list sparse, list dims, list esizes):
