@@ -99,15 +99,22 @@ def build_sweep(index: int, chunk: np.ndarray, seq: np.ndarray, cum: np.ndarray,
     last_use = {}
     by_chunk = {}
     if len(share):
-        srt = np.argsort(share, kind="stable")
-        keys, starts = np.unique(share[srt], return_index=True)
-        bounds = list(starts) + [len(srt)]
-        by_chunk = {int(c): srt[bounds[k]:bounds[k + 1]] for k, c in enumerate(keys)}
-        uniq, first = np.unique(share, return_index=True)
-        rev_first = len(share) - 1 - np.unique(share[::-1], return_index=True)[1]
-        last_use = {int(c): lo + int(p) for c, p in zip(uniq, rev_first)}
+        # one stable sort groups the positions by chunk, each group in position order, so a
+        # group's ends are the chunk's first and last use (three np.unique sorts took 23 ms of a
+        # 229k-sequence sweep's start, before any chunk load began); chunk ids below 2**16 sort
+        # as uint16, which NumPy radix-sorts (1.7 ms for 229k positions, 6 ms as int64)
+        key = share.astype(np.uint16) if int(share.min()) >= 0 and int(share.max()) < 1 << 16 else share
+        srt = np.argsort(key, kind="stable")
+        grouped = share[srt]
+        starts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+        starts = np.concatenate(([0], starts))
+        ends = np.append(starts[1:], len(srt))
+        keys = grouped[starts]
+        by_chunk = {int(c): srt[a:b] for c, a, b in zip(keys.tolist(), starts.tolist(), ends.tolist())}
+        first = srt[starts]
+        last_use = {int(c): lo + int(p) for c, p in zip(keys.tolist(), srt[ends - 1].tolist())}
         by_first = np.argsort(first, kind="stable")
-        first_use, first_pos = uniq[by_first], lo + first[by_first]
+        first_use, first_pos = keys[by_first], lo + first[by_first]
     else:
         first_use = first_pos = np.zeros(0, dtype=np.int64)
     return Sweep(index, chunk, seq, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
