@@ -32,9 +32,9 @@ class RecordingCBF(CBFReader):
         super().__init__(*a, **kw)
         self.loads = []
 
-    def load_chunk(self, chunk_id):
-        self.loads.append((chunk_id, None, threading.current_thread().name))
-        return super().load_chunk(chunk_id)
+    def load_chunk(self, chunk_id, *, threads=1):
+        self.loads.append((chunk_id, threads, threading.current_thread().name))
+        return super().load_chunk(chunk_id, threads=threads)
 
 
 def _ctf(tmp_path, n=400, chunk_size=2000):
@@ -74,13 +74,28 @@ def test_chunks_awaited_together_load_one_after_another_with_every_thread_when_t
     src.close()
 
 
-def test_readers_that_do_not_split_chunks_load_awaited_chunks_on_the_background_threads(tmp_path):
-    reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", 300, longest=3, chunk_size=512))
-    assert not splits_chunks(reader)
+@pytest.mark.parametrize("n,n_chunks", [(40, 3), (60, 4), (80, 5)])
+def test_readers_that_do_not_split_chunks_load_awaited_chunks_a_chunk_per_background_thread(tmp_path, n, n_chunks):
+    """CBF takes threads= but checks a chunk on one thread: awaited chunks go to the pool a chunk per
+    thread, and those left over when they do not divide among the threads load after them in the
+    caller with every thread."""
+    reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", n, longest=3, chunk_size=512))
+    assert not splits_chunks(reader) and len(reader.chunks) == n_chunks
     src = MinibatchSource(reader, randomize=True, window=128, max_sweeps=1, threads=2, seed=3)
-    src.next_minibatch(10)
-    on_pool = [c for c, _, name in reader.loads if name.startswith("recordkit-prefetch")]
-    assert len(on_pool) >= 2
+    src.next_minibatch(1000)  # every sequence: every chunk is awaited
+    caller = threading.current_thread().name
+    on_pool = [c for c, t, name in reader.loads if name.startswith("recordkit-prefetch") and t == 1]
+    in_caller = [c for c, t, name in reader.loads if name == caller and t == 2]
+    assert len(on_pool) == n_chunks - n_chunks % 2 and len(in_caller) == n_chunks % 2
+    assert sorted(on_pool + in_caller) == list(range(n_chunks))
+    src.close()
+
+
+def test_a_lone_awaited_cbf_chunk_loads_in_the_caller_with_every_thread(tmp_path):
+    reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", 300, longest=3, chunk_size=512))
+    src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2)
+    src.next_minibatch(1)
+    assert reader.loads[0] == (0, 2, threading.current_thread().name)
     src.close()
 
 

@@ -369,3 +369,27 @@ def test_worker_processes_read_disjoint_complete_shares(tmp_path):
         assert sorted(k for share in shares for k in share) == list(range(45))
         samples = [sum(lengths[k] for k in share) for share in shares]
         assert max(samples) - min(samples) <= 2 * max(lengths)  # each cut is off by less than a sequence
+
+
+def test_a_source_dropped_without_close_frees_its_deserializer_without_the_garbage_collector(tmp_path):
+    """The chunk cache calls the source back on each load; holding that callback strongly made
+    source and cache a reference cycle, so a dropped source kept its reader (open file, read
+    buffers) and its chunks alive until a collection ran."""
+    import gc
+    import weakref
+
+    from helpers import write_valued_cbf
+    from recordkit.formats.cbf import CBFReader
+    reader = CBFReader(write_valued_cbf(tmp_path / "v.cbf", 60, longest=3, chunk_size=512))
+    # no prefetch: a background load still under way would hold the reader until it ends
+    src = MinibatchSource(reader, randomize=True, window=2, max_sweeps=1, seed=1, prefetch_chunks=0)
+    src.next_minibatch(7)
+    gone = weakref.ref(reader)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del src, reader
+        assert gone() is None
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -7,6 +7,7 @@ wanted ahead are loaded on the pool while the caller trains (parsing releases th
 """
 from __future__ import annotations
 
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from recordkit.engine.chunk import ChunkData
@@ -23,7 +24,11 @@ class ChunkCache:
         self.loaded: dict[int, ChunkData] = {}
         self.lookups: dict = {}
         self.futures: dict = {}
-        self.on_load = on_load
+        # a bound method is held weakly: the source that owns this cache is what it calls back, and
+        # a strong reference made the pair a cycle, so a source dropped without ``close`` kept its
+        # deserializer (read buffers, open file) and held chunks until the garbage collector ran
+        self._on_load = weakref.WeakMethod(on_load) if hasattr(on_load, "__self__") else on_load
+        self._weak_on_load = hasattr(on_load, "__self__")
         self._takes_threads = None  # asked of the deserializer on the first load
         self._splits = splits_chunks(deserializer)  # how ensure() loads several awaited chunks
         # bumped whenever the held chunks or the loads under way change: the source skips its
@@ -47,8 +52,9 @@ class ChunkCache:
             self.loaded[cid] = data
             self.version += 1
             self.lookups[cid] = data.position_lookup(self.described[cid])
-            if self.on_load is not None:
-                self.on_load(cid)
+            on_load = self._on_load() if self._weak_on_load else self._on_load
+            if on_load is not None:
+                on_load(cid)
         return data
 
     def _load_now(self, cid: int) -> ChunkData:
@@ -69,9 +75,16 @@ class ChunkCache:
     def ensure(self, cids: list) -> None:
         """Load these chunks (the caller waits for all of them). Several at once go to the
         background threads, a chunk each, unless the reader splits a chunk over threads: then
-        one after another, each with every thread, so unequal chunks keep both threads busy."""
+        one after another, each with every thread, so unequal chunks keep both threads busy.
+        A reader that takes ``threads=`` but does not split all of its work (CBF: one thread
+        checks a chunk's layout) gets a chunk per thread, and the chunks left over when they do
+        not divide evenly among the threads load afterwards with every thread (three awaited
+        chunks on two threads: the third no longer loads beside an idle thread)."""
         if len(cids) > 1 and not self._splits:
-            self.start(cids)
+            if self._takes_threads is None:
+                self._takes_threads = takes_threads(self.deserializer)
+            left = len(cids) % self.threads if self._takes_threads else 0
+            self.start(cids[:len(cids) - left])
         for cid in cids:
             self.get(cid)
 
