@@ -190,3 +190,29 @@ def test_unjoined_pieces_hold_the_same_sequences_in_order(tmp_path):
     assert np.concatenate([c.keys for c in pieces]).tolist() == np.concatenate([c.keys for c in whole]).tolist()
     np.testing.assert_array_equal(np.concatenate([c.columns["a"].values for c in pieces]),
                                   np.concatenate([c.columns["a"].values for c in whole]))
+
+
+@pytest.mark.parametrize("block", [7, 64, 4 << 20])
+def test_the_scan_reads_straight_into_its_block_where_the_source_can_and_indexes_the_same(tmp_path, monkeypatch, block):
+    """A local source is read into the scan's block (pread_into); a source without it (a remote
+    one) is read block by block and copied: both give the same index, a line longer than the block
+    included (the block grows)."""
+    from recordkit.storage import open_source
+    monkeypatch.setattr(ctf_index, "BLOCK_SIZE", block)
+    p = corpus(tmp_path, 40)
+
+    class PreadOnly:
+        def __init__(self, src):
+            self._src, self.name, self.size = src, src.name, src.size
+
+        def pread(self, offset, n, cache=True):
+            return self._src.pread(offset, n)
+
+    src = open_source(str(p))
+    assert hasattr(src, "pread_into")
+    a = ctf_index.scan(src, skip_sequence_ids=False)
+    b = ctf_index.scan(PreadOnly(src), skip_sequence_ids=False)
+    src.close()
+    for field in ("offsets", "sizes", "keys", "first_lines", "rows"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert len(a) > 10

@@ -63,13 +63,20 @@ def scan(source, *, skip_sequence_ids: bool) -> CTFIndex:
     size = source.size
     pos = 0
     first = True
+    # a local file is read straight into the block (a pread into a new bytes object and a copy
+    # into the block cost ~15 ms per 100 MB of text before the scan began)
+    read_into = getattr(source, "pread_into", None)
     while True:
         if filled == len(buf):
             buf.extend(bytes(len(buf)))  # one line longer than the buffer: grow
         want = min(len(buf) - filled, max(0, size - pos))
-        block = source.pread(pos, want, cache=False) if want else b""
-        n = len(block)
-        buf[filled:filled + n] = block
+        if read_into is not None:
+            with memoryview(buf) as view:
+                n = read_into(pos, view[filled:filled + want]) if want else 0
+        else:
+            block = source.pread(pos, want, cache=False) if want else b""
+            n = len(block)
+            buf[filled:filled + n] = block
         pos += n
         filled += n
         final = n == 0
