@@ -212,7 +212,7 @@ cdef class ChunkParser:
                 else:
                     outs[k].vf.reserve(rows_hint * self.cfg[k].dim)
             else:
-                outs[k].ptr.reserve(rows_hint)
+                outs[k].ptr.reserve(rows_hint + 1)  # + the end pointer _column appends
         if buf.shape[0] > 0:
             p = &buf[0]
         with nogil:
@@ -320,27 +320,69 @@ cdef void _emit_cbf(ChunkParser self, vector[StreamOut]& outs, Scratch& sc, CbfO
     co.meta.push_back(mx)
 
 
+cdef class _Owned:
+    """A parsed column's values, indices, row pointers or counts: the parser's own vector, handed
+    to NumPy without a copy (copying each piece's columns out, with the GIL held, cost as much as
+    a memcpy of the chunk's output into fresh memory)."""
+    cdef vector[float] vf
+    cdef vector[double] vd
+    cdef vector[int32_t] vi
+    cdef vector[int64_t] vl
+    cdef void* data
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.data, self.size, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+cdef object _own_f32(vector[float]& v):
+    if v.size() == 0:
+        return np.empty(0, dtype=np.float32)
+    cdef _Owned h = _Owned.__new__(_Owned)
+    h.vf.swap(v)
+    h.data, h.size = <void*>h.vf.data(), h.vf.size() * sizeof(float)
+    return np.frombuffer(h, dtype=np.float32)
+
+
+cdef object _own_f64(vector[double]& v):
+    if v.size() == 0:
+        return np.empty(0, dtype=np.float64)
+    cdef _Owned h = _Owned.__new__(_Owned)
+    h.vd.swap(v)
+    h.data, h.size = <void*>h.vd.data(), h.vd.size() * sizeof(double)
+    return np.frombuffer(h, dtype=np.float64)
+
+
+cdef object _own_i32(vector[int32_t]& v):
+    if v.size() == 0:
+        return np.empty(0, dtype=np.int32)
+    cdef _Owned h = _Owned.__new__(_Owned)
+    h.vi.swap(v)
+    h.data, h.size = <void*>h.vi.data(), h.vi.size() * sizeof(int32_t)
+    return np.frombuffer(h, dtype=np.int32)
+
+
+cdef object _own_i64(vector[int64_t]& v):
+    if v.size() == 0:
+        return np.empty(0, dtype=np.int64)
+    cdef _Owned h = _Owned.__new__(_Owned)
+    h.vl.swap(v)
+    h.data, h.size = <void*>h.vl.data(), h.vl.size() * sizeof(int64_t)
+    return np.frombuffer(h, dtype=np.int64)
+
+
 cdef object _column(StreamOut& o, StreamCfg& c, bint dbl):
-    cdef size_t nv = o.vd.size() if dbl else o.vf.size()
-    cdef cnp.ndarray vals = np.empty(nv, dtype=np.float64 if dbl else np.float32)
-    cdef cnp.ndarray counts = np.empty(o.counts.size(), dtype=np.int64)
-    cdef cnp.ndarray idx, ptr
-    if nv:
-        if dbl:
-            memcpy(cnp.PyArray_DATA(vals), o.vd.data(), nv * sizeof(double))
-        else:
-            memcpy(cnp.PyArray_DATA(vals), o.vf.data(), nv * sizeof(float))
-    if o.counts.size():
-        memcpy(cnp.PyArray_DATA(counts), o.counts.data(), o.counts.size() * sizeof(int64_t))
+    """One stream's parsed column as arrays that own the parser's vectors (no copy)."""
+    vals = _own_f64(o.vd) if dbl else _own_f32(o.vf)
+    counts = _own_i64(o.counts)
     if not c.sparse:
         return (vals.reshape(-1, c.dim), None, None, counts)
-    idx = np.empty(o.idx.size(), dtype=np.int32)
-    if o.idx.size():
-        memcpy(cnp.PyArray_DATA(idx), o.idx.data(), o.idx.size() * sizeof(int32_t))
-    ptr = np.empty(o.ptr.size() + 1, dtype=np.int64)
-    if o.ptr.size():
-        memcpy(cnp.PyArray_DATA(ptr), o.ptr.data(), o.ptr.size() * sizeof(int64_t))
-    ptr[o.ptr.size()] = o.idx.size()
+    o.ptr.push_back(<int64_t>o.idx.size())  # the end of the last sample
+    idx = _own_i32(o.idx)
+    ptr = _own_i64(o.ptr)
     return (vals, idx, ptr, counts)
 
 
