@@ -43,6 +43,42 @@ cdef int _check_lengths(Py_ssize_t S, Py_ssize_t S2) except -1:
     return 0
 
 
+
+# Arrays are reached through the NumPy C API rather than typed memoryviews: setting up a
+# memoryview costs ~0.25 us, and a minibatch of two sparse streams took ~20 of them (5 us of a
+# 16 us gather); these checks are the memoryviews' (an array, its dimensions, contiguous, the
+# element kind and size, native byte order) at a few nanoseconds.
+cdef const char* _data(object a, int typenum, int ndim, Py_ssize_t* shape, str what) except? NULL:
+    """Where the elements of ``a`` are, checked to be a C-contiguous ``ndim``-D array of native
+    elements of NumPy type ``typenum``; its shape in ``shape``."""
+    cdef cnp.ndarray arr
+    cdef int t
+    if not cnp.PyArray_Check(a):
+        raise TypeError(f"{what}: expected a NumPy array, got {type(a).__name__}")
+    arr = <cnp.ndarray>a
+    t = cnp.PyArray_TYPE(arr)
+    if t == cnp.NPY_LONGLONG and typenum == cnp.NPY_INT64:  # int64 under its other name
+        t = cnp.NPY_INT64
+    if cnp.PyArray_NDIM(arr) != ndim or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or t != typenum \
+            or not cnp.PyArray_ISNOTSWAPPED(arr):
+        raise ValueError(f"{what}: expected a C-contiguous {ndim}-D array of "
+                         f"{np.dtype(cnp.PyArray_TypeObjectFromType(typenum))}, got {(<object>arr).dtype} "
+                         f"of shape {(<object>arr).shape}")
+    shape[0] = cnp.PyArray_DIM(arr, 0)
+    if ndim == 2:
+        shape[1] = cnp.PyArray_DIM(arr, 1)
+    return <const char*>cnp.PyArray_DATA(arr)
+
+
+cdef inline const int64_t* _i64(object a, Py_ssize_t* n, str what) except? NULL:
+    return <const int64_t*>_data(a, cnp.NPY_INT64, 1, n, what)
+
+
+cdef inline char* _out(object a) noexcept:
+    """An array this module just made with np.empty."""
+    return <char*>cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
 cdef extern from *:
     """
     #define RK_PREFETCH(p) __builtin_prefetch((const void*)(p))
@@ -68,7 +104,7 @@ cdef inline void _prefetch_span(const void* p, int64_t nbytes) noexcept nogil:
         off += 64
 
 
-def gather_padded(list rows, list offsets, const int64_t[::1] slot, const int64_t[::1] seq, Py_ssize_t row_bytes):
+def gather_padded(list rows, list offsets, object slot_, object seq_, Py_ssize_t row_bytes):
     """Dense: sequences seq[i] of chunk slot[i] into a (S*T, row_bytes) zero-padded byte array.
 
     rows[k]: chunk k's values as a C-contiguous (samples, row_bytes) uint8 array;
@@ -76,8 +112,11 @@ def gather_padded(list rows, list offsets, const int64_t[::1] slot, const int64_
     one sample (frames: sequence j is row j, no offset to look up). T is the longest picked
     sequence. Returns (out, lengths, T).
     """
-    cdef Py_ssize_t S = slot.shape[0], K = len(rows), i, k, ii
-    _check_lengths(S, seq.shape[0])
+    cdef Py_ssize_t S, S2, K = len(rows), i, k, ii
+    cdef Py_ssize_t shp[2]
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
     if len(offsets) != K:
         raise ValueError(f"{K} row arrays but {len(offsets)} offset arrays")
     if row_bytes < 0:
@@ -85,29 +124,29 @@ def gather_padded(list rows, list offsets, const int64_t[::1] slot, const int64_
     cdef vector[const uint8_t*] base
     cdef vector[const int64_t*] offs
     cdef vector[int64_t] nseq, nrows
-    cdef const uint8_t[:, ::1] r
-    cdef const int64_t[::1] o
+    cdef const uint8_t* r
+    cdef const int64_t* o
     cdef bint all_frames = True
     for k in range(K):
-        r = rows[k]
-        if r.shape[1] != row_bytes and r.shape[0] > 0:
-            raise ValueError(f"chunk slot {k}: rows of {r.shape[1]} bytes, expected {row_bytes}")
-        base.push_back(&r[0, 0] if r.shape[0] > 0 else NULL)
-        nrows.push_back(r.shape[0])
+        r = <const uint8_t*>_data(rows[k], cnp.NPY_UINT8, 2, shp, "rows")
+        if shp[1] != row_bytes and shp[0] > 0:
+            raise ValueError(f"chunk slot {k}: rows of {shp[1]} bytes, expected {row_bytes}")
+        base.push_back(r if shp[0] > 0 else NULL)
+        nrows.push_back(shp[0])
         if offsets[k] is None:
             offs.push_back(NULL)
-            nseq.push_back(r.shape[0])
+            nseq.push_back(shp[0])
         else:
-            o = offsets[k]
-            if o.shape[0] < 1:
+            o = _i64(offsets[k], shp, "offsets")
+            if shp[0] < 1:
                 raise ValueError(f"chunk slot {k}: empty offset array")
-            offs.push_back(&o[0])
-            nseq.push_back(o.shape[0] - 1)
+            offs.push_back(o)
+            nseq.push_back(shp[0] - 1)
             all_frames = False
     for i in range(S):
         _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
     lengths = np.empty(S, dtype=np.int64)
-    cdef int64_t[::1] lv = lengths
+    cdef int64_t* lv = <int64_t*>_out(lengths)
     cdef vector[int64_t] first
     first.resize(S if S > 0 else 1)
     cdef int64_t a, b, n
@@ -138,7 +177,7 @@ def gather_padded(list rows, list offsets, const int64_t[::1] slot, const int64_
     # padding only where a sequence is shorter than T: zeroing the whole array first would
     # write every byte twice (and np.zeros of a large array maps fresh pages)
     out = np.empty((S * T, row_bytes), dtype=np.uint8)
-    cdef uint8_t[:, ::1] ov = out
+    cdef uint8_t* ov = <uint8_t*>_out(out)
     with nogil:
         for i in range(S):
             if i + AHEAD < S and lv[i + AHEAD] > 0 and row_bytes > 0:
@@ -146,18 +185,21 @@ def gather_padded(list rows, list offsets, const int64_t[::1] slot, const int64_
                 _prefetch_span(base[slot[ii]] + first[ii] * row_bytes, lv[ii] * row_bytes)
             n = lv[i]
             if n > 0 and row_bytes > 0:
-                memcpy(&ov[i * T, 0], base[slot[i]] + first[i] * row_bytes, n * row_bytes)
+                memcpy(ov + i * T * row_bytes, base[slot[i]] + first[i] * row_bytes, n * row_bytes)
             if n < T and row_bytes > 0:
-                memset(&ov[i * T + n, 0], 0, (T - n) * row_bytes)
+                memset(ov + (i * T + n) * row_bytes, 0, (T - n) * row_bytes)
     return out, lengths, T
 
 
-def gather_sparse(list values, list indices, list indptrs, list offsets, const int64_t[::1] slot,
-                  const int64_t[::1] seq, Py_ssize_t itemsize):
+def gather_sparse(list values, list indices, list indptrs, list offsets, object slot_, object seq_,
+                  Py_ssize_t itemsize):
     """Sparse: the picked sequences' samples, concatenated: (values bytes, indices, indptr, lengths,
     sequence offsets: where each sequence's samples start in indptr, and the end)."""
-    cdef Py_ssize_t S = slot.shape[0], K = len(values), i, k, j, ii
-    _check_lengths(S, seq.shape[0])
+    cdef Py_ssize_t S, S2, K = len(values), i, k, j, ii
+    cdef Py_ssize_t nv, ni, np_, no
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
     if not (len(indices) == len(indptrs) == len(offsets) == K):
         raise ValueError("values, indices, indptrs and offsets must list the same chunks")
     if itemsize <= 0:
@@ -167,24 +209,20 @@ def gather_sparse(list values, list indices, list indptrs, list offsets, const i
     cdef vector[const int64_t*] pb
     cdef vector[const int64_t*] ob
     cdef vector[int64_t] nseq, nrows, nnz
-    cdef const uint8_t[::1] v
-    cdef const int32_t[::1] ix
-    cdef const int64_t[::1] p
-    cdef const int64_t[::1] o
+    cdef const uint8_t* v
+    cdef const int32_t* ix
     for k in range(K):
-        v = values[k]
-        ix = indices[k]
-        p = indptrs[k]
-        o = offsets[k]
-        if o.shape[0] < 1 or p.shape[0] < 1:
+        v = <const uint8_t*>_data(values[k], cnp.NPY_UINT8, 1, &nv, "values")
+        ix = <const int32_t*>_data(indices[k], cnp.NPY_INT32, 1, &ni, "indices")
+        pb.push_back(_i64(indptrs[k], &np_, "indptr"))
+        ob.push_back(_i64(offsets[k], &no, "offsets"))
+        if no < 1 or np_ < 1:
             raise ValueError(f"chunk slot {k}: empty offset or indptr array")
-        vb.push_back(&v[0] if v.shape[0] > 0 else NULL)
-        ib.push_back(&ix[0] if ix.shape[0] > 0 else NULL)
-        pb.push_back(&p[0])
-        ob.push_back(&o[0])
-        nseq.push_back(o.shape[0] - 1)
-        nrows.push_back(p.shape[0] - 1)
-        nnz.push_back(min(<int64_t>(v.shape[0] // itemsize), <int64_t>ix.shape[0]))
+        vb.push_back(v if nv > 0 else NULL)
+        ib.push_back(ix if ni > 0 else NULL)
+        nseq.push_back(no - 1)
+        nrows.push_back(np_ - 1)
+        nnz.push_back(min(<int64_t>(nv // itemsize), <int64_t>ni))
     for i in range(S):
         _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
     cdef int64_t total_rows = 0, total_nnz = 0, a, b, lo, hi
@@ -217,11 +255,11 @@ def gather_sparse(list values, list indices, list indptrs, list offsets, const i
     out_p = np.empty(total_rows + 1, dtype=np.int64)
     lengths = np.empty(S, dtype=np.int64)
     seq_offsets = np.empty(S + 1, dtype=np.int64)
-    cdef uint8_t[::1] vv = out_v
-    cdef int32_t[::1] iv = out_i
-    cdef int64_t[::1] pv = out_p
-    cdef int64_t[::1] lv = lengths
-    cdef int64_t[::1] sv = seq_offsets
+    cdef uint8_t* vv = <uint8_t*>_out(out_v)
+    cdef int32_t* iv = <int32_t*>_out(out_i)
+    cdef int64_t* pv = <int64_t*>_out(out_p)
+    cdef int64_t* lv = <int64_t*>_out(lengths)
+    cdef int64_t* sv = <int64_t*>_out(seq_offsets)
     cdef int64_t row = 0, nz = 0, z
     cdef const int64_t* pp
     with nogil:
@@ -238,8 +276,8 @@ def gather_sparse(list values, list indices, list indptrs, list offsets, const i
                 row += 1
             z = hi - lo
             if z > 0:
-                memcpy(&vv[nz * itemsize], vb[slot[i]] + lo * itemsize, z * itemsize)
-                memcpy(&iv[nz], ib[slot[i]] + lo, z * 4)
+                memcpy(vv + nz * itemsize, vb[slot[i]] + lo * itemsize, z * itemsize)
+                memcpy(iv + nz, ib[slot[i]] + lo, z * 4)
             nz += z
         pv[row] = nz
         sv[S] = row
@@ -277,21 +315,23 @@ def chunk_slots(const int64_t[::1] cids, Py_ssize_t max_distinct=16):
     return uniq, slot
 
 
-def gather_items(list arrays, const int64_t[::1] slot, const int64_t[::1] seq):
+def gather_items(list arrays, object slot_, object seq_):
     """Per-sequence values (keys, lengths: 8-byte items) of the picked sequences."""
-    cdef Py_ssize_t S = slot.shape[0], K = len(arrays), i, k
-    _check_lengths(S, seq.shape[0])
+    cdef Py_ssize_t S, S2, K = len(arrays), i, k, n
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
     cdef vector[const int64_t*] base
     cdef vector[int64_t] count
-    cdef const int64_t[::1] a
+    cdef const int64_t* a
     for k in range(K):
-        a = arrays[k]
-        base.push_back(&a[0] if a.shape[0] > 0 else NULL)
-        count.push_back(a.shape[0])
+        a = _i64(arrays[k], &n, "items")
+        base.push_back(a if n > 0 else NULL)
+        count.push_back(n)
     for i in range(S):
         _check_pick(i, slot[i], K, seq[i], count[slot[i]] if 0 <= slot[i] < K else 0)
     out = np.empty(S, dtype=np.int64)
-    cdef int64_t[::1] ov = out
+    cdef int64_t* ov = <int64_t*>_out(out)
     with nogil:
         for i in range(S):
             if i + AHEAD < S:
