@@ -37,6 +37,13 @@ BAD_CALLS = {
     "items: negative sequence": "_gather.gather_items([i64(5, 6)], i64(0), i64(-2))",
     "items: sequence past the end": "_gather.gather_items([i64(5, 6)], i64(0), i64(2))",
     "items: slot past the arrays": "_gather.gather_items([i64(5, 6)], i64(3), i64(0))",
+    # the arrays themselves (reached through the NumPy C API): type, dimensions, byte order
+    "items: int32 slots": "_gather.gather_items([i64(5, 6)], i64(0).astype(np.int32), i64(0))",
+    "items: float items": "_gather.gather_items([np.zeros(2)], i64(0), i64(0))",
+    "sparse: byte-swapped indptr": "_gather.gather_sparse(vals, ind, [i64(0, 1, 1, 2).astype('>i8')], soffs, i64(0), i64(0), 4)",
+    "sparse: int64 indices": "_gather.gather_sparse(vals, [np.zeros(2, np.int64)], ptr, soffs, i64(0), i64(0), 4)",
+    "padded: one-dimensional rows": "_gather.gather_padded([np.zeros(24, np.uint8)], offs, i64(0), i64(0), 4)",
+    "padded: strided rows": "_gather.gather_padded([np.zeros((6, 8), np.uint8)[:, ::2]], offs, i64(0), i64(0), 4)",
     "pick: negative start": "_gather.pick_run(i64(0, 1), i64(1, 1), -5, 2, 0, 10, False, -1)",
     "pick: end past the positions": "_gather.pick_run(i64(0, 1), i64(1, 1), 0, 50, 0, 10, False, -1)",
     "pick: lengths differ": "_gather.pick_run(i64(0, 1), i64(1), 0, 2, 0, 10, False, -1)",
@@ -47,6 +54,11 @@ BAD_CALLS = {
     "chunks: negative count": "_randomize.shuffle_chunks(-3, 1)",
     "draws: negative count": "_randomize.mt19937_64_draws(1, -1)",
 }
+
+
+def test_arrays_that_are_not_numpy_arrays_are_refused_with_a_type_error():
+    with pytest.raises(TypeError, match="slot: expected a NumPy array, got list"):
+        _gather.gather_items([np.zeros(2, np.int64)], [0], np.zeros(1, np.int64))
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CALLS))
