@@ -91,11 +91,43 @@ def test_readers_that_do_not_split_chunks_load_awaited_chunks_a_chunk_per_backgr
     src.close()
 
 
-def test_a_lone_awaited_cbf_chunk_loads_in_the_caller_with_every_thread(tmp_path):
-    reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", 300, longest=3, chunk_size=512))
-    src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2)
+def test_a_lone_awaited_cbf_chunk_loads_in_the_caller_with_every_thread_and_the_next_starts_beside_it(tmp_path):
+    """File order, CBF: the first minibatch waits for chunk 0 (split over the threads in the
+    caller) while chunk 1, wanted next, already loads on the pool: two loads at once, the
+    threads the memory plan counts; chunk 2 waits for the prefetch after the minibatch."""
+    started = threading.Event()
+
+    class Slow(RecordingCBF):
+        def load_chunk(self, chunk_id, *, threads=1):
+            if chunk_id == 0:
+                assert started.wait(5), "chunk 1 did not start while chunk 0 loaded"
+            else:
+                started.set()
+            return super().load_chunk(chunk_id, threads=threads)
+
+    reader = Slow(write_valued_cbf(tmp_path / "v.cbf", 300, longest=3, chunk_size=512))
+    assert len(reader.chunks) >= 4
+    src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2, prefetch_chunks=2)
     src.next_minibatch(1)
-    assert reader.loads[0] == (0, 2, threading.current_thread().name)
+    caller = threading.current_thread().name
+    assert (0, 2, caller) in reader.loads
+    assert any(c == 1 and name.startswith("recordkit-prefetch") for c, _, name in reader.loads)
+    src.close()
+
+
+def test_a_splitting_reader_starts_no_prefetch_beside_the_chunk_a_minibatch_waits_for(tmp_path):
+    """CTF parses the awaited chunk on every thread: the next chunks start after the minibatch."""
+    reader = _ctf(tmp_path)()
+    seen = []
+    src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2, prefetch_chunks=2)
+    orig = src._cache.start
+
+    def start(cids):
+        seen.append((list(cids), [c for c, _, _ in reader.loads]))
+        return orig(cids)
+    src._cache.start = start
+    src.next_minibatch(1)
+    assert seen and all(0 in loads for _, loads in seen)  # every start came after chunk 0's load
     src.close()
 
 

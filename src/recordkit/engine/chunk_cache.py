@@ -72,14 +72,27 @@ class ChunkCache:
                 self.futures[cid] = self.pool.submit(self.deserializer.load_chunk, cid)
                 self.version += 1
 
-    def ensure(self, cids: list) -> None:
+    def ensure(self, cids: list, ahead=()) -> None:
         """Load these chunks (the caller waits for all of them). Several at once go to the
         background threads, a chunk each, unless the reader splits a chunk over threads: then
         one after another, each with every thread, so unequal chunks keep both threads busy.
         A reader that takes ``threads=`` but does not split all of its work (CBF: one thread
         checks a chunk's layout) gets a chunk per thread, and the chunks left over when they do
         not divide evenly among the threads load afterwards with every thread (three awaited
-        chunks on two threads: the third no longer loads beside an idle thread)."""
+        chunks on two threads: the third no longer loads beside an idle thread).
+
+        ``ahead``: chunks wanted next (the prefetch's list). Where the reader does not split
+        chunks, up to ``threads - len(cids)`` of them start on the pool now, beside the awaited
+        loads, instead of after the minibatch (a CBF chunk's gather is bound by memory, not by
+        its two threads: in file order the next chunk's load then overlaps the first one's,
+        sparse 100 MB sweep 55 -> 41 ms); never more loads at once than ``threads``, what
+        ``recordkit plan`` counts. A splitting reader's awaited chunk has every thread already."""
+        if not self._splits and ahead:
+            waited = set(cids)
+            room = self.threads - len(cids)
+            early = [c for c in ahead if c not in waited and c not in self.loaded and c not in self.futures]
+            if room > 0 and early:
+                self.start(early[:room])
         if len(cids) > 1 and not self._splits:
             if self._takes_threads is None:
                 self._takes_threads = takes_threads(self.deserializer)

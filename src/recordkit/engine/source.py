@@ -481,7 +481,7 @@ class MinibatchSource(Checkpointing):
                     end = min(end, self._cursor + max(max_sequences, 1) + 1)
                 a, b = self._cursor - sw.lo, end - sw.lo
                 missing = np.unique(sw.chunk[self._cursor:end][sw.pos_j[a:b] == -2])
-                self._cache.ensure([int(c) for c in missing])
+                self._cache.ensure([int(c) for c in missing], ahead=self._wanted_ahead())
                 continue
             if status == 2:
                 break
