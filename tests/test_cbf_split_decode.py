@@ -122,3 +122,29 @@ def test_a_file_shrunk_under_a_split_read_names_the_piece_that_came_short(tmp_pa
         r.load_chunk(0, threads=2)
     assert e.value.offset > info.offset  # the second piece's offset: the first read in full
     r.close()
+
+
+def test_a_failed_piece_read_gives_the_buffer_back_only_after_every_piece_has_ended(tmp_path, monkeypatch):
+    """One piece's read fails while another is still reading: the shared buffer must not go back
+    to the pool (where the next load would take it) before the slow piece is done with it."""
+    import threading
+    import time
+
+    monkeypatch.setattr(cbf_reader, "_SPLIT_BYTES", 0)
+    r = _write(tmp_path / "a.cbf", 400, chunk_size=20000)
+    real = r._source.pread_into
+    slow_done = threading.Event()
+
+    def pread_into(offset, view):
+        if offset == r.chunks[0].offset:  # the first piece: the file "shrank"
+            return 0
+        time.sleep(0.2)  # the second piece: slow, then fine
+        got = real(offset, view)
+        slow_done.set()
+        return got
+    monkeypatch.setattr(r._source, "pread_into", pread_into)
+    gave = []
+    monkeypatch.setattr(r._buffers, "give", lambda buf: gave.append(slow_done.is_set()))
+    with pytest.raises(FormatError, match="file shrank"):
+        r.load_chunk(0, threads=2)
+    assert gave == [True]

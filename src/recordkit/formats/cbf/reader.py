@@ -10,7 +10,7 @@ Errors name the file, the byte offset and the chunk.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Iterator
 
 import numpy as np
@@ -28,6 +28,16 @@ from recordkit.storage.read_buffers import PAGE as _PAGE, ReadBuffers
 # below this a chunk is read and gathered by one thread even when more are offered: starting
 # the threads (~0.1 ms) would cost more than they save
 _SPLIT_BYTES = 1 << 20
+
+
+def _run_all(pool, fn, items) -> None:
+    """``fn(item)`` for every item on ``pool``; every call has ended before the first error is
+    raised (the buffer they share must not go back to the pool while one still uses it)."""
+    futures = [pool.submit(fn, item) for item in items]
+    wait(futures)
+    for f in futures:
+        f.result()
+
 
 _PROBLEMS = {
     1: "the per-sequence sample counts run past the chunk",
@@ -229,8 +239,7 @@ class CBFReader(ChecksPresence, ClosingReader):
             def read_piece(lh):
                 lo, hi = lh
                 self._check_read(read_into(offset + lo, view[lo:hi]), hi - lo, offset + lo, chunk_id)
-            for _ in pool.map(read_piece, zip(cuts[:-1], cuts[1:])):
-                pass
+            _run_all(pool, read_piece, list(zip(cuts[:-1], cuts[1:])))
             return view, buf
         except BaseException:
             self._buffers.give(buf)
@@ -248,8 +257,7 @@ class CBFReader(ChecksPresence, ClosingReader):
         run_parts = None
         if pool is not None:
             def run_parts(gather, n):
-                for _ in pool.map(gather, range(n)):
-                    pass
+                _run_all(pool, gather, range(n))
         try:
             meta, columns, problem = _kernel.decode_chunk(
                 data, info.num_sequences, [s.format == "sparse" for s in hs], [s.dim for s in hs],
