@@ -126,7 +126,7 @@ class S3:
         return f"http://127.0.0.1:{port or self.port}"
 
     def options(self, port: int | None = None) -> dict:
-        return {"key": "testing", "secret": "testing", "use_listings_cache": False, "skip_instance_cache": True,
+        return {"key": "testing", "secret": "testing", "use_listings_cache": False,
                 "client_kwargs": {"endpoint_url": self.endpoint(port), "region_name": "us-east-1"}}
 
     def fs(self, port: int | None = None):

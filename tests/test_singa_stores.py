@@ -301,7 +301,7 @@ def test_s3_read_create_append_on_a_local_moto_server():
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
-        opts = {"key": "testing", "secret": "testing", "use_listings_cache": False, "skip_instance_cache": True,
+        opts = {"key": "testing", "secret": "testing", "use_listings_cache": False,
                 "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"}}
         import boto3
         import s3fs
