@@ -147,3 +147,23 @@ def test_the_shortcut_check_really_runs_every_pass(corpus):
     src.__class__ = _NoShortcuts
     src.next_minibatch(100)
     assert src._evict_memo is None and src._prefetch_memo is None
+
+
+def test_num_samples_is_the_sum_of_lengths_counted_once_and_again_when_lengths_is_replaced(corpus):
+    """``Minibatch.num_samples`` is counted once (the source and the loop both ask every minibatch),
+    equals the lengths' sum on every minibatch, and follows a replaced ``lengths``."""
+    path, _ = corpus
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src = MinibatchSource(CTFReader(path, STREAMS, chunk_size=300), randomize=True, window=3, max_sweeps=1)
+        total = 0
+        while (got := src.next_minibatch(20)) is not None:
+            assert got.num_samples == int(got.lengths.sum()) == got.num_samples
+            total += got.num_samples
+            mb = got
+        assert total == src.samples_delivered > 0
+        src.close()
+    mb.lengths = np.array([4, 5], dtype=np.int64)
+    assert mb.num_samples == 9
+    mb.lengths = np.zeros(0, dtype=np.int64)
+    assert mb.num_samples == 0
