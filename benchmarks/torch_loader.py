@@ -41,17 +41,19 @@ def run_direct(path, mb):
     t0 = time.perf_counter()
     source = make_source(path, SWEEPS)
     first = None
-    samples = 0
+    samples = count = 0
     while True:
         m = source.next_minibatch(mb)
         if m is None:
             break
         item = to_torch(m)
         samples += int(item["lengths"].sum())
+        count += 1
         if first is None:
             first = time.perf_counter()
     end = time.perf_counter()
-    return dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9), samples=samples)
+    return dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9), samples=samples,
+                count=count, per_item=(end - first) / max(count - 1, 1))
 
 
 def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epochs=1, ring=True):
@@ -83,6 +85,56 @@ def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epo
     os.environ.pop("RECORDKIT_TORCH_RING", None)
     torch.set_num_threads(torch.get_num_threads())
     return out
+
+
+class ReadyItems:
+    """The transport floor: a worker that yields one ready-made item ``count`` times.
+
+    The item is the sweep's first minibatch as ``MinibatchDataset`` makes it (tensors and
+    ``__state__``), wrapped the same way for the trip to the main process, so what a DataLoader
+    epoch over it costs is what the workers' protocol and the transfer cost without any reading:
+    the least a worker can add to the direct loop. ``small``: a 1-element tensor instead (the
+    DataLoader protocol alone). Built lazily in the worker (fork only: a module-level class)."""
+
+    def __init__(self, path, mb, count, small=False):
+        self.path, self.mb, self.count, self.small = path, mb, count, small
+
+    def __iter__(self):
+        import torch
+        from torch.utils.data import get_worker_info
+        from recordkit.integrations.torch import MinibatchDataset
+        from recordkit.integrations.torch_transfer import _PackedItem
+        info = get_worker_info()
+        share = self.count if info is None else len(range(info.id, self.count, info.num_workers))
+        if self.small:
+            item = {"lengths": torch.ones(1, dtype=torch.int64)}
+        else:
+            ds = MinibatchDataset(functools.partial(make_source, self.path, 1), self.mb)
+            item = dict(next(iter(_unwrap(x) for x in ds._iterate())))
+        for _ in range(share):
+            yield _PackedItem(item) if info is not None else item
+
+
+def _unwrap(x):
+    return getattr(x, "item", x)
+
+
+def run_floor(path, mb, count, workers, small=False):
+    """An epoch of ``count`` ready items through ``DataLoader(num_workers=workers)`` (fork)."""
+    from torch.utils.data import DataLoader, IterableDataset
+    ds = type("ReadyItemsDataset", (ReadyItems, IterableDataset), {})(path, mb, count, small)
+    loader = DataLoader(ds, batch_size=None, num_workers=workers,
+                        multiprocessing_context="fork" if workers else None)
+    t0 = time.perf_counter()
+    first = None
+    n = 0
+    for item in loader:
+        n += 1
+        if first is None:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    del loader
+    return dict(first=first - t0, total=end - t0, items=n, per_item=(end - first) / max(n - 1, 1))
 
 
 def best(runs, key="total"):
@@ -121,8 +173,15 @@ def main(argv=None):
             for _ in range(args.repeat)]
     rows.append(("workers=2 fork persistent, epoch 1", best([r[0] for r in runs])))
     rows.append(("workers=2 fork persistent, epoch 2", best([r[1] for r in runs])))
+    floors = []
+    for k in (1, 2):
+        floors.append((f"ready item, workers={k} fork", best([run_floor(args.cbf, args.mb, direct["count"], k)
+                                                          for _ in range(args.repeat)])))
+        floors.append((f"1-element item, workers={k} fork", best([run_floor(args.cbf, args.mb, direct["count"], k,
+                                                                      small=True) for _ in range(args.repeat)])))
     if args.json:
-        print(json.dumps({name: r for name, r in rows}, indent=1))
+        print(json.dumps({"rows": {name: r for name, r in rows}, "floors": {name: r for name, r in floors}},
+                         indent=1))
         return
     print(f"{args.cbf}: {direct['samples']} samples ({args.sweeps} sweep(s)), minibatches of {args.mb}, "
           f"best of {args.repeat}")
@@ -130,6 +189,12 @@ def main(argv=None):
     for name, r in rows:
         print(f"{name:40s} {r['first']:10.3f} {r['total']:8.3f} {r['steady']:17,.0f} "
               f"{r['steady'] / direct['steady']:9.2f}")
+    print(f"\nTransport floor: {direct['count']} items, each made once in the worker and sent again and again "
+          f"(no reading); the direct loop takes {direct['per_item'] * 1e3:.3f} ms a minibatch")
+    print(f"{'floor':40s} {'first s':>10s} {'epoch s':>8s} {'ms/item':>9s} {'vs direct mb':>12s}")
+    for name, r in floors:
+        print(f"{name:40s} {r['first']:10.3f} {r['total']:8.3f} {r['per_item'] * 1e3:9.3f} "
+              f"{r['per_item'] / direct['per_item']:12.2f}")
 
 
 if __name__ == "__main__":
