@@ -52,3 +52,15 @@ def test_duplicate_stream_names_are_rejected(tmp_path):
     a = write(tmp_path, "|a 1\n", "a.ctf")
     with pytest.raises(ValueError, match="more than one deserializer"):
         CompositeDeserializer([CTFReader(a, [dense("a", 1)]), CTFReader(a, [dense("a", 1)])])
+
+
+def test_closing_a_composite_closes_every_deserializer_it_joins(tmp_path):
+    a = write(tmp_path, "".join(f"{k} |a {k}\n" for k in range(4)), "a.ctf")
+    b = write(tmp_path, "".join(f"{k} |b {k}\n" for k in range(4)), "b.ctf")
+    parts = [CTFReader(a, [dense("a", 1)]), CTFReader(b, [dense("b", 1)])]
+    with CompositeDeserializer(parts) as comp:
+        assert len(comp.load_chunk(comp.chunks[0].id)) == 4
+    for part in parts:
+        with pytest.raises(ValueError, match="reader is closed"):
+            part.load_chunk(0)
+    comp.close()  # a second close is harmless

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData, concat_chunks
-from recordkit.engine.deserializer import ChunkInfo
+from recordkit.engine.deserializer import ChunkInfo, WrapsDeserializers
 from recordkit.errors import FormatError
 
 
@@ -28,10 +28,11 @@ def _keyed(d) -> bool:
     return has_keys(d) and keys_are_ids(d)
 
 
-class CompositeDeserializer:
+class CompositeDeserializer(WrapsDeserializers):
     """Join ``deserializers`` (streams concatenated in order).
 
     join: "key", "position", or "auto" (key when every deserializer has file ids).
+    ``close()`` (or ``with``) closes every one of them.
     """
 
     def __init__(self, deserializers, *, join: str = "auto"):
@@ -51,6 +52,9 @@ class CompositeDeserializer:
         self._mb_part = next((i for i, d in enumerate(self.parts) if any(s.defines_mb_size for s in d.streams)), None)
         self.primary = self.parts[0]
         self._locate = [self._build_locator(d) for d in self.parts[1:]]
+
+    def wrapped(self) -> list:
+        return list(self.parts)
 
     @property
     def streams(self):
