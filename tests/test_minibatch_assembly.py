@@ -159,6 +159,8 @@ def test_num_samples_is_the_sum_of_lengths_counted_once_and_again_when_lengths_i
         total = 0
         while (got := src.next_minibatch(20)) is not None:
             assert got.num_samples == int(got.lengths.sum()) == got.num_samples
+            for name in ("x", "y"):
+                assert got[name].num_samples == int(got[name].lengths.sum()) == got[name].num_samples
             total += got.num_samples
             mb = got
         assert total == src.samples_delivered > 0
@@ -167,3 +169,5 @@ def test_num_samples_is_the_sum_of_lengths_counted_once_and_again_when_lengths_i
     assert mb.num_samples == 9
     mb.lengths = np.zeros(0, dtype=np.int64)
     assert mb.num_samples == 0
+    mb["x"].lengths = np.array([2, 1], dtype=np.int64)
+    assert mb["x"].num_samples == 3
