@@ -109,14 +109,11 @@ class ReadyItems:
         if self.small:
             item = {"lengths": torch.ones(1, dtype=torch.int64)}
         else:
-            ds = MinibatchDataset(functools.partial(make_source, self.path, 1), self.mb)
-            item = dict(next(iter(_unwrap(x) for x in ds._iterate())))
+            made = MinibatchDataset(functools.partial(make_source, self.path, 1), self.mb)._iterate()
+            item = dict(getattr(first := next(made), "item", first))  # a worker's item is wrapped (_PackedItem)
+            made.close()  # closes the source now, not whenever the generator is collected
         for _ in range(share):
             yield _PackedItem(item) if info is not None else item
-
-
-def _unwrap(x):
-    return getattr(x, "item", x)
 
 
 def run_floor(path, mb, count, workers, small=False):
