@@ -16,6 +16,8 @@ rows = [np.arange(24, dtype=np.uint8).reshape(6, 4)]      # one chunk: 6 samples
 offs = [i64(0, 2, 5, 6)]                                  # 3 sequences
 vals, ind, ptr = [np.zeros(8, np.uint8)], [np.zeros(2, np.int32)], [i64(0, 1, 1, 2)]
 soffs = [i64(0, 1, 3)]                                    # 2 sequences over 3 samples
+cols = _gather.ChunkColumns(i64(10, 11, 12), i64(2, 3, 1), [("dense", rows[0], offs[0], 4)])
+scols = _gather.ChunkColumns(i64(10, 11), i64(1, 2), [("sparse", vals[0], ind[0], ptr[0], soffs[0], 4)])
 """
 
 BAD_CALLS = {
@@ -53,12 +55,33 @@ BAD_CALLS = {
     "shuffle: bounds differ": "_randomize.shuffle_sequences(i64(2, 2), i64(0), i64(2, 2), 1)",
     "chunks: negative count": "_randomize.shuffle_chunks(-3, 1)",
     "draws: negative count": "_randomize.mt19937_64_draws(1, -1)",
+    "pack: negative sequence": "_gather.pack([cols], i64(0), i64(-1))",
+    "pack: sequence past the chunk": "_gather.pack([cols], i64(0), i64(3))",
+    "pack: slot past the chunks": "_gather.pack([cols], i64(1), i64(0))",
+    "pack: a pick and no chunks": "_gather.pack([], i64(0), i64(0))",
+    "pack: lengths differ": "_gather.pack([cols], i64(0, 0), i64(0))",
+    "pack: streams laid out differently": "_gather.pack([cols, scols], i64(0), i64(0))",
+    "pack: offsets past the rows": "_gather.pack([_gather.ChunkColumns(i64(1, 2), i64(1, 1), "
+                                   "[('dense', rows[0], i64(0, 2, 500), 4)])], i64(0), i64(1))",
+    "pack: sparse offsets past the samples": "_gather.pack([_gather.ChunkColumns(i64(1, 2), i64(1, 1), "
+                                            "[('sparse', vals[0], ind[0], ptr[0], i64(0, 1, 30), 4)])], i64(0), i64(1))",
+    "columns: keys and lengths differ": "_gather.ChunkColumns(i64(1, 2), i64(1), [])",
+    "columns: row size": "_gather.ChunkColumns(i64(1), i64(1), [('dense', rows[0], offs[0], 8)])",
+    "columns: unknown kind": "_gather.ChunkColumns(i64(1), i64(1), [('ragged', rows[0], offs[0], 4)])",
+    "columns: zero itemsize": "_gather.ChunkColumns(i64(1), i64(1), [('sparse', vals[0], ind[0], ptr[0], soffs[0], 0)])",
+    "columns: int64 indices": "_gather.ChunkColumns(i64(1), i64(1), [('sparse', vals[0], i64(0, 0), ptr[0], soffs[0], 4)])",
+    "take: position past the share": "_gather.take_picks(i64(5), 0, i64(0, 0, 0), i64(0, 1), i64(1, 1), None, 0)",
+    "take: negative position": "_gather.take_picks(i64(-1), 0, i64(0, 0, 0), i64(0, 1), i64(1, 1), None, 0)",
+    "take: share past the sweep": "_gather.take_picks(i64(1), 2, i64(0, 0, 0), i64(0, 1), i64(1, 1), None, 0)",
+    "take: orig differs": "_gather.take_picks(i64(1), 0, i64(0, 0, 0), i64(0, 1), i64(1, 1), i64(4), 0)",
 }
 
 
 def test_arrays_that_are_not_numpy_arrays_are_refused_with_a_type_error():
     with pytest.raises(TypeError, match="slot: expected a NumPy array, got list"):
         _gather.gather_items([np.zeros(2, np.int64)], [0], np.zeros(1, np.int64))
+    with pytest.raises(TypeError, match="ChunkColumns"):
+        _gather.pack([np.zeros(2, np.int64)], np.zeros(1, np.int64), np.zeros(1, np.int64))
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CALLS))
@@ -82,5 +105,13 @@ def test_valid_input_is_still_gathered():
                                               [i64(0, 1, 1, 2)], [i64(0, 1, 3)], i64(0, 0, 0), i64(1, 0, 1), 4)
     assert lens.tolist() == [2, 1, 2] and so.tolist() == [0, 2, 3, 5]
     assert p.tolist() == [0, 0, 1, 2, 2, 3] and ix.tolist() == [7, 3, 7]
+    # pack: keys, lengths and their sum, and each stream as its own gather gives it
+    dense_cols = _gather.ChunkColumns(i64(10, 11, 12), i64(2, 3, 1), [("dense", rows[0], i64(0, 2, 5, 6), 4)])
+    keys, lens, total, outs = _gather.pack([dense_cols], i64(0, 0), i64(1, 2))
+    assert keys.tolist() == [11, 12] and lens.tolist() == [3, 1] and total == 4
+    ref = _gather.gather_padded(rows, [i64(0, 2, 5, 6)], i64(0, 0), i64(1, 2), 4)
+    assert all(np.array_equal(a, b) for a, b in zip(outs[0], ref))
+    keys, lens, total, outs = _gather.pack([], i64(), i64())
+    assert keys.tolist() == [] and total == 0 and outs == []
     src, idx = _randomize.shuffle_sequences(i64(2, 2), i64(0, 0), i64(2, 2), 1)
     assert sorted(zip(src.tolist(), idx.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)]

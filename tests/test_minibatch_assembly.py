@@ -171,3 +171,73 @@ def test_num_samples_is_the_sum_of_lengths_counted_once_and_again_when_lengths_i
     assert mb.num_samples == 0
     mb["x"].lengths = np.array([2, 1], dtype=np.int64)
     assert mb["x"].num_samples == 3
+
+
+def _two_chunks(path):
+    reader = CTFReader(path, STREAMS, chunk_size=2048)
+    return [reader.load_chunk(c.id) for c in reader.chunks[:2]]
+
+
+def test_one_compiled_pack_gives_what_each_streams_own_gather_gives(corpus):
+    """``_gather.pack`` (keys, lengths, every stream in one call over the chunks' ``ChunkColumns``)
+    against the per-stream gathers it replaced, on random picks from two chunks."""
+    from recordkit.engine.minibatch import _columns, _prepared
+    path, _ = corpus
+    chunks = _two_chunks(path)
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 5, 200):
+        slot = rng.integers(0, 2, size=n).astype(np.int64)
+        seq = np.array([rng.integers(0, len(chunks[k])) for k in slot], dtype=np.int64)
+        keys, lengths, total, outs = _gather.pack([_columns(c, STREAMS)[0] for c in chunks], slot, seq)
+        preps = [_prepared(c, STREAMS) for c in chunks]
+        np.testing.assert_array_equal(keys, _gather.gather_items([p["__keys__"] for p in preps], slot, seq))
+        np.testing.assert_array_equal(lengths, _gather.gather_items([p["__lengths__"] for p in preps], slot, seq))
+        assert total == int(lengths.sum())
+        x = [p["x"] for p in preps]
+        want = _gather.gather_padded([q[0] for q in x], [q[2] for q in x], slot, seq, 3 * 4)
+        assert all(np.array_equal(a, b) for a, b in zip(outs[0], want)) and outs[0][2] == want[2]
+        y = [p["y"] for p in preps]
+        want = _gather.gather_sparse(*[[q[i] for q in y] for i in range(4)], slot, seq, 4)
+        assert all(np.array_equal(a, b) for a, b in zip(outs[1], want))
+
+
+def test_chunks_whose_stream_differs_in_dtype_are_packed_in_the_common_dtype_not_misread(corpus):
+    """A hand-built deserializer may give one chunk float64 values and another float32: the
+    minibatch holds every value right, in float64 (one dtype's bytes were once read as the other's)."""
+    import dataclasses
+
+    from recordkit.engine.minibatch import pack_from_chunks
+    path, whole = corpus
+    a, b = _two_chunks(path)
+    b = dataclasses.replace(b, columns={
+        "x": dataclasses.replace(b.columns["x"], values=b.columns["x"].values.astype(np.float64)),
+        "y": dataclasses.replace(b.columns["y"], values=b.columns["y"].values.astype(np.float64))})
+    slot = np.array([0, 1, 1, 0], dtype=np.int64)
+    seq = np.array([0, 1, 0, 2], dtype=np.int64)
+    streams, keys, lengths, total = pack_from_chunks([a, b], slot, seq, STREAMS)
+    assert streams["x"].data.dtype == np.float64 and streams["y"].values.dtype == np.float64
+    assert total == int(lengths.sum())
+    for i, k in enumerate(keys.tolist()):
+        n = len(whole[k]["x"])
+        np.testing.assert_allclose(streams["x"].data[i, :n], whole[k]["x"], rtol=1e-6)
+        got = streams["y"].csr[streams["y"].seq_offsets[i]:streams["y"].seq_offsets[i + 1]].toarray()
+        np.testing.assert_allclose(got, whole[k]["y"].toarray(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("elastic", [False, True])
+def test_take_picks_keeps_what_the_numpy_expressions_kept(elastic):
+    """The picker's one call per run (chunk id, index in the chunk, length, sweep, position) against
+    the NumPy indexing it replaced, for an ordinary share and an elastic run's positions."""
+    rng = np.random.default_rng(5)
+    chunk = rng.integers(0, 50, size=1000).astype(np.int64)
+    lo, hi = 300, 700
+    pos_j = rng.integers(-2, 90, size=hi - lo).astype(np.int64)
+    pos_len = rng.integers(0, 9, size=hi - lo).astype(np.int64)
+    orig = np.sort(rng.choice(10**5, size=hi - lo, replace=False)).astype(np.int64) if elastic else None
+    sel = np.sort(rng.choice(hi - lo, size=120, replace=False)).astype(np.int64)
+    c, j, n, w, p = _gather.take_picks(sel, lo, chunk, pos_j, pos_len, orig, 4)
+    np.testing.assert_array_equal(c, chunk[lo + sel])
+    np.testing.assert_array_equal(j, pos_j[sel])
+    np.testing.assert_array_equal(n, pos_len[sel])
+    assert w.tolist() == [4] * len(sel)
+    np.testing.assert_array_equal(p, orig[sel] if elastic else lo + sel)

@@ -104,52 +104,76 @@ cdef inline void _prefetch_span(const void* p, int64_t nbytes) noexcept nogil:
         off += 64
 
 
-def gather_padded(list rows, list offsets, object slot_, object seq_, Py_ssize_t row_bytes):
-    """Dense: sequences seq[i] of chunk slot[i] into a (S*T, row_bytes) zero-padded byte array.
+cdef struct Cols:
+    # One stream of one chunk as the gathers read it. Dense: ``values`` is the rows (``row_bytes``
+    # each), ``offsets`` the per-sequence row offsets or NULL for frames (sequence j is row j).
+    # Sparse: ``values`` the value bytes, ``indices``/``indptr`` its CSR over samples, ``offsets``
+    # where each sequence's samples start. Counts: sequences, rows (samples), non-zeros.
+    const uint8_t* values
+    const int32_t* indices
+    const int64_t* indptr
+    const int64_t* offsets
+    int64_t nseq
+    int64_t nrows
+    int64_t nnz
 
-    rows[k]: chunk k's values as a C-contiguous (samples, row_bytes) uint8 array;
-    offsets[k]: its per-sequence sample offsets, or None when every sequence of the chunk is
-    one sample (frames: sequence j is row j, no offset to look up). T is the longest picked
-    sequence. Returns (out, lengths, T).
-    """
-    cdef Py_ssize_t S, S2, K = len(rows), i, k, ii
+
+cdef int _dense_cols(Cols* c, object rows, object offsets, Py_ssize_t row_bytes, Py_ssize_t k) except -1:
+    """Fill ``c`` from a (samples, row_bytes) uint8 array and int64 offsets (None: frames), checked."""
     cdef Py_ssize_t shp[2]
-    cdef const int64_t* slot = _i64(slot_, &S, "slot")
-    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
-    _check_lengths(S, S2)
-    if len(offsets) != K:
-        raise ValueError(f"{K} row arrays but {len(offsets)} offset arrays")
-    if row_bytes < 0:
-        raise ValueError(f"row_bytes {row_bytes} < 0")
-    cdef vector[const uint8_t*] base
-    cdef vector[const int64_t*] offs
-    cdef vector[int64_t] nseq, nrows
-    cdef const uint8_t* r
-    cdef const int64_t* o
+    cdef const uint8_t* r = <const uint8_t*>_data(rows, cnp.NPY_UINT8, 2, shp, "rows")
+    if shp[1] != row_bytes and shp[0] > 0:
+        raise ValueError(f"chunk slot {k}: rows of {shp[1]} bytes, expected {row_bytes}")
+    c.values = r if shp[0] > 0 else NULL
+    c.indices = NULL
+    c.indptr = NULL
+    c.nrows = shp[0]
+    c.nnz = 0
+    if offsets is None:
+        c.offsets = NULL
+        c.nseq = shp[0]
+    else:
+        c.offsets = _i64(offsets, shp, "offsets")
+        if shp[0] < 1:
+            raise ValueError(f"chunk slot {k}: empty offset array")
+        c.nseq = shp[0] - 1
+    return 0
+
+
+cdef int _sparse_cols(Cols* c, object values, object indices, object indptr, object offsets,
+                      Py_ssize_t itemsize, Py_ssize_t k) except -1:
+    """Fill ``c`` from value bytes, int32 indices, int64 indptr and offsets, checked."""
+    cdef Py_ssize_t nv, ni, np_, no
+    cdef const uint8_t* v = <const uint8_t*>_data(values, cnp.NPY_UINT8, 1, &nv, "values")
+    cdef const int32_t* ix = <const int32_t*>_data(indices, cnp.NPY_INT32, 1, &ni, "indices")
+    c.indptr = _i64(indptr, &np_, "indptr")
+    c.offsets = _i64(offsets, &no, "offsets")
+    if no < 1 or np_ < 1:
+        raise ValueError(f"chunk slot {k}: empty offset or indptr array")
+    c.values = v if nv > 0 else NULL
+    c.indices = ix if ni > 0 else NULL
+    c.nseq = no - 1
+    c.nrows = np_ - 1
+    c.nnz = min(<int64_t>(nv // itemsize), <int64_t>ni)
+    return 0
+
+
+cdef tuple _padded_core(Cols** cols, Py_ssize_t K, const int64_t* slot, const int64_t* seq, Py_ssize_t S,
+                        Py_ssize_t row_bytes):
+    """gather_padded's work over checked chunk columns: (out, lengths, T)."""
+    cdef Py_ssize_t i, k, ii
     cdef bint all_frames = True
     for k in range(K):
-        r = <const uint8_t*>_data(rows[k], cnp.NPY_UINT8, 2, shp, "rows")
-        if shp[1] != row_bytes and shp[0] > 0:
-            raise ValueError(f"chunk slot {k}: rows of {shp[1]} bytes, expected {row_bytes}")
-        base.push_back(r if shp[0] > 0 else NULL)
-        nrows.push_back(shp[0])
-        if offsets[k] is None:
-            offs.push_back(NULL)
-            nseq.push_back(shp[0])
-        else:
-            o = _i64(offsets[k], shp, "offsets")
-            if shp[0] < 1:
-                raise ValueError(f"chunk slot {k}: empty offset array")
-            offs.push_back(o)
-            nseq.push_back(shp[0] - 1)
+        if cols[k].offsets != NULL:
             all_frames = False
     for i in range(S):
-        _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
+        _check_pick(i, slot[i], K, seq[i], cols[slot[i]].nseq if 0 <= slot[i] < K else 0)
     lengths = np.empty(S, dtype=np.int64)
     cdef int64_t* lv = <int64_t*>_out(lengths)
     cdef vector[int64_t] first
     first.resize(S if S > 0 else 1)
     cdef int64_t a, b, n
+    cdef const int64_t* o
     cdef Py_ssize_t T = 0
     if all_frames:
         with nogil:
@@ -159,16 +183,17 @@ def gather_padded(list rows, list offsets, object slot_, object seq_, Py_ssize_t
         T = 1 if S > 0 else 0
     else:
         for i in range(S):
-            if offs[slot[i]] == NULL:
+            o = cols[slot[i]].offsets
+            if o == NULL:
                 a = seq[i]
                 b = a + 1
             else:
-                if i + AHEAD < S and offs[slot[i + AHEAD]] != NULL:
+                if i + AHEAD < S and cols[slot[i + AHEAD]].offsets != NULL:
                     ii = i + AHEAD
-                    RK_PREFETCH(offs[slot[ii]] + seq[ii])
-                a = offs[slot[i]][seq[i]]
-                b = offs[slot[i]][seq[i] + 1]
-                _check_span(i, a, b, nrows[slot[i]], "rows")
+                    RK_PREFETCH(cols[slot[ii]].offsets + seq[ii])
+                a = o[seq[i]]
+                b = o[seq[i] + 1]
+                _check_span(i, a, b, cols[slot[i]].nrows, "rows")
             first[i] = a
             n = b - a
             lv[i] = n
@@ -182,71 +207,48 @@ def gather_padded(list rows, list offsets, object slot_, object seq_, Py_ssize_t
         for i in range(S):
             if i + AHEAD < S and lv[i + AHEAD] > 0 and row_bytes > 0:
                 ii = i + AHEAD
-                _prefetch_span(base[slot[ii]] + first[ii] * row_bytes, lv[ii] * row_bytes)
+                _prefetch_span(cols[slot[ii]].values + first[ii] * row_bytes, lv[ii] * row_bytes)
             n = lv[i]
             if n > 0 and row_bytes > 0:
-                memcpy(ov + i * T * row_bytes, base[slot[i]] + first[i] * row_bytes, n * row_bytes)
+                memcpy(ov + i * T * row_bytes, cols[slot[i]].values + first[i] * row_bytes, n * row_bytes)
             if n < T and row_bytes > 0:
                 memset(ov + (i * T + n) * row_bytes, 0, (T - n) * row_bytes)
     return out, lengths, T
 
 
-def gather_sparse(list values, list indices, list indptrs, list offsets, object slot_, object seq_,
-                  Py_ssize_t itemsize):
-    """Sparse: the picked sequences' samples, concatenated: (values bytes, indices, indptr, lengths,
-    sequence offsets: where each sequence's samples start in indptr, and the end)."""
-    cdef Py_ssize_t S, S2, K = len(values), i, k, j, ii
-    cdef Py_ssize_t nv, ni, np_, no
-    cdef const int64_t* slot = _i64(slot_, &S, "slot")
-    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
-    _check_lengths(S, S2)
-    if not (len(indices) == len(indptrs) == len(offsets) == K):
-        raise ValueError("values, indices, indptrs and offsets must list the same chunks")
-    if itemsize <= 0:
-        raise ValueError(f"itemsize {itemsize} <= 0")
-    cdef vector[const uint8_t*] vb
-    cdef vector[const int32_t*] ib
-    cdef vector[const int64_t*] pb
-    cdef vector[const int64_t*] ob
-    cdef vector[int64_t] nseq, nrows, nnz
-    cdef const uint8_t* v
-    cdef const int32_t* ix
-    for k in range(K):
-        v = <const uint8_t*>_data(values[k], cnp.NPY_UINT8, 1, &nv, "values")
-        ix = <const int32_t*>_data(indices[k], cnp.NPY_INT32, 1, &ni, "indices")
-        pb.push_back(_i64(indptrs[k], &np_, "indptr"))
-        ob.push_back(_i64(offsets[k], &no, "offsets"))
-        if no < 1 or np_ < 1:
-            raise ValueError(f"chunk slot {k}: empty offset or indptr array")
-        vb.push_back(v if nv > 0 else NULL)
-        ib.push_back(ix if ni > 0 else NULL)
-        nseq.push_back(no - 1)
-        nrows.push_back(np_ - 1)
-        nnz.push_back(min(<int64_t>(nv // itemsize), <int64_t>ni))
+cdef tuple _sparse_core(Cols** cols, Py_ssize_t K, const int64_t* slot, const int64_t* seq, Py_ssize_t S,
+                        Py_ssize_t itemsize):
+    """gather_sparse's work over checked chunk columns: (values bytes, indices, indptr, lengths,
+    sequence offsets)."""
+    cdef Py_ssize_t i, j, ii
     for i in range(S):
-        _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
+        _check_pick(i, slot[i], K, seq[i], cols[slot[i]].nseq if 0 <= slot[i] < K else 0)
     cdef int64_t total_rows = 0, total_nnz = 0, a, b, lo, hi
+    cdef const int64_t* pp
+    cdef Cols* c
     cdef vector[int64_t] first
     first.resize(S if S > 0 else 1)
     for i in range(S):
         if i + AHEAD < S:
             ii = i + AHEAD
-            RK_PREFETCH(ob[slot[ii]] + seq[ii])
+            RK_PREFETCH(cols[slot[ii]].offsets + seq[ii])
         if i + AHEAD // 2 < S:  # its offsets were asked for AHEAD/2 picks ago: now its row pointers
             ii = i + AHEAD // 2
-            RK_PREFETCH(pb[slot[ii]] + ob[slot[ii]][seq[ii]])
-        a = ob[slot[i]][seq[i]]
-        b = ob[slot[i]][seq[i] + 1]
-        _check_span(i, a, b, nrows[slot[i]], "samples")
-        lo = pb[slot[i]][a]
-        hi = pb[slot[i]][b]
-        _check_span(i, lo, hi, nnz[slot[i]], "non-zeros")
+            RK_PREFETCH(cols[slot[ii]].indptr + cols[slot[ii]].offsets[seq[ii]])
+        c = cols[slot[i]]
+        a = c.offsets[seq[i]]
+        b = c.offsets[seq[i] + 1]
+        _check_span(i, a, b, c.nrows, "samples")
+        pp = c.indptr
+        lo = pp[a]
+        hi = pp[b]
+        _check_span(i, lo, hi, c.nnz, "non-zeros")
         for j in range(a, b):
-            if pb[slot[i]][j] > pb[slot[i]][j + 1] or pb[slot[i]][j] < lo:
+            if pp[j] > pp[j + 1] or pp[j] < lo:
                 raise IndexError(f"pick {i}: indptr decreases at sample {j} of its chunk")
         if hi > lo:  # the copy below comes to these soon
-            _prefetch_span(vb[slot[i]] + lo * itemsize, (hi - lo) * itemsize)
-            _prefetch_span(ib[slot[i]] + lo, (hi - lo) * 4)
+            _prefetch_span(c.values + lo * itemsize, (hi - lo) * itemsize)
+            _prefetch_span(c.indices + lo, (hi - lo) * 4)
         first[i] = a
         total_rows += b - a
         total_nnz += hi - lo
@@ -261,14 +263,14 @@ def gather_sparse(list values, list indices, list indptrs, list offsets, object 
     cdef int64_t* lv = <int64_t*>_out(lengths)
     cdef int64_t* sv = <int64_t*>_out(seq_offsets)
     cdef int64_t row = 0, nz = 0, z
-    cdef const int64_t* pp
     with nogil:
         for i in range(S):
+            c = cols[slot[i]]
             a = first[i]
-            b = ob[slot[i]][seq[i] + 1]
+            b = c.offsets[seq[i] + 1]
             lv[i] = b - a
             sv[i] = row
-            pp = pb[slot[i]]
+            pp = c.indptr
             lo = pp[a]
             hi = pp[b]
             for j in range(a, b):
@@ -276,12 +278,166 @@ def gather_sparse(list values, list indices, list indptrs, list offsets, object 
                 row += 1
             z = hi - lo
             if z > 0:
-                memcpy(vv + nz * itemsize, vb[slot[i]] + lo * itemsize, z * itemsize)
-                memcpy(iv + nz, ib[slot[i]] + lo, z * 4)
+                memcpy(vv + nz * itemsize, c.values + lo * itemsize, z * itemsize)
+                memcpy(iv + nz, c.indices + lo, z * 4)
             nz += z
         pv[row] = nz
         sv[S] = row
     return out_v, out_i, out_p, lengths, seq_offsets
+
+
+def gather_padded(list rows, list offsets, object slot_, object seq_, Py_ssize_t row_bytes):
+    """Dense: sequences seq[i] of chunk slot[i] into a (S*T, row_bytes) zero-padded byte array.
+
+    rows[k]: chunk k's values as a C-contiguous (samples, row_bytes) uint8 array;
+    offsets[k]: its per-sequence sample offsets, or None when every sequence of the chunk is
+    one sample (frames: sequence j is row j, no offset to look up). T is the longest picked
+    sequence. Returns (out, lengths, T).
+    """
+    cdef Py_ssize_t S, S2, K = len(rows), k
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
+    if len(offsets) != K:
+        raise ValueError(f"{K} row arrays but {len(offsets)} offset arrays")
+    if row_bytes < 0:
+        raise ValueError(f"row_bytes {row_bytes} < 0")
+    cdef vector[Cols] cols
+    cdef vector[Cols*] ptrs
+    cols.resize(K)
+    for k in range(K):
+        _dense_cols(&cols[k], rows[k], offsets[k], row_bytes, k)
+        ptrs.push_back(&cols[k])
+    return _padded_core(ptrs.data(), K, slot, seq, S, row_bytes)
+
+
+def gather_sparse(list values, list indices, list indptrs, list offsets, object slot_, object seq_,
+                  Py_ssize_t itemsize):
+    """Sparse: the picked sequences' samples, concatenated: (values bytes, indices, indptr, lengths,
+    sequence offsets: where each sequence's samples start in indptr, and the end)."""
+    cdef Py_ssize_t S, S2, K = len(values), k
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
+    if not (len(indices) == len(indptrs) == len(offsets) == K):
+        raise ValueError("values, indices, indptrs and offsets must list the same chunks")
+    if itemsize <= 0:
+        raise ValueError(f"itemsize {itemsize} <= 0")
+    cdef vector[Cols] cols
+    cdef vector[Cols*] ptrs
+    cols.resize(K)
+    for k in range(K):
+        _sparse_cols(&cols[k], values[k], indices[k], indptrs[k], offsets[k], itemsize, k)
+        ptrs.push_back(&cols[k])
+    return _sparse_core(ptrs.data(), K, slot, seq, S, itemsize)
+
+
+cdef class ChunkColumns:
+    """One loaded chunk's keys, lengths and stream columns as ``pack`` reads them, checked once.
+
+    A randomized minibatch of short sequences spent about as long handing its chunks' arrays
+    to the gathers (Python lists per stream, every array re-checked, a call per stream and two
+    for keys and lengths) as copying its samples; the chunk's arrays do not change while it is
+    loaded, so they are checked and kept here when the chunk is first packed from.
+
+    streams: per stream ``("dense", rows (samples, row_bytes) uint8, offsets or None, row_bytes)``
+    or ``("sparse", value bytes, int32 indices, int64 indptr, int64 offsets, itemsize)``."""
+    cdef const int64_t* keys
+    cdef const int64_t* lengths
+    cdef Py_ssize_t nseq
+    cdef vector[Cols] cols
+    cdef vector[int] sparse
+    cdef vector[Py_ssize_t] size  # dense: row bytes; sparse: bytes of one value
+    cdef object _arrays  # what the pointers point into, kept alive
+
+    def __init__(self, keys, lengths, list streams):
+        cdef Py_ssize_t nk, nl, s, n = len(streams)
+        self.keys = _i64(keys, &nk, "keys")
+        self.lengths = _i64(lengths, &nl, "lengths")
+        if nk != nl:
+            raise ValueError(f"{nk} keys but {nl} lengths")
+        self.nseq = nk
+        self.cols.resize(n)
+        for s in range(n):
+            st = streams[s]
+            if st[0] == "dense":
+                if st[3] < 0:
+                    raise ValueError(f"stream {s}: row_bytes {st[3]} < 0")
+                _dense_cols(&self.cols[s], st[1], st[2], st[3], 0)
+                self.sparse.push_back(0)
+                self.size.push_back(st[3])
+            elif st[0] == "sparse":
+                if st[5] <= 0:
+                    raise ValueError(f"stream {s}: itemsize {st[5]} <= 0")
+                _sparse_cols(&self.cols[s], st[1], st[2], st[3], st[4], st[5], 0)
+                self.sparse.push_back(1)
+                self.size.push_back(st[5])
+            else:
+                raise ValueError(f"stream {s}: kind {st[0]!r} is neither 'dense' nor 'sparse'")
+        self._arrays = (keys, lengths, streams)
+
+    @property
+    def num_streams(self) -> int:
+        return self.cols.size()
+
+
+def pack(list chunks, object slot_, object seq_):
+    """Sequences seq[i] of chunks[slot[i]] (``ChunkColumns`` with the same streams): keys, lengths,
+    their sum, and per stream what gather_padded (dense) or gather_sparse (sparse) returns, in one call."""
+    cdef Py_ssize_t S, S2, K = len(chunks), k, s, i, n
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
+    cdef ChunkColumns c, c0
+    for k in range(K):
+        c = chunks[k]  # TypeError unless a ChunkColumns
+    if K == 0:
+        if S:
+            _check_pick(0, slot[0], 0, seq[0], 0)
+        return np.empty(0, np.int64), np.empty(0, np.int64), 0, []
+    c0 = chunks[0]
+    n = c0.cols.size()
+    for k in range(K):
+        c = chunks[k]
+        if <Py_ssize_t>c.cols.size() != n:
+            raise ValueError(f"chunk slot {k}: {c.cols.size()} streams, chunk slot 0 has {n}")
+        for s in range(n):
+            if c.sparse[s] != c0.sparse[s] or c.size[s] != c0.size[s]:
+                raise ValueError(f"chunk slot {k}, stream {s}: laid out unlike chunk slot 0's")
+    cdef vector[const int64_t*] kb, lb
+    cdef vector[int64_t] nseq
+    for k in range(K):
+        c = chunks[k]
+        kb.push_back(c.keys)
+        lb.push_back(c.lengths)
+        nseq.push_back(c.nseq)
+    for i in range(S):
+        _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
+    keys = np.empty(S, dtype=np.int64)
+    lengths = np.empty(S, dtype=np.int64)
+    cdef int64_t* kv = <int64_t*>_out(keys)
+    cdef int64_t* lv = <int64_t*>_out(lengths)
+    cdef int64_t total = 0
+    with nogil:
+        for i in range(S):
+            if i + AHEAD < S:
+                RK_PREFETCH(kb[slot[i + AHEAD]] + seq[i + AHEAD])
+                RK_PREFETCH(lb[slot[i + AHEAD]] + seq[i + AHEAD])
+            kv[i] = kb[slot[i]][seq[i]]
+            lv[i] = lb[slot[i]][seq[i]]
+            total += lv[i]
+    cdef vector[Cols*] ptrs
+    ptrs.resize(K)
+    outs = []
+    for s in range(n):
+        for k in range(K):
+            c = chunks[k]
+            ptrs[k] = &c.cols[s]
+        if c0.sparse[s]:
+            outs.append(_sparse_core(ptrs.data(), K, slot, seq, S, c0.size[s]))
+        else:
+            outs.append(_padded_core(ptrs.data(), K, slot, seq, S, c0.size[s]))
+    return keys, lengths, total, outs
 
 
 def chunk_slots(const int64_t[::1] cids, Py_ssize_t max_distinct=16):
@@ -381,6 +537,47 @@ def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a,
                 status = 2
                 break
     return p, out[:n], total, status
+
+
+def take_picks(object sel_, Py_ssize_t lo, object chunk_, object pos_j_, object pos_len_, object orig_,
+               int64_t sweep):
+    """What the picker keeps of the share-relative positions ``sel`` pick_run chose: (chunk id,
+    index in the loaded chunk, length, sweep, position in the sweep) of each, in one call instead
+    of five NumPy operations a minibatch. chunk: per sweep position; pos_j/pos_len: per share
+    position (from ``lo``); orig: the sweep positions of an elastic run (None: lo + sel)."""
+    cdef Py_ssize_t S, nc, nj, nl, no = 0, i
+    cdef const int64_t* sel = _i64(sel_, &S, "sel")
+    cdef const int64_t* chunk = _i64(chunk_, &nc, "chunk")
+    cdef const int64_t* pj = _i64(pos_j_, &nj, "pos_j")
+    cdef const int64_t* pl = _i64(pos_len_, &nl, "pos_len")
+    cdef const int64_t* orig = NULL
+    if orig_ is not None:
+        orig = _i64(orig_, &no, "orig")
+    if nj != nl or (orig != NULL and no != nj):
+        raise ValueError(f"pos_j, pos_len and orig differ in length ({nj}, {nl}, {no})")
+    if lo < 0 or lo + nj > nc:
+        raise IndexError(f"share [{lo}, {lo + nj}) is not within the sweep's {nc} positions")
+    for i in range(S):
+        if sel[i] < 0 or sel[i] >= nj:
+            raise IndexError(f"pick {i}: position {sel[i]} is out of range [0, {nj}) of the share")
+    cids = np.empty(S, dtype=np.int64)
+    js = np.empty(S, dtype=np.int64)
+    lens = np.empty(S, dtype=np.int64)
+    sweeps = np.empty(S, dtype=np.int64)
+    positions = np.empty(S, dtype=np.int64)
+    cdef int64_t* cv = <int64_t*>_out(cids)
+    cdef int64_t* jv = <int64_t*>_out(js)
+    cdef int64_t* lv = <int64_t*>_out(lens)
+    cdef int64_t* wv = <int64_t*>_out(sweeps)
+    cdef int64_t* pv = <int64_t*>_out(positions)
+    with nogil:
+        for i in range(S):
+            cv[i] = chunk[lo + sel[i]]
+            jv[i] = pj[sel[i]]
+            lv[i] = pl[sel[i]]
+            wv[i] = sweep
+            pv[i] = orig[sel[i]] if orig != NULL else lo + sel[i]
+    return cids, js, lens, sweeps, positions
 
 
 # -- truncated BPTT (engine/bptt.py) ----------------------------------------------------------------

@@ -115,6 +115,13 @@ def _counted_samples(batch) -> int:
     return counted[1]
 
 
+def counted(batch, total: int):
+    """``batch`` with ``total`` kept as the sum of its ``lengths`` (``num_samples``), where the
+    caller already has it (the gather sums the lengths as it copies them)."""
+    batch.__dict__["_counted"] = (batch.lengths, int(total))
+    return batch
+
+
 def _padded_rows(lengths: np.ndarray, T: int) -> np.ndarray:
     """Row index (in a flattened (S*T) array) of every real sample, sequence by sequence."""
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -150,37 +157,76 @@ def _prepared(chunk, specs) -> dict:
     return prep
 
 
+def _columns(chunk, specs) -> tuple:
+    """Per chunk, once: its arrays checked into a compiled ``ChunkColumns`` (what ``_gather.pack``
+    takes), and each stream's dtype."""
+    cols = getattr(chunk, "_gather_columns", None)
+    if cols is None:
+        prep = _prepared(chunk, specs)
+        streams = []
+        for spec in specs:
+            p = prep[spec.name]
+            if spec.is_sparse:
+                streams.append(("sparse", p[0], p[1], p[2], p[3], p[4].itemsize))
+            else:
+                streams.append(("dense", p[0], p[2], spec.dim * p[3].itemsize))
+        dtypes = tuple(prep[spec.name][-1] for spec in specs)
+        cols = chunk._gather_columns = (_gather.ChunkColumns(prep["__keys__"], prep["__lengths__"], streams), dtypes)
+    return cols
+
+
 def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, frame_mode: bool = False):
     """Pack sequences ``seq[i]`` of ``chunks[slot[i]]`` straight from the chunks' columns.
 
-    The compiled gather kernels copy every picked sequence in one call per stream
-    (``engine/_gather.pyx``). Returns (streams, keys, lengths).
+    One compiled call copies every picked sequence of every stream, with keys and lengths
+    (``engine/_gather.pyx``: ``pack`` over each chunk's ``ChunkColumns``). Returns (streams, keys,
+    lengths); ``lengths``' sum comes back with it and is kept as the minibatch's ``num_samples``.
     """
     slot = np.ascontiguousarray(slot, dtype=np.int64)
     seq = np.ascontiguousarray(seq, dtype=np.int64)
+    cols = [_columns(c, specs) for c in chunks]
+    dtypes = cols[0][1] if cols else tuple(np.dtype(np.float32) for _ in specs)
+    if any(c[1] != dtypes for c in cols[1:]):
+        return _pack_mixed(chunks, slot, seq, specs, frame_mode)
+    keys, lengths, total, outs = _gather.pack([c[0] for c in cols], slot, seq)
+    streams = {}
+    for spec, dtype, out in zip(specs, dtypes, outs):
+        streams[spec.name] = _stream_batch(spec, dtype, out, frame_mode)
+    return streams, keys.view(np.uint64), lengths, total
+
+
+def _stream_batch(spec, dtype, out, frame_mode: bool) -> "StreamBatch":
+    """A StreamBatch from what the gather of one stream returned."""
+    if spec.is_sparse:
+        vals, ind, ptr, lens, so = out
+        _check_frames(spec, lens, frame_mode)
+        return StreamBatch(spec.name, True, spec.dim, lens, values=vals.view(dtype), indices=ind, indptr=ptr,
+                           seq_offsets=so)
+    data, lens, T = out
+    _check_frames(spec, lens, frame_mode)
+    data = data.view(dtype).reshape(len(lens), T, spec.dim)
+    return StreamBatch(spec.name, False, spec.dim, lens, data=data, mask=np.arange(T) < lens[:, None])
+
+
+def _pack_mixed(chunks, slot, seq, specs, frame_mode):
+    """Chunks whose stream differs in dtype (no reader makes them; a hand-built deserializer
+    could): each such stream's values cast to the common dtype, then gathered as usual."""
     preps = [_prepared(c, specs) for c in chunks]
     keys = _gather.gather_items([p["__keys__"] for p in preps], slot, seq).view(np.uint64)
     lengths = _gather.gather_items([p["__lengths__"] for p in preps], slot, seq)
     streams = {}
     for spec in specs:
         parts = [p[spec.name] for p in preps]
+        dtype = np.result_type(*[x[-1] for x in parts])
         if spec.is_sparse:
-            dtype = parts[0][4]
-            vals, ind, ptr, lens, so = _gather.gather_sparse([x[0] for x in parts], [x[1] for x in parts],
-                                                             [x[2] for x in parts], [x[3] for x in parts], slot, seq,
-                                                             dtype.itemsize)
-            _check_frames(spec, lens, frame_mode)
-            streams[spec.name] = StreamBatch(spec.name, True, spec.dim, lens, values=vals.view(dtype), indices=ind,
-                                             indptr=ptr, seq_offsets=so)
+            vals = [x[0].view(x[4]).astype(dtype, copy=False).view(np.uint8) for x in parts]
+            out = _gather.gather_sparse(vals, [x[1] for x in parts], [x[2] for x in parts], [x[3] for x in parts],
+                                        slot, seq, dtype.itemsize)
         else:
-            dtype = parts[0][3]
-            out, lens, T = _gather.gather_padded([x[0] for x in parts], [x[2] for x in parts], slot, seq,
-                                                 spec.dim * dtype.itemsize)
-            _check_frames(spec, lens, frame_mode)
-            data = out.view(dtype).reshape(len(lens), T, spec.dim)
-            mask = np.arange(T) < lens[:, None]
-            streams[spec.name] = StreamBatch(spec.name, False, spec.dim, lens, data=data, mask=mask)
-    return streams, keys, lengths
+            rows = [x[0].view(x[3]).astype(dtype, copy=False).view(np.uint8) for x in parts]
+            out = _gather.gather_padded(rows, [x[2] for x in parts], slot, seq, spec.dim * dtype.itemsize)
+        streams[spec.name] = _stream_batch(spec, dtype, out, frame_mode)
+    return streams, keys, lengths, int(np.add.reduce(lengths, dtype=np.int64))
 
 
 def _check_frames(spec, lengths: np.ndarray, frame_mode: bool) -> None:

@@ -35,7 +35,7 @@ from recordkit.engine import _gather
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
-from recordkit.engine.minibatch import Minibatch, pack_from_chunks
+from recordkit.engine.minibatch import Minibatch, counted, pack_from_chunks
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
@@ -467,13 +467,12 @@ class MinibatchSource(Checkpointing):
             self._cursor = sw.lo + nxt
             if len(sel):
                 empty_sweeps = 0
-                cids.append(sw.chunk[sw.lo + sel])
-                js.append(sw.pos_j[sel])
-                lens.append(sw.pos_len[sel])
-                of_sweep = np.empty(len(sel), dtype=np.int64)
-                of_sweep.fill(sw.index)
-                sweeps.append(of_sweep)
-                positions.append(sw.lo + sel if sw.orig is None else sw.orig[sel])
+                c, j, n, w, p = _gather.take_picks(sel, sw.lo, sw.chunk, sw.pos_j, sw.pos_len, sw.orig, sw.index)
+                cids.append(c)
+                js.append(j)
+                lens.append(n)
+                sweeps.append(w)
+                positions.append(p)
                 count += len(sel)
             if status == 1:  # chunks not loaded yet: load those the next stretch needs, in parallel
                 end = min(stop, self._reach(size - total if count else size))
@@ -566,11 +565,12 @@ class MinibatchSource(Checkpointing):
         cids, js, _, sweeps, _ = picked
         found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
         uniq, slot = found if found is not None else np.unique(cids, return_inverse=True)
-        chunks = [self._chunk(int(c)) for c in uniq]
-        streams, keys, lengths = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
+        get = self._cache.get
+        chunks = [get(c) for c in uniq.tolist()]
+        streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
         del chunks
         self._evict(self._last_size)
-        mb = Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps)
+        mb = counted(Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps), total)
         if self.epoch_size is not None:
             mb.epoch, mb.end_of_epoch = self._last_epoch
         self.count_delivered(mb)

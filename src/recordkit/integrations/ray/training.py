@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from recordkit.engine.minibatch import Minibatch, pack_from_chunks
+from recordkit.engine.minibatch import Minibatch, counted, pack_from_chunks
 from recordkit.integrations.ray._arrow import arrow_to_chunk
 from recordkit.integrations.ray.datasource import _streams
 
@@ -26,9 +26,9 @@ def minibatch_from_batch(batch, streams, *, end_of_sweep: bool = False) -> Minib
     specs = _streams(streams)
     chunk = arrow_to_chunk(batch, specs)
     n = len(chunk)
-    packed, keys, lengths = pack_from_chunks([chunk], np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64),
-                                             specs)
-    return Minibatch(packed, keys, lengths, end_of_sweep=end_of_sweep, sweep=0)
+    packed, keys, lengths, total = pack_from_chunks([chunk], np.zeros(n, dtype=np.int64),
+                                                    np.arange(n, dtype=np.int64), specs)
+    return counted(Minibatch(packed, keys, lengths, end_of_sweep=end_of_sweep, sweep=0), total)
 
 
 def minibatches_from_ray(source, streams, batch_size: int, *, drop_last: bool = False,
