@@ -62,3 +62,37 @@ def test_a_command_runs_with_only_its_own_module_registered(tmp_path, capsys):
     (tmp_path / "a.ctf").write_text("0 |x 1 2\n1 |x 3 4\n")
     assert cli_main.main(["stats", str(tmp_path / "a.ctf"), "--stream", "x=dense:2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sequences"] == 2
+
+
+def _blas_setting(args: list[str], env_value) -> str:
+    """OPENBLAS_NUM_THREADS as NumPy saw it when a fresh `recordkit ARGS` imported it."""
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if env_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = env_value
+    code = ("import os, sys\n"
+            "import importlib.abc\n"
+            "seen = []\n"
+            "class Watch(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'numpy' and not seen:\n"
+            "            seen.append(os.environ.get('OPENBLAS_NUM_THREADS', 'unset'))\n"
+            "sys.meta_path.insert(0, Watch())\n"
+            "from recordkit.cli.main import main\n"
+            f"main({args!r})\n"
+            "print(seen[0] if seen else 'numpy not imported', file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    return out.stderr.strip().splitlines()[-1]
+
+
+def test_commands_keep_openblas_to_one_thread_unless_the_user_chose(tmp_path):
+    """OpenBLAS's threads spin ~0.1 s of CPU after NumPy starts; the CLI sets one thread before
+    any command imports NumPy, and leaves a user's own setting alone."""
+    from recordkit.engine.streams import StreamSpec
+    from recordkit.formats.cbf import CBFWriter
+    import numpy as np
+    path = tmp_path / "d.cbf"
+    with CBFWriter(path, [StreamSpec("x", "dense", 3)]) as w:
+        w.write({"x": np.ones((2, 3), dtype=np.float32)})
+    assert _blas_setting(["stats", str(path)], None) == "1"
+    assert _blas_setting(["stats", str(path)], "4") == "4"
