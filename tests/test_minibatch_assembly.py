@@ -241,3 +241,10 @@ def test_take_picks_keeps_what_the_numpy_expressions_kept(elastic):
     np.testing.assert_array_equal(n, pos_len[sel])
     assert w.tolist() == [4] * len(sel)
     np.testing.assert_array_equal(p, orig[sel] if elastic else lo + sel)
+
+
+def test_packing_from_no_chunks_is_refused_rather_than_giving_a_minibatch_without_streams():
+    from recordkit.engine.minibatch import pack_from_chunks
+    none = np.zeros(0, dtype=np.int64)
+    with pytest.raises(ValueError, match="no chunks"):
+        pack_from_chunks([], none, none, STREAMS)

@@ -184,8 +184,10 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
     """
     slot = np.ascontiguousarray(slot, dtype=np.int64)
     seq = np.ascontiguousarray(seq, dtype=np.int64)
+    if not chunks:  # the streams' layout comes from the chunks: without one there is nothing to pack
+        raise ValueError("pack_from_chunks: no chunks to pack from")
     cols = [_columns(c, specs) for c in chunks]
-    dtypes = cols[0][1] if cols else tuple(np.dtype(np.float32) for _ in specs)
+    dtypes = cols[0][1]
     if any(c[1] != dtypes for c in cols[1:]):
         return _pack_mixed(chunks, slot, seq, specs, frame_mode)
     keys, lengths, total, outs = _gather.pack([c[0] for c in cols], slot, seq)
