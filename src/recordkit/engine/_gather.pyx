@@ -388,15 +388,15 @@ def pack(list chunks, object slot_, object seq_):
     cdef const int64_t* slot = _i64(slot_, &S, "slot")
     cdef const int64_t* seq = _i64(seq_, &S2, "seq")
     _check_lengths(S, S2)
-    cdef ChunkColumns c, c0
-    for k in range(K):
-        c = chunks[k]  # TypeError unless a ChunkColumns
     if K == 0:
         if S:
             _check_pick(0, slot[0], 0, seq[0], 0)
         return np.empty(0, np.int64), np.empty(0, np.int64), 0, []
-    c0 = chunks[0]
+    cdef ChunkColumns c, c0 = chunks[0]  # TypeError unless a ChunkColumns
     n = c0.cols.size()
+    cdef vector[const int64_t*] kb, lb
+    cdef vector[int64_t] nseq
+    cdef vector[Cols*] first_cols  # per chunk: its streams' Cols, stream s at + s
     for k in range(K):
         c = chunks[k]
         if <Py_ssize_t>c.cols.size() != n:
@@ -404,13 +404,10 @@ def pack(list chunks, object slot_, object seq_):
         for s in range(n):
             if c.sparse[s] != c0.sparse[s] or c.size[s] != c0.size[s]:
                 raise ValueError(f"chunk slot {k}, stream {s}: laid out unlike chunk slot 0's")
-    cdef vector[const int64_t*] kb, lb
-    cdef vector[int64_t] nseq
-    for k in range(K):
-        c = chunks[k]
         kb.push_back(c.keys)
         lb.push_back(c.lengths)
         nseq.push_back(c.nseq)
+        first_cols.push_back(c.cols.data())
     for i in range(S):
         _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
     keys = np.empty(S, dtype=np.int64)
@@ -431,8 +428,7 @@ def pack(list chunks, object slot_, object seq_):
     outs = []
     for s in range(n):
         for k in range(K):
-            c = chunks[k]
-            ptrs[k] = &c.cols[s]
+            ptrs[k] = first_cols[k] + s
         if c0.sparse[s]:
             outs.append(_sparse_core(ptrs.data(), K, slot, seq, S, c0.size[s]))
         else:

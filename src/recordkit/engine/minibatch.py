@@ -180,7 +180,7 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
 
     One compiled call copies every picked sequence of every stream, with keys and lengths
     (``engine/_gather.pyx``: ``pack`` over each chunk's ``ChunkColumns``). Returns (streams, keys,
-    lengths); ``lengths``' sum comes back with it and is kept as the minibatch's ``num_samples``.
+    lengths, the sum of lengths): ``counted(minibatch, total)`` keeps that sum as its ``num_samples``.
     """
     slot = np.ascontiguousarray(slot, dtype=np.int64)
     seq = np.ascontiguousarray(seq, dtype=np.int64)
