@@ -101,6 +101,31 @@ def test_sparse_indices_keep_file_order_and_duplicates(tmp_path):
     assert seqs[2][1]["x"].data.tolist() == [0.5]
 
 
+@pytest.mark.parametrize("tail", ["\n", ""], ids=["newline", "at_end_of_file"])
+def test_sparse_indices_of_every_width_and_signed_values_parse_exactly(tmp_path, tail):
+    """Indices of 1 to 10 digits (leading zeros too) and values with '+', '-' or no sign, each
+    also as the file's last bytes: the kernel reads short ones 8 bytes at a time and the rest
+    byte by byte, and must agree with both (the last entries lie within 8 bytes of the end)."""
+    rng = np.random.default_rng(7)
+    dim = 2**31 - 1
+    lines, want = [], []
+    for width in range(1, 11):
+        for _ in range(6):
+            index = int(rng.integers(0, min(10**width, dim)))
+            text = str(index).zfill(width)
+            sign = ["", "-", "+"][int(rng.integers(0, 3))]
+            mant = int(rng.integers(0, 10**6))
+            value = f"{sign}{mant // 1000}.{mant % 1000:03d}"
+            lines.append(f"|x {text}:{value}")
+            want.append((index, np.float32(float(value))))
+    p = write(tmp_path, "\n".join(lines) + tail)
+    seqs, reader, _ = read_all(p, [sparse("x", dim)])
+    got = [(int(d["x"].indices[0]), d["x"].data[0]) for _, d in seqs]
+    assert reader.errors_counted == 0
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert all(g[1] == w[1] and np.signbit(g[1]) == np.signbit(w[1]) for g, w in zip(got, want))
+
+
 def test_short_dense_sample_is_zero_padded_with_a_warning(tmp_path):
     p = write(tmp_path, "|a 1 2\n|a\n|a 1 2 3\n")
     seqs, reader, warns = read_all(p, [dense("a", 3)])

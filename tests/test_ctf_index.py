@@ -216,3 +216,53 @@ def test_the_scan_reads_straight_into_its_block_where_the_source_can_and_indexes
     for field in ("offsets", "sizes", "keys", "first_lines", "rows"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert len(a) > 10
+
+
+def _columns_of(chunk):
+    return [chunk.keys.copy(), chunk.columns["a"].values.copy(), chunk.columns["s"].values.copy(),
+            chunk.columns["s"].indices.copy(), chunk.columns["s"].indptr.copy()]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chunk_loads_reuse_their_text_buffers_and_loaded_chunks_never_point_into_them(tmp_path, threads):
+    """The text of each load goes into one of the reader's reusable buffers, given back after
+    the parse: the next chunk's text overwrites it, so a chunk already loaded must hold copies."""
+    p = corpus(tmp_path)
+    fresh = [_columns_of(c) for c in CTFReader(p, STREAMS, chunk_size=400).iter_chunks(threads=1)]
+    r = CTFReader(p, STREAMS, chunk_size=400)
+    loaded = [r.load_chunk(c.id, threads=threads) for c in r.chunks]  # each overwrites the last text
+    assert 0 < r._buffers.held_bytes() <= 2 * (max(c.size for c in r.chunks) + 4096)  # kept, at most 2
+    for chunk, want in zip(loaded, fresh):
+        for got, expected in zip(_columns_of(chunk), want):
+            np.testing.assert_array_equal(got, expected)
+    r.close()
+    assert r._buffers.held_bytes() == 0
+
+
+def test_a_chunk_load_that_fails_gives_its_text_buffers_back(tmp_path):
+    lines = [f"{i} |a {'x' if i > 150 else i} 0 |s {i % 7}:1" for i in range(200)]
+    p = write(tmp_path, "\n".join(lines) + "\n")
+    r = CTFReader(p, STREAMS, chunk_size=1 << 20)
+    with pytest.raises(Exception, match="expected a number|malformed|number"):
+        r.load_chunk(0, threads=2)
+    assert len(r._buffers._spare) == 2  # both pieces' buffers back in the pool, none lost
+
+
+@pytest.mark.parametrize("hint", [0, 1, 10, 10**9])
+def test_the_sparse_entries_hint_reserves_output_but_never_changes_it(tmp_path, hint):
+    """ChunkParser.parse reserves each sparse stream's output for ``entries_hint`` entries (the
+    reader's sampled estimate); too small, too large (capped by the text) or none, the columns are
+    the same."""
+    p = corpus(tmp_path)
+    r = CTFReader(p, STREAMS)
+    idx, text = r.index, p.read_bytes()
+    args = (text, 0, idx.offsets, idx.sizes, idx.first_lines, 0, int(idx.rows.sum()))
+    base = r._parser.parse(*args)
+    got = r._parser.parse(*args, hint)
+    assert got[0].tolist() == base[0].tolist()
+    for (v, i, pt, c), (v0, i0, pt0, c0) in zip(got[1], base[1]):
+        np.testing.assert_array_equal(v, v0)
+        np.testing.assert_array_equal(c, c0)
+        if i0 is not None:
+            np.testing.assert_array_equal(i, i0)
+            np.testing.assert_array_equal(pt, pt0)

@@ -62,3 +62,25 @@ def test_threads_taking_at_once_get_distinct_buffers():
     for t in threads:
         t.join()
     assert len({id(b) for b in got}) == 4 and sum(b is first for b in got) == 1
+
+
+def test_give_view_takes_back_only_buffers_this_pool_made():
+    pool, other = ReadBuffers(), ReadBuffers()
+    buf, view = pool.take(5000, 0)
+    foreign_buf, foreign_view = other.take(5000, 0)
+    assert not pool.give_view(b"bytes a source returned")
+    assert not pool.give_view(memoryview(np.zeros(5000, np.uint8)))
+    assert not pool.give_view(foreign_view)  # another pool's: left to it
+    assert pool.held_bytes() == 0
+    assert pool.give_view(view)
+    assert pool.take(5000, 0)[0] is buf
+
+
+def test_a_buffer_given_back_twice_is_held_once():
+    pool = ReadBuffers()
+    buf, view = pool.take(5000, 0)
+    pool.give(buf)
+    pool.give_view(view)
+    first, _ = pool.take(5000, 0)
+    second, _ = pool.take(5000, 0)
+    assert first is buf and second is not buf  # two takers never share one buffer

@@ -13,6 +13,7 @@ page (where a fresh allocation starts) and 6-7 ms when both sides line up.
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -27,6 +28,9 @@ class ReadBuffers:
         self.keep = max(1, int(keep))
         self._spare: list[np.ndarray] = []
         self._lock = threading.Lock()
+        # every buffer this pool made and that is still alive (id -> buffer, weakly): which views'
+        # buffers ``give_view`` may take back (not the bytes some other source lent)
+        self._made: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def take(self, n: int, offset: int) -> tuple[np.ndarray, memoryview]:
         need = n + PAGE
@@ -37,14 +41,28 @@ class ReadBuffers:
                 buf = self._spare.pop(min(fits, key=lambda i: len(self._spare[i])))
         if buf is None:
             buf = np.empty(need, dtype=np.uint8)  # not bytearray(n): that zeroes every page first
+            with self._lock:
+                self._made[id(buf)] = buf
         skew = (offset - buf.ctypes.data) % PAGE
         return buf, memoryview(buf)[skew:skew + n]
 
     def give(self, buf: np.ndarray) -> None:
         with self._lock:
+            if any(b is buf for b in self._spare):
+                return  # given back twice: held once, or two takers would share it
             self._spare.append(buf)
             if len(self._spare) > self.keep:  # drop the smallest
                 del self._spare[min(range(len(self._spare)), key=lambda i: len(self._spare[i]))]
+
+    def give_view(self, view) -> bool:
+        """Give back the buffer behind ``view`` (a view ``take`` returned) if this pool made it;
+        False for anything else (a source's own bytes), which is left alone."""
+        base = getattr(view, "obj", None)
+        with self._lock:
+            mine = base is not None and self._made.get(id(base)) is base
+        if mine:
+            self.give(base)
+        return mine
 
     def held_bytes(self) -> int:
         with self._lock:

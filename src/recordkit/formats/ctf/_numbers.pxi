@@ -41,6 +41,12 @@ cdef extern from *:
 
 cdef uint64_t[9] U64POW10
 cdef float[9] POW10F
+cdef float[2] SIGN_F
+cdef double[2] SIGN_D
+SIGN_F[0] = 1.0
+SIGN_F[1] = -1.0
+SIGN_D[0] = 1.0
+SIGN_D[1] = -1.0
 U64POW10[0] = 1
 POW10F[0] = 1.0
 for _k in range(1, 9):
@@ -79,15 +85,12 @@ cdef inline bint _parse_short(const uint8_t* p, Py_ssize_t i, bint dbl, NumResul
     and for values the exact conversion below cannot take: ``parse_number``'s byte loop then
     parses the token from its start. Where this answers, the loop would compute the same
     mantissa (at most 14 digits, none dropped) and decimal exponent, so the same value."""
-    cdef bint neg = False
     cdef uint8_t c = p[i]
+    # the sign without a branch (random signs in the data would mispredict one half the time)
+    cdef int neg = c == 45
     cdef uint64_t v, mant
     cdef int n1, n2 = 0
-    if c == 45:
-        neg = True
-        i += 1
-    elif c == 43:
-        i += 1
+    i += neg | (c == 43)
     v = _load8(p + i)
     n1 = _digit_run(v)
     if n1 == 0 or n1 == 8:
@@ -110,15 +113,12 @@ cdef inline bint _parse_short(const uint8_t* p, Py_ssize_t i, bint dbl, NumResul
         r.f = <float>r.d
     elif dbl:
         # mant < 10**14 < 2**53 and 10**n2 are exact doubles: one correctly rounded division
-        r.d = <double>mant / POW10[n2]
-        if neg:
-            r.d = -r.d
+        # (the sign by an exact multiplication, no branch)
+        r.d = (<double>mant / POW10[n2]) * SIGN_D[neg]
     elif mant <= (<uint64_t>1 << 24):
         # both exact in float32 (10**7 < 2**24): one float division is the correctly rounded
         # float32 of the decimal, as strtof gives (and quicker than a double one)
-        r.f = <float>mant / POW10F[n2]
-        if neg:
-            r.f = -r.f
+        r.f = (<float>mant / POW10F[n2]) * SIGN_F[neg]
     else:
         return False
     r.err = 0
