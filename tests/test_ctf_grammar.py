@@ -84,6 +84,22 @@ def test_large_sequence_ids_up_to_2_64_minus_1(tmp_path):
     assert [k for k, _ in seqs] == [2**64 - 1, 2**64 - 2, 0]
 
 
+@pytest.mark.parametrize("tail", ["\n", ""], ids=["newline", "at_end_of_file"])
+def test_sequence_ids_of_every_width_index_exactly(tmp_path, tail):
+    """Ids of 1 to 20 digits (leading zeros too), short lines, the last within 8 bytes of the end:
+    the index scanner reads ids of up to 7 digits 8 bytes at a time and longer ones byte by byte."""
+    import random
+    rnd = random.Random(3)
+    ids = sorted({rnd.randrange(10 ** (width - 1), 10 ** width) for width in range(1, 20) for _ in range(3)}
+                 | {2**64 - 1} - {5})
+    lines = [f"{'0' * (k % 2)}{k}|a 1" for k in ids]  # every other one with a leading zero, no space
+    lines.append("5|a 2")  # a short last line
+    p = write(tmp_path, "\n".join(lines) + tail)
+    seqs, reader, _ = read_all(p, [dense("a", 1)])
+    assert reader.errors_counted == 0
+    assert [k for k, _ in seqs] == ids + [5]
+
+
 def test_stream_with_no_samples_in_a_sequence_is_empty(tmp_path):
     p = write(tmp_path, "0 |word 3:1 |class 1:1\n0 |word 5:1\n1 |word 2:1\n")
     seqs, _, _ = read_all(p, [sparse("word", 10), sparse("class", 4)])

@@ -60,8 +60,10 @@ cdef class IndexScanner:
         self.have_seq = False
         self.seq_bad = False
 
-    cdef void _line(self, const uint8_t* p, Py_ssize_t s, Py_ssize_t e, uint64_t next_off) noexcept nogil:
-        # one line p[s:e] (without its '\n'); next_off = absolute offset of the following line
+    cdef void _line(self, const uint8_t* p, Py_ssize_t s, Py_ssize_t e, uint64_t next_off,
+                    Py_ssize_t n) noexcept nogil:
+        # one line p[s:e] (without its '\n') of the block p[:n]; next_off = absolute offset of the
+        # following line
         cdef uint64_t off = self.base + s
         cdef Py_ssize_t q = s
         cdef Py_ssize_t j
@@ -70,6 +72,7 @@ cdef class IndexScanner:
         cdef bint has_id
         cdef bint blank
         cdef uint8_t d
+        cdef int nd
         cdef unordered_map[uint64_t, uint64_t].iterator it
         if off < self.content_start:           # the BOM belongs to nobody
             q = s + <Py_ssize_t>(self.content_start - off)
@@ -106,6 +109,13 @@ cdef class IndexScanner:
         # id mode
         if has_id:
             j = s
+            if s + 8 <= n:
+                # the common id of 1-7 digits, 8 bytes at a time (it cannot overflow; the digit
+                # run ends at the line's end at the latest: '\n' is not a digit)
+                nd = _digit_run(_load8(p + s))
+                if nd < 8:
+                    ident = _digits_value(_load8(p + s), nd)
+                    j = s + nd
             while j < e and is_digit(p[j]):
                 d = p[j] - 48
                 if ident > U64_DIV10 or (ident == U64_DIV10 and d > 5):
@@ -167,11 +177,11 @@ cdef class IndexScanner:
                 if nl == NULL:
                     if not final:
                         break
-                    self._line(p, s, n, self.base + n)
+                    self._line(p, s, n, self.base + n, n)
                     s = n
                     break
                 e = nl - p
-                self._line(p, s, e, self.base + e + 1)
+                self._line(p, s, e, self.base + e + 1, n)
                 s = e + 1
             if final:
                 self._close(self.base + s)
