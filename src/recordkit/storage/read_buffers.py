@@ -1,7 +1,7 @@
 """Reusable read buffers for chunk loads, shared by a reader's loader threads.
 
-A chunk decoder that copies everything it keeps (CBF) reads the chunk's bytes into a scratch
-buffer. A fresh buffer costs its first touches: on the benchmark VM a fresh 33 MB buffer added
+A chunk decoder that copies everything it keeps (CBF; the CTF parser, whose columns never point
+into the text) reads the chunk's bytes into a scratch buffer. A fresh buffer costs its first touches: on the benchmark VM a fresh 33 MB buffer added
 4-70 ms to a read that takes 6 ms into memory touched before (the hypervisor backs guest pages
 lazily). Buffers kept per thread were fresh again for every new thread (a load split over a
 short-lived pool, the caller's first load); a pool lets whichever thread loads next take the

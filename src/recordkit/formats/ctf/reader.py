@@ -301,9 +301,10 @@ class CTFReader(ChecksPresence, ClosingReader):
         parsed on ``threads`` threads. Chunks for which ``skip`` says so are not parsed (their
         futures are None). Shared by ``iter_chunks`` and the CTF -> CBF converter
         (``cbf=True``: parse into CBF records). ``reuse``: the pieces' text goes into the
-        reader's reusable buffers, which the caller gives back (``_give_back``). Callers must close the generator when they
-        stop early (``contextlib.closing``): left to the garbage collector, its pool shutdown
-        (joining threads) can run inside another thread's start-up and deadlock.
+        reader's reusable buffers, which the caller gives back (``_give_back``). Callers must
+        close the generator when they stop early (``contextlib.closing``): left to the garbage
+        collector, its pool shutdown (joining threads) can run inside another thread's start-up
+        and deadlock.
         """
         n = len(self._chunks)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-ctf") as pool:
@@ -416,6 +417,7 @@ class CTFReader(ChecksPresence, ClosingReader):
         return lo, buf, parsed
 
     def _parse_text(self, chunk_id: int, buf, start: int, lo: int, hi: int, stop_after: int, cbf: bool):
+        """Parse the text of sequences [lo, hi) (``buf``, read from absolute offset ``start``)."""
         idx = self.index
         size = len(buf)
         rows = int(idx.rows[lo:hi].sum())
