@@ -224,28 +224,51 @@ def _columns_of(chunk):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_chunk_loads_reuse_their_text_buffers_and_loaded_chunks_never_point_into_them(tmp_path, threads):
-    """The text of each load goes into one of the reader's reusable buffers, given back after
-    the parse: the next chunk's text overwrites it, so a chunk already loaded must hold copies."""
+def test_chunk_loads_in_a_burst_reuse_their_text_buffers_and_loaded_chunks_never_point_into_them(tmp_path, threads):
+    """Inside ``retaining_buffers`` the text of each load goes into a buffer the last load gave
+    back: the next chunk's text overwrites it, so a chunk already loaded must hold copies. When the
+    burst ends the reader holds no text (a memory bound counts only chunks and loads in flight)."""
     p = corpus(tmp_path)
     fresh = [_columns_of(c) for c in CTFReader(p, STREAMS, chunk_size=400).iter_chunks(threads=1)]
     r = CTFReader(p, STREAMS, chunk_size=400)
-    loaded = [r.load_chunk(c.id, threads=threads) for c in r.chunks]  # each overwrites the last text
-    assert 0 < r._buffers.held_bytes() <= 2 * (max(c.size for c in r.chunks) + 4096)  # kept, at most 2
+    with r.retaining_buffers():
+        loaded = [r.load_chunk(c.id, threads=threads) for c in r.chunks]  # each overwrites the last text
+        assert 0 < r._buffers.held_bytes() <= 2 * (max(c.size for c in r.chunks) + 4096)  # kept, at most 2
+    assert r._buffers.held_bytes() == 0
     for chunk, want in zip(loaded, fresh):
         for got, expected in zip(_columns_of(chunk), want):
             np.testing.assert_array_equal(got, expected)
+    r.load_chunk(0, threads=threads)
+    assert r._buffers.held_bytes() == 0  # a load outside a burst keeps nothing
     r.close()
+
+
+def test_a_randomized_first_minibatch_loads_its_chunks_as_one_burst(tmp_path):
+    from recordkit.engine.source import MinibatchSource
+    p = corpus(tmp_path)
+    r = CTFReader(p, STREAMS, chunk_size=400)
+    held = []
+    real = r._load_chunk
+
+    def noting(cid, threads=1):
+        held.append(r._buffers.held_bytes())
+        return real(cid, threads)
+    r._load_chunk = noting
+    src = MinibatchSource(r, randomize=True, window=128, max_sweeps=1, seed=1)
+    src.next_minibatch(100_000)  # every chunk awaited at once
+    assert len(held) == len(r.chunks) and held[0] == 0 and all(h > 0 for h in held[1:])
     assert r._buffers.held_bytes() == 0
+    src.close()
 
 
 def test_a_chunk_load_that_fails_gives_its_text_buffers_back(tmp_path):
     lines = [f"{i} |a {'x' if i > 150 else i} 0 |s {i % 7}:1" for i in range(200)]
     p = write(tmp_path, "\n".join(lines) + "\n")
     r = CTFReader(p, STREAMS, chunk_size=1 << 20)
-    with pytest.raises(Exception, match="expected a number|malformed|number"):
-        r.load_chunk(0, threads=2)
-    assert len(r._buffers._spare) == 2  # both pieces' buffers back in the pool, none lost
+    with r.retaining_buffers():
+        with pytest.raises(Exception, match="expected a number|malformed|number"):
+            r.load_chunk(0, threads=2)
+        assert len(r._buffers._spare) == 2  # both pieces' buffers back in the pool, none lost
 
 
 @pytest.mark.parametrize("hint", [0, 1, 10, 10**9])

@@ -84,3 +84,19 @@ def test_a_buffer_given_back_twice_is_held_once():
     first, _ = pool.take(5000, 0)
     second, _ = pool.take(5000, 0)
     assert first is buf and second is not buf  # two takers never share one buffer
+
+
+def test_a_pool_that_keeps_only_while_held_lets_buffers_go_outside_a_burst():
+    pool = ReadBuffers(keep=2, only_while_held=True)
+    buf, _ = pool.take(5000, 0)
+    pool.give(buf)
+    assert pool.held_bytes() == 0  # no burst: let go
+    with pool.hold():
+        buf, _ = pool.take(5000, 0)
+        pool.give(buf)
+        with pool.hold():  # nested: the outermost hold decides
+            pass
+        assert pool.take(5000, 0)[0] is buf  # reused inside the burst
+        pool.give(buf)
+        assert pool.held_bytes() == len(buf)
+    assert pool.held_bytes() == 0  # the burst ended: nothing held

@@ -11,7 +11,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from recordkit.engine.chunk import ChunkData
-from recordkit.engine.deserializer import load_chunk, splits_chunks, takes_threads
+from recordkit.engine.deserializer import load_chunk, retaining_buffers, splits_chunks, takes_threads
 
 
 class ChunkCache:
@@ -98,8 +98,12 @@ class ChunkCache:
                 self._takes_threads = takes_threads(self.deserializer)
             left = len(cids) % self.threads if self._takes_threads else 0
             self.start(cids[:len(cids) - left])
-        for cid in cids:
-            self.get(cid)
+        if len(cids) == 1:
+            self.get(cids[0])
+            return
+        with retaining_buffers(self.deserializer):  # one burst: each load reuses the last one's text buffers
+            for cid in cids:
+                self.get(cid)
 
     def drop(self, cid: int) -> None:
         del self.loaded[cid]

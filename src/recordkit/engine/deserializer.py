@@ -176,6 +176,16 @@ def splits_chunks(d) -> bool:
     return bool(getattr(d, "splits_chunks", False))
 
 
+def retaining_buffers(d):
+    """``d.retaining_buffers()`` where the deserializer has it (CTF: its chunk loads pass their
+    text buffers on to the next load inside it), else a context that does nothing."""
+    retain = getattr(d, "retaining_buffers", None)
+    if retain is None:
+        from contextlib import nullcontext
+        return nullcontext()
+    return retain()
+
+
 def load_chunk(d, chunk_id: int, threads: int | None, takes: bool) -> ChunkData:
     """``d.load_chunk(chunk_id, threads=threads)`` where it takes threads (``takes``: what
     ``takes_threads(d)`` said) and some are offered, else ``d.load_chunk(chunk_id)``, all the

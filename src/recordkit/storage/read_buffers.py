@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -22,10 +23,17 @@ PAGE = 4096
 
 class ReadBuffers:
     """``take(n, offset)`` -> (buffer, view of n bytes aligned like file offset ``offset``);
-    ``give(buffer)`` when done with the view."""
+    ``give(buffer)`` when done with the view.
 
-    def __init__(self, keep: int = 4):
+    ``only_while_held``: buffers given back are kept only inside ``hold()`` (a burst of loads, such
+    as every chunk a minibatch waits for); outside one, and when the last hold ends, they are let
+    go. A reader whose chunks a memory bound counts (``MinibatchSource(max_memory=...)`` plans the
+    chunks held and the loads in flight) then holds no text between bursts."""
+
+    def __init__(self, keep: int = 4, *, only_while_held: bool = False):
         self.keep = max(1, int(keep))
+        self.only_while_held = bool(only_while_held)
+        self._holds = 0
         self._spare: list[np.ndarray] = []
         self._lock = threading.Lock()
         # every buffer this pool made and that is still alive (id -> buffer, weakly): which views'
@@ -48,6 +56,8 @@ class ReadBuffers:
 
     def give(self, buf: np.ndarray) -> None:
         with self._lock:
+            if self.only_while_held and self._holds == 0:
+                return  # not in a burst of loads: let it go
             if any(b is buf for b in self._spare):
                 return  # given back twice: held once, or two takers would share it
             self._spare.append(buf)
@@ -63,6 +73,19 @@ class ReadBuffers:
         if mine:
             self.give(base)
         return mine
+
+    @contextmanager
+    def hold(self):
+        """Keep the buffers given back until the outermost ``hold`` ends (``only_while_held``)."""
+        with self._lock:
+            self._holds += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._holds -= 1
+                if self.only_while_held and self._holds == 0:
+                    self._spare.clear()
 
     def held_bytes(self) -> int:
         with self._lock:

@@ -78,9 +78,10 @@ class CTFReader(ChecksPresence, ClosingReader):
         self._lock = threading.Lock()
         self._charged: set[int] = set()
         self._memory: dict[int, ChunkData] = {}
-        # text read buffers reused across chunk loads (storage/read_buffers.py): a fresh 33 MB
-        # bytes object per chunk cost its page faults, as much as the parse's own memory
-        self._buffers = ReadBuffers(keep=2)
+        # text read buffers reused across the chunk loads of a burst (storage/read_buffers.py;
+        # ``retaining_buffers``): a fresh 33 MB bytes object per chunk cost its page faults, as
+        # much as the parse's own memory; between bursts none is held (memory bounds count on it)
+        self._buffers = ReadBuffers(keep=2, only_while_held=True)
         self._density = None  # sparse entries per byte of text, sampled when first needed
 
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
@@ -164,6 +165,12 @@ class CTFReader(ChecksPresence, ClosingReader):
         finally:
             self._give_back(parsed)
 
+    def retaining_buffers(self):
+        """A context in which chunk loads pass their text buffers on to the next load (a burst,
+        e.g. every chunk a minibatch waits for: ``ChunkCache.ensure``); outside one a load's
+        buffers are let go when it ends, so an idle reader holds only its chunks."""
+        return self._buffers.hold()
+
     # -- conveniences --------------------------------------------------------------------------
     def sequence_lengths(self, chunk_id: int) -> np.ndarray:
         """Index estimate of each sequence's length (its non-blank lines), without parsing."""
@@ -226,7 +233,8 @@ class CTFReader(ChecksPresence, ClosingReader):
             return
         ahead = self._parse_ahead(lambda c: self._pieces(c, threads), threads, prefetch,
                                   skip=lambda c: c in self._memory, reuse=whole)
-        with closing(ahead):  # shut its pool down here, not whenever the GC finds it (see _parse_ahead)
+        # the whole file is one burst of loads: text buffers are reused until the last chunk
+        with closing(ahead), self._buffers.hold():  # the pool shut down here, not whenever the GC finds it
             for i, futures in ahead:
                 if i in self._memory:  # kept meanwhile (keep_data_in_memory): its parse is not needed
                     for f in futures or ():
