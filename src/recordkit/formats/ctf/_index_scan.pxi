@@ -72,7 +72,6 @@ cdef class IndexScanner:
         cdef bint has_id
         cdef bint blank
         cdef uint8_t d
-        cdef int nd
         cdef unordered_map[uint64_t, uint64_t].iterator it
         if off < self.content_start:           # the BOM belongs to nobody
             q = s + <Py_ssize_t>(self.content_start - off)
@@ -110,12 +109,9 @@ cdef class IndexScanner:
         if has_id:
             j = s
             if s + 8 <= n:
-                # the common id of 1-7 digits, 8 bytes at a time (it cannot overflow; the digit
-                # run ends at the line's end at the latest: '\n' is not a digit)
-                nd = _digit_run(_load8(p + s))
-                if nd < 8:
-                    ident = _digits_value(_load8(p + s), nd)
-                    j = s + nd
+                # the common id of 1-7 digits at once (the digit run ends at the line's end at the
+                # latest: '\n' is not a digit); longer ones in the loop below
+                j = s + _short_digits(p + s, &ident)
             while j < e and is_digit(p[j]):
                 d = p[j] - 48
                 if ident > U64_DIV10 or (ident == U64_DIV10 and d > 5):

@@ -79,6 +79,18 @@ cdef inline uint64_t _digits_value(uint64_t v, int n) noexcept nogil:
             + (((t >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32
 
 
+cdef inline int _short_digits(const uint8_t* p, uint64_t* value) noexcept nogil:
+    """An unsigned integer of 1-7 digits at ``p`` (8 readable bytes), 8 bytes at a time: its digit
+    count, its value in ``value``; 0 (``value`` untouched) when ``p`` starts with no digit or with 8
+    or more, which the caller's byte loop reads (a 7-digit value cannot overflow)."""
+    cdef uint64_t v = _load8(p)
+    cdef int n = _digit_run(v)
+    if n == 0 or n == 8:
+        return 0
+    value[0] = _digits_value(v, n)
+    return n
+
+
 cdef inline bint _parse_short(const uint8_t* p, Py_ssize_t i, bint dbl, NumResult* r) noexcept nogil:
     """The common short forms ``[+-]d{1,7}[.d{0,7}]`` (no exponent), 8 bytes at a time; the caller
     guarantees 24 readable bytes from ``p[i]``. Returns False (``r`` untouched) for anything else,

@@ -236,7 +236,7 @@ cdef class ChunkParser:
                 continue
             # each line holds at most one sample per stream: rows bound the dense output; the
             # sparse entries are the caller's estimate, never more than the text could hold (an
-            # entry takes at least 2 bytes: a digit and ':' and a digit, the delimiter shared)
+            # entry, '0:0' and a delimiter, takes at least 4 bytes: half the bytes is a safe cap)
             if not self.cfg[k].sparse:
                 cap = rows_hint * self.cfg[k].dim
             else:
@@ -459,7 +459,6 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
     cdef int64_t nvals, d
     cdef uint64_t index
     cdef bint ovf
-    cdef int nd8
     cdef int err = 0
     cdef Py_ssize_t err_pos = 0
     cdef int64_t err_stream = -1
@@ -574,11 +573,7 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
                     ovf = False
                     q = pos
                     if pos + 8 <= end:
-                        # the common short index (1-7 digits), 8 bytes at a time: it cannot overflow
-                        nd8 = _digit_run(_load8(p + pos))
-                        if nd8 < 8:
-                            index = _digits_value(_load8(p + pos), nd8)
-                            q = pos + nd8
+                        q = pos + _short_digits(p + pos, &index)  # 1-7 digits at once; longer ones below
                     while q < end and is_digit(p[q]):
                         if index > U64_DIV10 or (index == U64_DIV10 and p[q] - 48 > 5):
                             ovf = True
