@@ -125,9 +125,16 @@ class Checkpointing:
                           f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
 
     def _chunk_partition(self):
-        """The ChunkPartition this source reads, or None."""
-        from recordkit.engine.chunk_partition import ChunkPartition
-        return self.deserializer if isinstance(self.deserializer, ChunkPartition) else None
+        """The ChunkPartition this source reads, or None. Asked in every checkpoint (each minibatch's
+        state under PyTorch), so answered once: an import statement costs ~1 us a call, and a
+        top-level import would add 1 ms to every command's start-up."""
+        try:
+            return self.__dict__["_chunk_partition_of"][0]
+        except KeyError:
+            from recordkit.engine.chunk_partition import ChunkPartition
+            found = self.deserializer if isinstance(self.deserializer, ChunkPartition) else None
+            self.__dict__["_chunk_partition_of"] = (found,)  # the deserializer is set once, in __init__
+            return found
 
     def _facts(self) -> SourceFacts:
         flat = self._lengths.flat
@@ -398,7 +405,7 @@ class Checkpointing:
     def _fingerprint(self) -> list:
         r = self.randomizer.describe()
         fp = [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
-              len(self._chunks), int(sum(self._described.values())), self.sweep_samples]
+              len(self._chunks), self._described_total, self.sweep_samples]
         return fp + [r["mixture"]] if "mixture" in r else fp  # another mixture is other data
 
 

@@ -93,6 +93,8 @@ class MinibatchSource(Checkpointing):
         self.streams = list(deserializer.streams)
         self._chunks = list(deserializer.chunks)
         self._described = {c.id: c.num_sequences for c in self._chunks}
+        # in every checkpoint's fingerprint: summed once, not over every chunk at each minibatch's state
+        self._described_total = int(sum(self._described.values()))
         planned: dict = {}  # randomizers the memory plan made, with their sweep 0 already shuffled
         self.memory = self._choose_memory(max_memory, bool(randomize), window, bool(sample_based_window), seed,
                                           max(0, int(prefetch_chunks)), max(1, int(threads)), planned)
@@ -124,7 +126,7 @@ class MinibatchSource(Checkpointing):
                 from recordkit.errors import UsageError
                 raise UsageError("this mixture's sweeps differ in samples (weights or fractional repeats): bound "
                                  "it with max_sweeps, not max_samples or epoch_size (or use whole repeats)")
-        if self.sweep_samples == 0 and sum(self._described.values()) == 0:
+        if self.sweep_samples == 0 and self._described_total == 0:
             raise ValueError("the data holds no sequences")
         self._partition = None
         self._sweep: Sweep | None = None
