@@ -9,13 +9,18 @@ minibatches of --mb samples):
   minibatch turned into tensors with ``to_torch`` (what a training loop without a DataLoader does);
 * ``workers=K``: ``DataLoader(MinibatchDataset(...), batch_size=None, num_workers=K)`` for K = 0, 1, 2,
   with the start method (fork / forkserver / spawn), ``persistent_workers`` and ``pin_memory``;
+  ``minibatch_collate``: the same with ``collate_fn=minibatch_collate`` (no ``default_convert`` walk);
   ``pipe only``: the same with the workers' shared-memory ring off (integrations/torch_transfer.py).
 
 For each: the time to the first minibatch (start-up: worker processes, their import of torch and
 recordkit, opening the file), the steady-state rate (samples/s from the first minibatch to the
 last) and the whole epoch; with ``persistent_workers`` the second epoch is timed too (workers
 already running). Best of --repeat per variant. The ratio column is steady-state samples/s
-relative to ``direct``.
+relative to ``direct``. Then --rounds rounds of the in-process variants interleaved, so the machine's
+slow and fast phases fall on all of them (median epochs, ratios and the time each adds an item):
+direct; ``MinibatchDataset`` iterated alone; workers=0 with and without ``minibatch_collate``; and,
+as a diagnostic of where the rest goes, workers=0 with ``minibatch_collate`` and torch's per-item
+``record_function`` replaced by a null context.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -56,19 +62,65 @@ def run_direct(path, mb):
                 count=count, per_item=(end - first) / max(count - 1, 1))
 
 
-def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epochs=1, ring=True):
+def run_dataset_alone(path, mb):
+    """``MinibatchDataset`` iterated without a DataLoader (what the loader adds is the rest)."""
+    from recordkit.integrations.torch import MinibatchDataset
+    t0 = time.perf_counter()
+    first = None
+    samples = 0
+    for item in MinibatchDataset(functools.partial(make_source, path, SWEEPS), mb):
+        samples += int(item["lengths"].sum())
+        if first is None:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    return dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9), samples=samples)
+
+
+class _NoRecordFunction:
+    """Stands in for ``torch.autograd.profiler.record_function`` (diagnostic rows only): the
+    DataLoader enters one around every item it hands out, profiler or not."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epochs=1, ring=True, collate=False,
+               record_function=True):
     import torch
     from torch.utils.data import DataLoader
     import recordkit.integrations.torch_transfer as transfer
-    from recordkit.integrations.torch import MinibatchDataset
+    from recordkit.integrations.torch import MinibatchDataset, minibatch_collate
     transfer.RING_ENABLED = ring and transfer.RING_ENABLED  # fork workers inherit it
     os.environ["RECORDKIT_TORCH_RING"] = "1" if ring else "0"  # spawn/forkserver workers read it
     ds = MinibatchDataset(functools.partial(make_source, path, SWEEPS), mb)
     kwargs = dict(batch_size=None, num_workers=workers, pin_memory=pin)
+    if collate:
+        kwargs["collate_fn"] = minibatch_collate
     if workers:
         kwargs.update(persistent_workers=persistent, multiprocessing_context=context)
     loader = DataLoader(ds, **kwargs)
     out = {}
+    saved_rf = torch.autograd.profiler.record_function
+    if not record_function:
+        torch.autograd.profiler.record_function = _NoRecordFunction
+    try:
+        _epochs(loader, epochs, out)
+    finally:
+        torch.autograd.profiler.record_function = saved_rf
+    del loader
+    transfer.RING_ENABLED = transfer.platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+    os.environ.pop("RECORDKIT_TORCH_RING", None)
+    torch.set_num_threads(torch.get_num_threads())
+    return out
+
+
+def _epochs(loader, epochs, out):
     for epoch in range(epochs):
         t0 = time.perf_counter()
         first = None
@@ -80,11 +132,6 @@ def run_loader(path, mb, workers, context=None, persistent=False, pin=False, epo
         end = time.perf_counter()
         out[epoch] = dict(first=first - t0, total=end - t0, steady=samples / max(end - first, 1e-9),
                           samples=samples)
-    del loader
-    transfer.RING_ENABLED = transfer.platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
-    os.environ.pop("RECORDKIT_TORCH_RING", None)
-    torch.set_num_threads(torch.get_num_threads())
-    return out
 
 
 class ReadyItems:
@@ -145,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sweeps", type=int, default=1,
                     help="sweeps per epoch (1: the steady state leaves out the first chunk's decode)")
+    ap.add_argument("--rounds", type=int, default=7,
+                    help="interleaved rounds of the in-process variants (0: none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     global SWEEPS
@@ -157,12 +206,13 @@ def main(argv=None):
     rows = []
     direct = best([run_direct(args.cbf, args.mb) for _ in range(args.repeat)])
     rows.append(("direct (MinibatchSource + to_torch)", direct))
-    variants = [("workers=0", dict(workers=0))]
+    variants = [("workers=0", dict(workers=0)), ("workers=0 minibatch_collate", dict(workers=0, collate=True))]
     for ctx in ("fork", "forkserver", "spawn"):
         for k in (1, 2):
             variants.append((f"workers={k} {ctx}", dict(workers=k, context=ctx)))
             if ctx == "fork":  # the same without the shared-memory ring: every item by the pipe
                 variants.append((f"workers={k} fork, pipe only", dict(workers=k, context=ctx, ring=False)))
+    variants.append(("workers=2 fork minibatch_collate", dict(workers=2, context="fork", collate=True)))
     variants.append(("workers=2 fork pin_memory", dict(workers=2, context="fork", pin=True)))
     for name, kw in variants:
         rows.append((name, best([run_loader(args.cbf, args.mb, **kw)[0] for _ in range(args.repeat)])))
@@ -170,6 +220,19 @@ def main(argv=None):
             for _ in range(args.repeat)]
     rows.append(("workers=2 fork persistent, epoch 1", best([r[0] for r in runs])))
     rows.append(("workers=2 fork persistent, epoch 2", best([r[1] for r in runs])))
+    # in-process variants interleaved round by round (the machine's phases hit all alike): medians
+    in_process = {
+        "direct": lambda: run_direct(args.cbf, args.mb),
+        "MinibatchDataset alone (no DataLoader)": lambda: run_dataset_alone(args.cbf, args.mb),
+        "workers=0": lambda: run_loader(args.cbf, args.mb, workers=0)[0],
+        "workers=0 minibatch_collate": lambda: run_loader(args.cbf, args.mb, workers=0, collate=True)[0],
+        "  the same, record_function nulled *": lambda: run_loader(args.cbf, args.mb, workers=0, collate=True,
+                                                                  record_function=False)[0],
+    }
+    rounds = {name: [] for name in in_process}
+    for _ in range(args.rounds):
+        for name, run in in_process.items():
+            rounds[name].append(run()["total"])
     floors = []
     for k in (1, 2):
         floors.append((f"ready item, workers={k} fork", best([run_floor(args.cbf, args.mb, direct["count"], k)
@@ -177,8 +240,8 @@ def main(argv=None):
         floors.append((f"1-element item, workers={k} fork", best([run_floor(args.cbf, args.mb, direct["count"], k,
                                                                       small=True) for _ in range(args.repeat)])))
     if args.json:
-        print(json.dumps({"rows": {name: r for name, r in rows}, "floors": {name: r for name, r in floors}},
-                         indent=1))
+        print(json.dumps({"rows": {name: r for name, r in rows}, "floors": {name: r for name, r in floors},
+                          "interleaved": rounds}, indent=1))
         return
     print(f"{args.cbf}: {direct['samples']} samples ({args.sweeps} sweep(s)), minibatches of {args.mb}, "
           f"best of {args.repeat}")
@@ -186,6 +249,15 @@ def main(argv=None):
     for name, r in rows:
         print(f"{name:40s} {r['first']:10.3f} {r['total']:8.3f} {r['steady']:17,.0f} "
               f"{r['steady'] / direct['steady']:9.2f}")
+    if args.rounds:
+        mid = {k: statistics.median(v) for k, v in rounds.items()}
+        n_items = direct["count"]
+        print(f"\nIn process, {args.rounds} rounds interleaved (an epoch of each per round), median epoch s and "
+              f"direct / variant")
+        for name, m in mid.items():
+            print(f"{name:40s} {m:8.3f} {mid['direct'] / m:9.2f}  {(m - mid['direct']) / n_items * 1e6:+7.0f} us an item")
+        print("* diagnostic only: torch's DataLoader enters torch.autograd.profiler.record_function around every "
+              "item; here it is replaced by a null context")
     print(f"\nTransport floor: {direct['count']} items, each made once in the worker and sent again and again "
           f"(no reading); the direct loop takes {direct['per_item'] * 1e3:.3f} ms a minibatch")
     print(f"{'floor':40s} {'first s':>10s} {'epoch s':>8s} {'ms/item':>9s} {'vs direct mb':>12s}")

@@ -19,7 +19,8 @@ from torch.utils.data import DataLoader  # noqa: E402
 from recordkit import StreamSpec  # noqa: E402
 from recordkit.engine.source import MinibatchSource  # noqa: E402
 from recordkit.formats.ctf import CTFReader  # noqa: E402
-from recordkit.integrations.torch import STATE_KEY, MinibatchDataset, StateTracker, to_torch  # noqa: E402
+from recordkit.integrations.torch import (STATE_KEY, MinibatchDataset, StateTracker, minibatch_collate,  # noqa: E402
+                                          to_torch)
 
 # torch warns (once) when it rebuilds a sparse CSR tensor sent by a DataLoader worker
 pytestmark = [pytest.mark.filterwarnings("ignore:Sparse invariant checks are implicitly disabled"),
@@ -154,6 +155,38 @@ def test_dataset_items_equal_to_torch_of_the_same_source(data):
         # one value per field: torch's default_convert walks every value of every item
         assert all(isinstance(v, (str, int, float, bool, type(None))) for v in st.values())
     assert items[-1]["end_of_sweep"]
+
+
+def same_item(a, b):
+    """Equal keys, values and tensors (sparse ones by their CSR parts), state included."""
+    assert list(a) == list(b)
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, torch.Tensor) and x.layout == torch.sparse_csr:
+            assert y.layout == torch.sparse_csr and x.shape == y.shape
+            for part in ("crow_indices", "col_indices", "values"):
+                assert torch.equal(getattr(x, part)(), getattr(y, part)()), (k, part)
+        elif isinstance(x, torch.Tensor):
+            assert x.dtype == y.dtype and torch.equal(x, y), k
+        else:
+            assert x == y, k
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_minibatch_collate_gives_the_same_items_as_the_default_convert(data, num_workers):
+    ds = MinibatchDataset(functools.partial(make_source, data, max_sweeps=2), 9)
+    kw = {"timeout": 30} if num_workers else {}
+    plain = list(DataLoader(ds, batch_size=None, num_workers=num_workers, **kw))
+    kept = list(DataLoader(ds, batch_size=None, num_workers=num_workers, collate_fn=minibatch_collate, **kw))
+    assert len(plain) == len(kept) > 2
+    for a, b in zip(plain, kept):
+        same_item(a, b)
+        assert type(b) is dict and isinstance(b["x"], torch.Tensor)
+
+
+def test_minibatch_collate_hands_the_item_over_untouched():
+    item = {"x": torch.zeros(2), STATE_KEY: {"partition_index": 0}}
+    assert minibatch_collate(item) is item  # default_convert would copy both dicts
 
 
 def test_a_version_1_state_with_the_source_as_a_dict_still_resumes(data):
