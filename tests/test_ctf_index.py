@@ -261,6 +261,34 @@ def test_a_randomized_first_minibatch_loads_its_chunks_as_one_burst(tmp_path):
     src.close()
 
 
+@pytest.mark.parametrize("wrapper", ["chunk partition", "mixture"])
+def test_a_wrapped_ctf_reader_loads_a_randomized_first_minibatch_as_one_burst_too(tmp_path, wrapper):
+    """ChunkPartition and Mixture forward ``retaining_buffers`` to the readers they wrap: inside
+    the chunk cache's burst each reader's loads after its first find a text buffer held, and
+    after it none is held (they let every buffer go before they forwarded it)."""
+    from recordkit.engine.chunk_partition import ChunkPartition
+    from recordkit.engine.mixture import Mixture
+    from recordkit.engine.source import MinibatchSource
+    (tmp_path / "b").mkdir()
+    readers = [CTFReader(corpus(tmp_path), STREAMS, chunk_size=400)]
+    if wrapper == "mixture":
+        readers.append(CTFReader(corpus(tmp_path / "b", 150), STREAMS, chunk_size=400))
+    held = {id(r): [] for r in readers}
+    for r in readers:
+        def noting(cid, threads=1, r=r, real=r._load_chunk):
+            held[id(r)].append(r._buffers.held_bytes())
+            return real(cid, threads)
+        r._load_chunk = noting
+    d = ChunkPartition(readers[0], 2, 1) if wrapper == "chunk partition" else Mixture(readers, repeats=[1, 1])
+    src = MinibatchSource(d, randomize=True, window=None, max_sweeps=1, seed=1)
+    src.next_minibatch(100_000)  # every chunk of the sweep awaited at once
+    for r in readers:
+        got = held[id(r)]
+        assert len(got) >= 3 and got[0] == 0 and all(h > 0 for h in got[1:]), got
+        assert r._buffers.held_bytes() == 0
+    src.close()
+
+
 def test_a_chunk_load_that_fails_gives_its_text_buffers_back(tmp_path):
     lines = [f"{i} |a {'x' if i > 150 else i} 0 |s {i % 7}:1" for i in range(200)]
     p = write(tmp_path, "\n".join(lines) + "\n")

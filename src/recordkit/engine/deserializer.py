@@ -7,6 +7,7 @@ work against this protocol only, never against a file layout.
 """
 from __future__ import annotations
 
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Iterator, Protocol, runtime_checkable
 
@@ -83,6 +84,17 @@ class WrapsDeserializers:
             close = getattr(d, "close", None)
             if close is not None:
                 close()
+
+    @contextmanager
+    def retaining_buffers(self):
+        """Each wrapped deserializer's ``retaining_buffers`` at once: the chunk cache opens it
+        around a burst of loads (every chunk a minibatch waits for), so a CTF file behind a
+        ``ChunkPartition`` or in a ``Mixture`` reuses its text buffers within the burst as it does
+        on its own (a fresh text buffer per load costs its page faults)."""
+        with ExitStack() as stack:
+            for d in self.wrapped():
+                stack.enter_context(retaining_buffers(d))
+            yield
 
     def __enter__(self):
         return self
@@ -181,7 +193,6 @@ def retaining_buffers(d):
     text buffers on to the next load inside it), else a context that does nothing."""
     retain = getattr(d, "retaining_buffers", None)
     if retain is None:
-        from contextlib import nullcontext
         return nullcontext()
     return retain()
 
