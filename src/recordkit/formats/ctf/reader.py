@@ -403,23 +403,19 @@ class CTFReader(ChecksPresence, ClosingReader):
         if source is None:
             raise ValueError(f"{self.path}: reader is closed")
         read_into = getattr(source, "pread_into", None) if reuse else None
+        owner = None  # the pool's buffer behind ``buf``, given back here if the read or parse fails
         if read_into is None:
             buf = source.pread(start, size)
-            got = len(buf)
         else:
             owner, buf = self._buffers.take(size, start)
-            try:
-                got = read_into(start, buf)
-            except BaseException:
-                self._buffers.give(owner)
-                raise
         try:
+            got = len(buf) if owner is None else read_into(start, buf)
             if got != size:
                 raise FormatError(self.path, f"file shrank while reading: chunk {chunk_id} expected {size} bytes "
                                              f"at offset {start}, got {got}", offset=start)
             parsed = self._parse_text(chunk_id, buf, start, lo, hi, stop_after, cbf)
         except BaseException:
-            if read_into is not None:
+            if owner is not None:
                 self._buffers.give(owner)
             raise
         return lo, buf, parsed
