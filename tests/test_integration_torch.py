@@ -165,7 +165,8 @@ def same_item(a, b):
         if isinstance(x, torch.Tensor) and x.layout == torch.sparse_csr:
             assert y.layout == torch.sparse_csr and x.shape == y.shape
             for part in ("crow_indices", "col_indices", "values"):
-                assert torch.equal(getattr(x, part)(), getattr(y, part)()), (k, part)
+                xp, yp = getattr(x, part)(), getattr(y, part)()
+                assert xp.dtype == yp.dtype and torch.equal(xp, yp), (k, part)
         elif isinstance(x, torch.Tensor):
             assert x.dtype == y.dtype and torch.equal(x, y), k
         else:
@@ -499,14 +500,7 @@ def test_an_item_from_a_worker_is_one_shared_buffer_and_arrives_as_the_same_tens
     storages = {t.untyped_storage().data_ptr() for t in back.values() if isinstance(t, torch.Tensor)
                 and t.layout == torch.strided}
     assert len(storages) == 1
-    for key, value in item.items():
-        if isinstance(value, torch.Tensor) and value.layout == torch.sparse_csr:
-            assert torch.equal(back[key].to_dense(), value.to_dense())
-            assert back[key].crow_indices().dtype == value.crow_indices().dtype
-        elif isinstance(value, torch.Tensor):
-            assert back[key].dtype == value.dtype and torch.equal(back[key], value), key
-        else:
-            assert back[key] == value
+    same_item(item, back)
 
 
 def test_worker_items_go_through_the_shared_memory_ring_and_fall_back_to_the_pipe_when_a_slot_is_held(
