@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install build bench fuzz asan clean
+.PHONY: demo test install build bench fuzz asan clean docs typecheck
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ demo: $(STAMP)
 test: $(STAMP) $(TORCH_STAMP)
 	$(BIN)/python -m pytest -q
 
+# The documentation site (MkDocs Material + mkdocstrings) into site/; warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+# mypy over the public face (recordkit, recordkit.readers, recordkit.writers).
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
+
 # Side by side with CNTK 2.7 where ../shared/tools/cntk-oracle is set up (see benchmarks/README.md).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ctf_throughput.py
@@ -62,5 +70,5 @@ asan: $(STAMP)
 	PYTHON=$(abspath $(BIN)/python) tools/asan/run.sh $(ASAN_ARGS)
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build site src/*.egg-info
 	find src -name '*.so' -delete -o -name '*.cpp' -path '*recordkit*' -delete

@@ -1,4 +1,4 @@
-"""The format registry (issue 14 item 7): one table behind the CLI's choices, detection and the README."""
+"""The format registry: one table behind the CLI's choices, detection and the README."""
 import pathlib
 
 import numpy as np
@@ -11,10 +11,11 @@ from recordkit.formats.detect import by_extension, sniff, sniff_format
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_readme_format_table_is_the_registrys():
-    table = registry.readme_table((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert table is not None, "README.md lacks the format table markers"
-    assert table == registry.markdown_table(), "run: python -m recordkit.formats.registry README.md"
+@pytest.mark.parametrize("page", registry.TABLE_FILES)
+def test_format_tables_of_the_docs_are_the_registrys(page):
+    table = registry.readme_table((ROOT / page).read_text(encoding="utf-8"))
+    assert table is not None, f"{page} lacks the format table markers"
+    assert table == registry.markdown_table(), "run: python -m recordkit.formats.registry"
 
 
 def test_update_readme_rewrites_only_the_table(tmp_path):

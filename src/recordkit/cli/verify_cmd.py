@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 from recordkit.engine import DEFAULT_CHUNK_SIZE
 
-SELF_DESCRIBED = ("cbf", "singa")
 
 
 def register(sub) -> None:
@@ -102,6 +101,9 @@ def open_side(path, kind, args, streams=None, precision=None):
     if kind == "singa":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         return SingaRecordDeserializer(path, precision="float", storage_options=opts)
+    fmt = _format_of(path, opts)
+    if fmt.describes_streams:  # Parquet, HF, WebDataset, TFRecord, MDS...: streams recorded, a selection at most
+        return fmt.open_reader(path, streams, precision=precision, **storage(args))
     if not streams:
         raise UsageError(f"{path}: {kind} needs stream declarations: give --stream NAME=FORMAT:DIM[:ALIAS] "
                          f"(or --header FILE)")
@@ -113,6 +115,12 @@ def open_side(path, kind, args, streams=None, precision=None):
                      chunk_size=args.chunk_size, **storage(args))
 
 
+def _format_of(path, storage_options):
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    return registry.get(sniff_format(path, storage_options))
+
+
 def open_pair(args, src_path, dst_path):
     """(src, dst) Deserializers: the self-described side first, the other one declared from it."""
     from recordkit.errors import UsageError
@@ -122,13 +130,14 @@ def open_pair(args, src_path, dst_path):
     paths = [src_path, dst_path]
     declared = declared_streams(args)
     # the side that knows most about itself first: streams and dtypes (CBF, SINGA), then dtypes (OFRecord), then CTF
+    described = [_format_of(p, opts).describes_streams for p in paths]
     rank = {"cbf": 0, "singa": 0, "ofrecord": 1}
-    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 2))
+    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 0 if described[i] else 2))
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
         streams = declared or (_like(other.streams) if other is not None else None)
-        if streams is None and kinds[i] not in SELF_DESCRIBED:
+        if streams is None and not described[i]:
             raise UsageError(f"neither {src_path} ({kinds[0]}) nor {dst_path} ({kinds[1]}) carries its streams: "
                              f"declare them with --stream NAME=FORMAT:DIM[:ALIAS] (or --header FILE)")
         precision = args.precision or (_precision_of(other) if other is not None else None)

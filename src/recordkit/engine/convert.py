@@ -86,7 +86,8 @@ def resolve_target(output, to=None, storage_options=None) -> str:
     raise UsageError(f"cannot tell the format of {output} from its extension: use --to")
 
 
-def _specs(streams):
+def stream_specs(streams):
+    """``StreamSpec`` objects from StreamSpecs or ``NAME=FORMAT:DIM[:ALIAS]`` texts (None stays None)."""
     if streams is None:
         return None
     out = []
@@ -114,7 +115,7 @@ def open_reader(src, *, source_format=None, streams=None, precision=None, storag
     from recordkit.formats.detect import sniff_format
     path = os.fspath(src)
     kind = source_format or sniff_format(path, storage_options)
-    return registry.get(kind).open_reader(path, _specs(streams), precision=precision,
+    return registry.get(kind).open_reader(path, stream_specs(streams), precision=precision,
                                           storage_options=storage_options, cache_dir=cache_dir, **options)
 
 
@@ -131,7 +132,8 @@ def _is_ctf(reader) -> bool:
     return isinstance(reader, CTFReader)
 
 
-def _output_streams(reader, target: str) -> list[StreamSpec]:
+def output_streams(reader, target: str) -> list[StreamSpec]:
+    """The streams a conversion of ``reader`` into format ``target`` writes (names, aliases)."""
     # CTF -> CTF keeps the file's short aliases, and so do formats that record them (Parquet, HF);
     # elsewhere the names are the names (CBF has no aliases)
     if target == "ctf" and not (_is_ctf(reader) or getattr(reader, "keeps_aliases", False)):
@@ -301,7 +303,7 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
     from recordkit.formats import registry
     fmt = registry.get(target)
     input_bytes = _input_bytes(reader, source, storage_options)
-    out_streams = _output_streams(reader, target)
+    out_streams = output_streams(reader, target)
     total_sequences = sum(c.num_sequences for c in reader.chunks)
     t0 = time.perf_counter()
     if target == "cbf" and _is_ctf(reader):
