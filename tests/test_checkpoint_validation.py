@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers import write_valued_cbf
 from recordkit.engine.source import MinibatchSource
+from recordkit.errors import UsageError
 from recordkit.formats.cbf import CBFReader
 
 
@@ -60,6 +61,10 @@ TAMPERED = [
     ("bptt", {"slots": "x"}), ("bptt", {"slots": []}), ("bptt", {"slots": [[[0, -1, 0]]]}),
     ("bptt", {"slots": [[[0, 10**9, 0]]]}), ("bptt", {"slots": [[[0, 1]]]}), ("bptt", [1, 2]),
     ("bptt", {"slots": [[[0, 1, -4]]]}),
+    ("truncation_length", -1), ("truncation_length", "8"), ("truncation_length", None), ("truncation_length", 2.0),
+    ("truncation_length", True), ("truncation_length", 4),
+    ("chunk_partition", [2, 5]), ("chunk_partition", "1,0"), ("chunk_partition", [2, 1]),
+    ("mixture", "a.cbf"), ("mixture", []), ("mixture", [{"name": "d.cbf"}]),
 ]
 
 
@@ -173,3 +178,50 @@ def test_a_truncated_checkpoint_file_is_an_error_not_a_restore(cbf, state, cut):
         return  # the caller's json.load fails first
     with pytest.raises(ValueError):
         source(cbf).restore_from_checkpoint(parsed)
+
+
+def keys_of(src, **partition):
+    return [k for mb in src.minibatches(8, **partition) for k in mb.keys.tolist()]
+
+
+def partition_state(cbf, index):
+    a = source(cbf, max_sweeps=1)
+    a.next_minibatch(8, num_data_partitions=2, partition_index=index)
+    return a, json.loads(json.dumps(a.get_checkpoint_state()))
+
+
+def test_a_checkpoint_of_another_partition_is_refused_when_the_first_minibatch_reads_it(cbf):
+    """Partition 1's state read as partition 0 used to continue from partition 1's position, past
+    the end of partition 0's share: the rest of partition 0's sweep was silently skipped."""
+    a, state = partition_state(cbf, 1)
+    b = source(cbf, max_sweeps=1)
+    b.restore_from_checkpoint(state)
+    with pytest.raises(UsageError, match="checkpoint field 'partition': the checkpoint was taken on partition 1 "
+                                         "of 2, this source reads partition 0 of 2"):
+        b.next_minibatch(8, num_data_partitions=2, partition_index=0)
+    with pytest.raises(UsageError, match="taken on partition 1 of 2, this source reads partition 0 of 1"):
+        b.next_minibatch(8)
+    # the partition it was taken on still resumes exactly
+    assert keys_of(b, num_data_partitions=2, partition_index=1) == keys_of(a, num_data_partitions=2,
+                                                                             partition_index=1)
+
+
+def test_a_checkpoint_of_another_partition_is_refused_by_the_restore_that_names_one(cbf):
+    _, state = partition_state(cbf, 1)
+    b = source(cbf, max_sweeps=1)
+    before = b.get_checkpoint_state()
+    with pytest.raises(UsageError, match="'partition': the checkpoint was taken on partition 1 of 2, this source "
+                                         "reads partition 0 of 2"):
+        b.restore_from_checkpoint(state, num_data_partitions=2, partition_index=0)
+    assert b.get_checkpoint_state() == before
+
+
+def test_every_partitions_states_read_as_another_partition_resume_that_partition(cbf):
+    """The list form is planned for the partition the first minibatch asks for (here partition 0's
+    own state), not the one given to the restore."""
+    a, s0 = partition_state(cbf, 0)
+    _, s1 = partition_state(cbf, 1)
+    b = source(cbf, max_sweeps=1)
+    b.restore_from_checkpoint([s0, s1], num_data_partitions=2, partition_index=1)
+    assert keys_of(b, num_data_partitions=2, partition_index=0) == keys_of(a, num_data_partitions=2,
+                                                                             partition_index=0)

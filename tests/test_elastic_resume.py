@@ -320,6 +320,21 @@ def test_bptt_states_need_truncated_bptt_to_resume(data):
             [state], num_data_partitions=2, partition_index=0)
 
 
+def test_a_state_from_within_an_elastic_run_resumes_only_its_own_partition(data):
+    src = fresh(data)
+    src.restore_from_checkpoint(states_of(data, 2), num_data_partitions=3, partition_index=1)
+    take(src, 1, 8, (3, 1), collections.Counter())
+    mid = json.loads(json.dumps(src.get_checkpoint_state()))
+    assert mid["elastic"]["run_position"] > 0
+    b = fresh(data)
+    b.restore_from_checkpoint(mid)
+    with pytest.raises(ValueError, match="checkpoint field 'partition': the checkpoint was taken on partition 1 "
+                                         "of 3, this source reads partition 0 of 3"):
+        b.next_minibatch(8, num_data_partitions=3, partition_index=0)
+    with pytest.raises(ValueError, match="checkpoint field 'partition'"):
+        fresh(data).restore_from_checkpoint(mid, num_data_partitions=3, partition_index=2)
+
+
 def test_the_split_cannot_change_once_the_resumed_source_has_delivered(data):
     states = states_of(data, 2)
     src = fresh(data)

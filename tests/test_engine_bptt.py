@@ -17,6 +17,7 @@ import bptt_reference
 from helpers import dense, sparse, write
 from recordkit.engine import _gather
 from recordkit.engine.source import MinibatchSource
+from recordkit.errors import UsageError
 from recordkit.formats.cbf import CBFWriter
 from recordkit.formats.ctf import CTFReader
 
@@ -204,6 +205,53 @@ def test_a_checkpoint_offset_past_its_sequence_is_refused(tmp_path):
     state["bptt"]["slots"][0][0][2] = 5  # sequence 0 has 3 samples; the index's longest has 6
     with pytest.raises(ValueError, match="bptt.*offset 5"):
         make().restore_from_checkpoint(state)
+
+
+def bptt_state(tmp_path):
+    """A state taken with truncation_length 2 while sequences are split across minibatches."""
+    p = write(tmp_path, "".join(f"{k} |x {k} 0 0\n" * (3 + k % 4) for k in range(6)))
+    make = lambda length=0: MinibatchSource(CTFReader(p, [dense("x", 3)]), randomize=False, max_sweeps=1,
+                                            truncation_length=length)
+    src = make(2)
+    src.next_minibatch(4)
+    state = json.loads(json.dumps(src.get_checkpoint_state()))
+    assert any(o for q in state["bptt"]["slots"] for _, _, o in q)
+    return make, state
+
+
+def test_a_bptt_checkpoint_is_refused_by_a_source_without_truncation_length(tmp_path):
+    """Restored without truncated BPTT, the sequences the slots had begun were silently dropped."""
+    make, state = bptt_state(tmp_path)
+    with pytest.raises(UsageError, match="checkpoint field 'truncation_length': the checkpoint was taken with "
+                                         "truncation_length 2, this source has no truncated BPTT"):
+        make().restore_from_checkpoint(state)
+    old = {k: v for k, v in state.items() if k != "truncation_length"}  # a state from before the field
+    with pytest.raises(UsageError, match="checkpoint field 'bptt': .* this source has no truncation_length"):
+        make().restore_from_checkpoint(old)
+
+
+@pytest.mark.parametrize("taken, restored", [(2, 4), (2, 0), (0, 2)])
+def test_a_checkpoint_resumes_only_with_its_own_truncation_length(tmp_path, taken, restored):
+    make, state = bptt_state(tmp_path)
+    if not taken:
+        src = make()
+        src.next_minibatch(4)
+        state = src.get_checkpoint_state()
+    with pytest.raises(UsageError, match="'truncation_length'"):
+        make(restored).restore_from_checkpoint(state)
+    same = make(taken)
+    same.restore_from_checkpoint(state)
+    assert same.next_minibatch(4) is not None
+
+
+def test_an_old_bptt_checkpoint_still_resumes_with_truncated_bptt(tmp_path):
+    make, state = bptt_state(tmp_path)
+    a, b = make(2), make(2)
+    a.restore_from_checkpoint(state)
+    b.restore_from_checkpoint({k: v for k, v in state.items() if k != "truncation_length"})
+    for _ in range(4):
+        x, y = a.next_minibatch(4), b.next_minibatch(4)
+        assert record(x, a.get_checkpoint_state()) == record(y, b.get_checkpoint_state())
 
 
 I64 = lambda *v: np.array(v, dtype=np.int64)

@@ -119,3 +119,46 @@ def test_cli_read_partition_by_chunks_splits_the_samples(tmp_path, capsys):
                      "--json"]) == 0
         got.append(json.loads(capsys.readouterr().out)["samples"])
     assert sum(got) == 3000 and max(got) - min(got) <= 2 * 2000 // 12  # within a chunk (~167 lines of 12 bytes)
+
+
+@pytest.fixture
+def halves(tmp_path):
+    """whole.cbf: 40 one-sample sequences in 10 chunks; half.cbf: 20 in 5 chunks, the size of one
+    of whole.cbf's two ChunkPartitions (so the fingerprints of the two agree)."""
+    from helpers import write_valued_cbf
+    return (write_valued_cbf(tmp_path / "whole.cbf", 40, longest=1, chunk_size=64),
+            write_valued_cbf(tmp_path / "half.cbf", 20, longest=1, chunk_size=64))
+
+
+def chunk_state(halves):
+    """(a maker of whole.cbf's ChunkPartition readers, a maker of sources over half.cbf, reader 1's
+    source after one minibatch and its state)."""
+    whole, half = halves
+    part = lambda i: MinibatchSource(ChunkPartition(CBFReader(whole), 2, i), randomize=False, max_sweeps=1)
+    plain = lambda: MinibatchSource(CBFReader(half), randomize=False, max_sweeps=1)
+    a = part(1)
+    a.next_minibatch(4)
+    return part, plain, a, a.get_checkpoint_state()
+
+
+def test_a_chunk_partition_checkpoint_resumes_only_on_its_own_reader(halves):
+    part, _, a, state = chunk_state(halves)
+    with pytest.raises(ValueError, match="'chunk_partition': the checkpoint was taken on ChunkPartition 1 of 2, "
+                                         "this source reads 0 of 2; to change the number of readers"):
+        part(0).restore_from_checkpoint(state)
+    c = part(1)
+    c.restore_from_checkpoint(state)
+    assert [k for mb in c.minibatches(4) for k in mb.keys.tolist()] == \
+        [k for mb in a.minibatches(4) for k in mb.keys.tolist()]
+
+
+def test_a_chunk_partition_checkpoint_and_a_whole_data_checkpoint_are_not_interchangeable(halves):
+    """The fingerprints agree (half.cbf is the size of one reader's chunks): the field tells."""
+    part, plain, _, state = chunk_state(halves)
+    with pytest.raises(UsageError, match="'chunk_partition': the checkpoint was taken on ChunkPartition 1 of 2, "
+                                         "this source reads no ChunkPartition"):
+        plain().restore_from_checkpoint(state)
+    b = plain()
+    b.next_minibatch(4)
+    with pytest.raises(UsageError, match="'chunk_partition': missing: .* this source reads 0 of 2"):
+        part(0).restore_from_checkpoint(b.get_checkpoint_state())

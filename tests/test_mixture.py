@@ -1,6 +1,8 @@
 """Weighted mixing (engine/mixture.py): proportions, repeats, determinism, checkpoints, partitions."""
 import collections
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -115,8 +117,90 @@ def test_a_checkpoint_mid_sweep_continues_exactly(files):
 def test_a_checkpoint_of_another_mixture_is_refused(files):
     a = source(files, weights=[0.7, 0.3], randomize=True, seed=4)
     a.next_minibatch(16)
-    with pytest.raises(ValueError, match="other data or another randomization"):
+    with pytest.raises(UsageError, match=r"'mixture': data set 0 .* is a\.cbf \(weight 0\.7.*this source's is "
+                                         r"a\.cbf \(weight 0\.5"):
         source(files, weights=[0.5, 0.5], randomize=True, seed=4).restore_from_checkpoint(a.get_checkpoint_state())
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    """Two data sets of the same sizes, told apart by their values (0..19 and 100..119)."""
+    d = tmp_path_factory.mktemp("twins")
+    for name, base in (("p.ctf", 0), ("q.ctf", 100)):
+        (d / name).write_text("".join(f"{k} |x {base + k} 0\n" for k in range(20)))
+    return str(d / "p.ctf"), str(d / "q.ctf")
+
+
+def twin_source(paths, weights):
+    return MinibatchSource(Mixture([CTFReader(p, X) for p in paths], weights=weights), randomize=True, seed=2,
+                           max_sweeps=2)
+
+
+@pytest.mark.parametrize("order, weights, said", [
+    ((1, 0), [0.7, 0.3], r"data set 0 of the checkpoint's mixture is p\.ctf .*this source's is q\.ctf"),
+    ((0, 1), [0.6, 0.4], r"data set 0 .* p\.ctf \(weight 0\.7, 20 sequences, 28 per sweep\), this source's is "
+                         r"p\.ctf \(weight 0\.6, 20 sequences, 24 per sweep\)"),
+    ((0, 1), [0.70001, 0.29999], r"data set 0 .*\(weight 0\.7, .*\(weight 0\.70001, 20 sequences, 28 per sweep"),
+])
+def test_a_checkpoint_is_refused_by_a_mixture_of_other_members_order_or_weights(twins, order, weights, said):
+    """The same data sets swapped, or weighted otherwise, would draw other proportions from the
+    checkpoint's positions on; the error names the data set that differs."""
+    a = twin_source(twins, [0.7, 0.3])
+    a.next_minibatch(8)
+    state = json.loads(json.dumps(a.get_checkpoint_state()))
+    with pytest.raises(UsageError, match="checkpoint field 'mixture': " + said):
+        twin_source([twins[k] for k in order], weights).restore_from_checkpoint(state)
+
+
+def test_mixture_weights_are_compared_as_proportions_and_data_may_move(twins, tmp_path):
+    a = twin_source(twins, [0.7, 0.3])
+    a.next_minibatch(8)
+    state = json.loads(json.dumps(a.get_checkpoint_state()))
+    moved = []
+    for p in twins:
+        moved.append(str(tmp_path / os.path.basename(p)))
+        shutil.copy(p, moved[-1])
+    b = twin_source(moved, [7, 3])
+    b.restore_from_checkpoint(state)
+    assert drawn(a, 8) == drawn(b, 8)
+
+
+def test_a_mixture_checkpoint_without_its_data_sets_resumes_as_before(twins):
+    """A state written before checkpoints named a mixture's data sets: the fingerprint decides."""
+    a = twin_source(twins, [0.7, 0.3])
+    a.next_minibatch(8)
+    state = json.loads(json.dumps(a.get_checkpoint_state()))
+    del state["mixture"]
+    b = twin_source(twins, [0.7, 0.3])
+    b.restore_from_checkpoint(state)
+    assert drawn(a, 8) == drawn(b, 8)
+
+
+@pytest.mark.parametrize("value", [[], "p.ctf", [{"name": "p.ctf"}], [None, None],
+                                   [{"name": 3, "sequences": 20, "per_sweep": 28, "weight": 0.7}],
+                                   [{"name": "p.ctf", "sequences": -1, "per_sweep": 28, "weight": 0.7}],
+                                   [{"name": "p.ctf", "sequences": 20, "per_sweep": True, "weight": 0.7}],
+                                   [{"name": "p.ctf", "sequences": 20, "per_sweep": 28, "weight": float("inf")}],
+                                   [{"name": "p.ctf", "sequences": 20, "per_sweep": 28, "weight": "0.7"}],
+                                   [{"name": "p.ctf", "sequences": 20, "per_sweep": 28, "weight": 0.7,
+                                     "repeats": 1}]])
+def test_a_tampered_mixture_field_is_named(twins, value):
+    a = twin_source(twins, [0.7, 0.3])
+    a.next_minibatch(8)
+    with pytest.raises(ValueError, match="checkpoint field 'mixture'"):
+        twin_source(twins, [0.7, 0.3]).restore_from_checkpoint({**a.get_checkpoint_state(), "mixture": value})
+
+
+def test_a_mixture_checkpoint_is_refused_by_a_plain_source_and_the_converse(twins):
+    a = twin_source(twins, [0.7, 0.3])
+    a.next_minibatch(8)
+    plain = MinibatchSource(CTFReader(twins[0], X), randomize=True, seed=2, max_sweeps=2)
+    with pytest.raises(UsageError, match="'mixture': the checkpoint was taken on a mixture of 2 data sets, this "
+                                         "source reads no mixture"):
+        plain.restore_from_checkpoint(a.get_checkpoint_state())
+    plain.next_minibatch(8)
+    with pytest.raises(UsageError, match="'mixture': the checkpoint was taken on no mixture"):
+        twin_source(twins, [0.7, 0.3]).restore_from_checkpoint({**plain.get_checkpoint_state(), "mixture": None})
 
 
 @pytest.mark.parametrize("workers", [2, 3])

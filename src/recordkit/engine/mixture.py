@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 
@@ -41,6 +42,19 @@ from recordkit.errors import UsageError
 
 def _name(d) -> str:
     return name_of(d)
+
+
+def identity(d) -> str:
+    """What a checkpoint calls a data set: its file's name without the directory (data moved to
+    another place still resumes), a wrapper's the names of what it wraps, else its type."""
+    wrapped = getattr(d, "wrapped", None)
+    if wrapped is not None:
+        return "(" + " + ".join(identity(w) for w in wrapped()) + ")"
+    path = getattr(d, "path", None)
+    if path is None:
+        return type(d).__name__
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+    return os.path.basename(text.rstrip("/")) or text
 
 
 class Mixture(WrapsDeserializers):
@@ -125,6 +139,17 @@ class Mixture(WrapsDeserializers):
         return {"parts": [_name(p) for p in self.parts], "sequences": self.sizes, "per_sweep": self.counts,
                 "weights": self.weights, "repeats": self.repeats}
 
+    def members(self) -> list:
+        """The data sets as a checkpoint records them, in order (``engine/checkpoint.py`` compares
+        them on restore): name, sequences, draws per sweep, and the weight (as a proportion, so
+        [7, 3] is [0.7, 0.3]) or the repeats."""
+        total = sum(self.weights) if self.weights is not None else None
+        out = []
+        for k, (p, n, c) in enumerate(zip(self.parts, self.sizes, self.counts)):
+            how = {"weight": self.weights[k] / total} if total is not None else {"repeats": self.repeats[k]}
+            out.append({"name": identity(p), "sequences": int(n), "per_sweep": int(c), **how})
+        return out
+
 
 class MixtureRandomizer:
     """Sweep k of a mixture: each part's next draws from its endless stream of sweeps, interleaved."""
@@ -151,6 +176,9 @@ class MixtureRandomizer:
                 "sample_based": self.sample_based if self.randomize else None,
                 "seed": self.seed if self.randomize else None,
                 "mixture": {"per_sweep": m.counts, "sequences": m.sizes}}
+
+    def members(self) -> list:
+        return self.mixture.members()
 
     def draws(self, part: int, sweep_index: int) -> tuple[np.ndarray, np.ndarray]:
         """Part ``part``'s sequences in mixture sweep ``sweep_index``: (its chunk ids, indexes),

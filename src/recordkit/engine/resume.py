@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state
+from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state, partition_mismatch
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.sweep import estimate_lengths
 
@@ -38,9 +38,11 @@ class Checkpointing:
             "samples_delivered": self.samples_delivered,
             "minibatches_delivered": self.minibatches_delivered,
             "bptt": bptt,
+            "truncation_length": self.truncation_length,
             "fingerprint": self._fingerprint(),
             **({} if self._chunk_partition() is None else
                {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
+            **({} if self._members() is None else {"mixture": [dict(m) for m in self._members()]}),
             **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
                                                           "run_position": self._run_position()}}),
         }
@@ -61,6 +63,11 @@ class Checkpointing:
         (``engine/elastic.py``). With as many partitions as the job had, it is the exact resume
         of this partition's own state.
 
+        A single state resumes the partition it was taken on: given ``num_data_partitions`` /
+        ``partition_index`` (or the constructor's) that are another, the restore is refused; else
+        the first ``next_minibatch`` after it must ask for that partition (refused otherwise: its
+        position lies in another partition's share of the sweep).
+
         A checkpoint whose randomization window differs from this source's only because a
         memory bound chose one of them (a machine with other memory, another ``max_memory``)
         is continued with the checkpoint's window, so the resumed order is the one it was
@@ -70,8 +77,13 @@ class Checkpointing:
             self._restore_with_window(next((s for s in state if s is not None), None),
                                       lambda: self._restore_many(list(state), part))
             self._elastic_from = (list(state), part)  # kept until the first minibatch (see _reconfigure_run)
+            self._restored_partition = None
             return
-        self._restore_with_window(state, lambda: self._restore(state))
+        given = None if num_data_partitions is None and partition_index is None else \
+            self._resolve_partition(num_data_partitions, partition_index)
+        self._restore_with_window(state, lambda: self._restore(state, given))
+        self._elastic_from = None
+        self._restored_partition = self._partition  # checked by the first minibatch (see _reconfigure)
 
     def _restore_with_window(self, state, restore) -> None:
         adopted = self._checkpoint_window(state) if state is not None else None
@@ -136,10 +148,23 @@ class Checkpointing:
             self.__dict__["_chunk_partition_of"] = (found,)  # the deserializer is set once, in __init__
             return found
 
+    def _members(self):
+        """A mixture's data sets as its checkpoints record them (``Mixture.members``), or None. Asked
+        in every checkpoint, so made once (the deserializer and its parts are set in __init__)."""
+        try:
+            return self.__dict__["_members_of"][0]
+        except KeyError:
+            members = getattr(self.randomizer, "members", None)
+            self.__dict__["_members_of"] = (None if members is None else members(),)
+            return self.__dict__["_members_of"][0]
+
     def _facts(self) -> SourceFacts:
         flat = self._lengths.flat
+        cp = self._chunk_partition()
         return SourceFacts(self._fingerprint(), len(flat), self.sweep_samples, int(flat.max()) if len(flat) else 0,
-                           self.max_sweeps, self.max_samples)
+                           self.max_sweeps, self.max_samples, truncation_length=self.truncation_length,
+                           chunk_partition=None if cp is None else (cp.num_partitions, cp.index),
+                           members=self._members())
 
     def _checked_plan(self, state: dict, facts: SourceFacts):
         """(the elastic plan a checkpoint runs on, its run position) or (None, None)."""
@@ -175,19 +200,16 @@ class Checkpointing:
                              f"source reads partition {part[1]} of {part[0]}")
         return cut_run(plan, self._sweep_cum, part[1])
 
-    def _restore(self, state: dict) -> None:
+    def _restore(self, state: dict, part: tuple | None = None) -> None:
+        """The exact resume of one state; ``part``: the partition this source is to read (else the
+        constructor's, if it gave one)."""
         facts = self._facts()
-        cp, said = self._chunk_partition(), state.get("chunk_partition") if isinstance(state, dict) else None
-        if cp is not None and said is not None and said != [cp.num_partitions, cp.index]:
-            where = f"{said[1]} of {said[0]}" if isinstance(said, list) and len(said) == 2 else repr(said)
-            raise ValueError(f"checkpoint field 'chunk_partition': the checkpoint is of ChunkPartition {where}, "
-                             f"this source reads {cp.index} of {cp.num_partitions}; to change the number of "
-                             f"readers, restore from the list of every reader's state")
         st = check_state(state, facts)
-        n, i = self._default_partitions
-        if st.partition is not None and n is not None and tuple(st.partition) != (int(n), int(i or 0)):
-            raise ValueError(f"checkpoint field 'partition': the checkpoint is of partition {st.partition[1]} of "
-                             f"{st.partition[0]}, this source reads partition {i or 0} of {n}")
+        if part is None and self._default_partitions[0] is not None:
+            n, i = self._default_partitions
+            part = (int(n), int(i or 0))
+        if st.partition is not None and part is not None and st.partition != tuple(part):
+            raise partition_mismatch(st.partition, part)
         plan, run_position = self._checked_plan(state, facts)
         sweep = run = None
         if st.partition is not None:
@@ -250,7 +272,7 @@ class Checkpointing:
         checked, plans = self._checked_states(states, check_one)
         old_plan = _one_job(plans, n_old, "partitions")
         if n_old == part[0] and checked[part[1]] is not None:  # same partitioning: this partition's exact resume
-            self._restore(states[part[1]])
+            self._restore(states[part[1]], part)
             return
         if n_old == part[0] or all(c is None for c in checked):
             plan = old_plan  # this partition had taken nothing: it starts its run (or the job) from the start
@@ -286,7 +308,8 @@ class Checkpointing:
             fp = [d.get("randomize"), d.get("window"), d.get("sample_based"), d.get("seed"), len(chunks),
                   int(sum(c.num_sequences for c in chunks)), int(flat.sum())]
             facts = SourceFacts(fp, len(flat), int(flat.sum()), int(flat.max()) if len(flat) else 0,
-                                self.max_sweeps, self.max_samples)
+                                self.max_sweeps, self.max_samples, truncation_length=self.truncation_length,
+                                chunk_partition=(n, k))
             cache[(n, k)] = (np.asarray(part.inner_chunk_ids, dtype=np.int64), rnd, facts)
         return cache[(n, k)]
 
