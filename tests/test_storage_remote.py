@@ -184,24 +184,20 @@ def test_an_object_replaced_mid_sweep_is_an_error_naming_both_etags(s3, two_vers
 
 def test_a_version_aware_filesystem_finishes_the_sweep_on_the_version_it_opened(s3, two_versions):
     import boto3
-    boto3.client("s3", endpoint_url=s3.endpoint(), region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").put_bucket_versioning(
-        Bucket=s3.bucket, VersioningConfiguration={"Status": "Enabled"})
-    opts = dict(s3.options(), version_aware=True)
     import s3fs
+    client = boto3.client("s3", endpoint_url=s3.endpoint(), region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+    client.create_bucket(Bucket="versioned")
+    client.put_bucket_versioning(Bucket="versioned", VersioningConfiguration={"Status": "Enabled"})
+    opts = dict(s3.options(), version_aware=True)
     fs = s3fs.S3FileSystem(**opts)
-    url = s3.url("versioned/data.cbf")
+    url = "s3://versioned/data.cbf"
     fs.put_file(str(two_versions / "A.cbf"), url)
-    try:
-        r = CBFReader(url, storage_options=opts)
-        got = [r.load_chunk(0)]
-        fs.put_file(str(two_versions / "B.cbf"), url)
-        got += [r.load_chunk(k) for k in range(1, len(r.chunks))]
-        assert [rows(c) for c in got] == [rows(c) for c in CBFReader(two_versions / "A.cbf").iter_chunks()]
-    finally:
-        boto3.client("s3", endpoint_url=s3.endpoint(), region_name="us-east-1", aws_access_key_id="testing",
-                     aws_secret_access_key="testing").put_bucket_versioning(
-            Bucket=s3.bucket, VersioningConfiguration={"Status": "Suspended"})
+    r = CBFReader(url, storage_options=opts)
+    got = [r.load_chunk(0)]
+    fs.put_file(str(two_versions / "B.cbf"), url)
+    got += [r.load_chunk(k) for k in range(1, len(r.chunks))]
+    assert [rows(c) for c in got] == [rows(c) for c in CBFReader(two_versions / "A.cbf").iter_chunks()]
 
 
 # -- dropped connections ---------------------------------------------------------------------------------------
