@@ -24,6 +24,7 @@ from recordkit.formats.ofrecord.writer import OFRecordWriter
 from recordkit.storage import open_source
 from recordkit.storage.retry import RemoteReadError, RetryPolicy
 from recordkit.storage.source import RemoteSource
+from recordkit.storage.versions import SourceChangedError
 
 STREAMS = [dense("x", 8), sparse("y", 100)]
 
@@ -38,6 +39,10 @@ def sequences(n=400, seed=0):
 def comparable(reader):
     return [(int(s.key), {k: (v.toarray() if hasattr(v, "toarray") else v).tolist() for k, v in s.data.items()})
             for s in reader]
+
+
+def rows(chunk):
+    return comparable(chunk.sequence(i) for i in range(len(chunk)))
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +136,68 @@ def test_a_changed_object_never_mixes_with_its_cached_ranges(s3, local_files, tm
     fs.put_file(str(tmp_path / "b.cbf"), url)
     assert comparable(CBFReader(url, storage_options=opts, cache_dir=tmp_path)) == \
         comparable(CBFReader(tmp_path / "b.cbf"))
+
+
+# -- one version per sweep ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_versions(tmp_path_factory):
+    """Two CBF files of the same size and layout, differing only in their values (x negated):
+    a reader mixing them sees plausible data and no length problem."""
+    d = tmp_path_factory.mktemp("versions")
+    seqs = sequences(200, seed=4)
+    for name, sign in (("A.cbf", 1), ("B.cbf", -1)):
+        with CBFWriter(d / name, STREAMS, chunk_size=2048) as w:
+            for s in seqs:
+                w.write({"x": sign * s["x"], "y": s["y"]})
+    a, b = (d / "A.cbf").read_bytes(), (d / "B.cbf").read_bytes()
+    assert len(a) == len(b) and a != b
+    return d
+
+
+def test_an_object_replaced_mid_sweep_is_an_error_naming_both_etags(s3, two_versions, tmp_path):
+    fs = s3.fs()
+    url = s3.url("replaced/data.cbf")
+    fs.put_file(str(two_versions / "A.cbf"), url)
+    etag_a = fs.info(url)["ETag"]
+    r = CBFReader(url, storage_options=s3.options(), cache_dir=tmp_path)
+    assert len(r.chunks) > 3
+    r.load_chunk(0)
+    fs.put_file(str(two_versions / "B.cbf"), url)
+    etag_b = fs.info(url)["ETag"]
+    assert etag_a != etag_b
+    with pytest.raises(SourceChangedError) as e:
+        r.load_chunk(1)
+    assert isinstance(e.value, RemoteReadError)
+    assert url in str(e.value) and etag_a in str(e.value) and etag_b in str(e.value)
+    # the cache holds no byte of B under A's key ...
+    a_bytes = (two_versions / "A.cbf").read_bytes()
+    cache = r._source._cache.directory
+    for entry in os.listdir(cache):
+        offset, n = (int(x, 16) for x in entry.split("-"))
+        with open(os.path.join(cache, entry), "rb") as f:
+            assert f.read() == a_bytes[offset:offset + n]
+    # ... so with A back, a sweep through the same cache is A's, all of it
+    fs.put_file(str(two_versions / "A.cbf"), url)
+    again = CBFReader(url, storage_options=s3.options(), cache_dir=tmp_path)
+    assert comparable(again) == comparable(CBFReader(two_versions / "A.cbf"))
+
+
+def test_a_version_aware_filesystem_finishes_the_sweep_on_the_version_it_opened(s3, two_versions):
+    import boto3
+    import s3fs
+    client = boto3.client("s3", endpoint_url=s3.endpoint(), region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+    client.create_bucket(Bucket="versioned")
+    client.put_bucket_versioning(Bucket="versioned", VersioningConfiguration={"Status": "Enabled"})
+    opts = dict(s3.options(), version_aware=True)
+    fs = s3fs.S3FileSystem(**opts)
+    url = "s3://versioned/data.cbf"
+    fs.put_file(str(two_versions / "A.cbf"), url)
+    r = CBFReader(url, storage_options=opts)
+    got = [r.load_chunk(0)]
+    fs.put_file(str(two_versions / "B.cbf"), url)
+    got += [r.load_chunk(k) for k in range(1, len(r.chunks))]
+    assert [rows(c) for c in got] == [rows(c) for c in CBFReader(two_versions / "A.cbf").iter_chunks()]
 
 
 # -- dropped connections ---------------------------------------------------------------------------------------

@@ -6,5 +6,6 @@ Format codecs read through ``open_source`` (size + ``pread``) and write through
 from recordkit.storage.location import is_url
 from recordkit.storage.retry import RetryPolicy
 from recordkit.storage.source import open_source
+from recordkit.storage.versions import SourceChangedError
 
-__all__ = ["is_url", "open_source", "RetryPolicy"]
+__all__ = ["is_url", "open_source", "RetryPolicy", "SourceChangedError"]

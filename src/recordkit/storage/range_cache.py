@@ -4,7 +4,8 @@ Readers fetch a remote file by the ranges its index names (a CBF chunk, a CTF ch
 OFRecord block), and read the same ranges again every sweep, so the cache stores exactly
 those ranges: one file per ``(offset, length)`` under a directory named after the URL and
 the object's version. A new version of the object gets a new directory; stale ones are
-never read (and can be deleted at will). Entries are written to a temporary file and
+never read (and can be deleted at will). The source stores a range only once it is known
+to be of that version (``versions.RemotePin``), so a directory never holds another's bytes. Entries are written to a temporary file and
 renamed, and an entry of the wrong length is ignored, so an interrupted run cannot leave
 a cache that returns bad bytes.
 """

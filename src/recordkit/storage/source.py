@@ -8,7 +8,9 @@ already fetched (``range_cache.RangeCache``), and checksum verification when a
 ``.rkcrc`` sidecar is present (``checksum.VerifiedSource``).
 
 ``pread`` follows ``os.pread``: it returns fewer bytes only at the end of the file, so
-readers detect a file truncated under them the same way for every source.
+readers detect a file truncated under them the same way for every source. Every range is
+of the version the source was opened on (``versions.py``): a file or object replaced
+mid-sweep is ``SourceChangedError``, never a mix of two versions.
 """
 from __future__ import annotations
 
@@ -18,10 +20,15 @@ import os
 
 from recordkit.storage.location import ensure_regular, filesystem, is_url, local_path
 from recordkit.storage.retry import RetryPolicy, ShortRead
+from recordkit.storage.versions import RemotePin, check_local
 
 
 class LocalSource:
-    """A local file read with ``os.pread`` (thread safe, no shared file position)."""
+    """A local file read with ``os.pread`` (thread safe, no shared file position).
+
+    The descriptor pins the file opened (a replacement renamed over it is not seen); a
+    rewrite in place or a truncation is caught by one ``fstat`` after each whole read
+    (``versions.py``). A short read is left to the reader, which reports the file shrinking."""
 
     remote = False
 
@@ -40,10 +47,14 @@ class LocalSource:
             raise IsADirectoryError(f"{self.name}: not a regular file")
         self.size = st.st_size
         self.fingerprint = (st.st_size, st.st_mtime_ns)
+        self._opened = st
         self.stats = {"fetches": 0, "bytes": 0}
 
     def pread(self, offset: int, n: int, *, cache: bool = True) -> bytes:
-        return os.pread(self._fd, n, offset)
+        data = os.pread(self._fd, n, offset)
+        if len(data) == n:
+            check_local(self.name, self._fd, self._opened, offset, offset + n)
+        return data
 
     def pread_into(self, offset: int, view) -> int:
         """Read ``len(view)`` bytes at ``offset`` into the writable buffer ``view``; the count read
@@ -56,6 +67,8 @@ class LocalSource:
             if got == 0:
                 break
             total += got
+        if total == n:
+            check_local(self.name, self._fd, self._opened, offset, offset + n)
         return total
 
     def current_size(self) -> int:
@@ -70,9 +83,10 @@ class LocalSource:
 class RemoteSource:
     """An object behind an fsspec URL, read by byte ranges with retries and an optional cache.
 
-    Size and version (ETag, else modification time) are read once at open: every later
-    range is asked of that size, and the cache is keyed by that version, so a changed
-    object never mixes with cached ranges of its previous content.
+    Size and version (ETag, version id, else modification time) are read once at open:
+    every later range is asked of that size and of that version (``versions.RemotePin``),
+    so a sweep never mixes two versions of the object, and the cache, keyed by that
+    version, only ever stores ranges of it.
     """
 
     remote = True
@@ -93,6 +107,7 @@ class RemoteSource:
         version = str(info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime")
                       or info.get("created") or "")
         self.fingerprint = (self.size, int.from_bytes(hashlib.sha256(version.encode()).digest()[:7], "little"))
+        self._pin = RemotePin(url, self._path, info, self.fs)
         self._cache = None
         if cache_dir is not None:
             from recordkit.storage.range_cache import RangeCache
@@ -110,7 +125,7 @@ class RemoteSource:
                 return hit
 
         def fetch() -> bytes:
-            data = self.fs.cat_file(self._path, start=offset, end=offset + want)
+            data = self._pin.read(self.fs, offset, offset + want)
             if len(data) != want:
                 raise ShortRead(f"got {len(data)} of {want} bytes")
             return data
