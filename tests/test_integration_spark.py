@@ -99,10 +99,11 @@ def cat(path) -> str:
 
 def test_cbf_read_through_spark_has_a_partition_per_chunk_and_the_readers_values(spark, cbf):
     want, n_chunks = reader_chunk(cbf)
+    from pyspark.sql.functions import spark_partition_id
     df = spark.read.format("recordkit").load(str(cbf))
-    assert df.rdd.getNumPartitions() == n_chunks
-    rows = df.orderBy("key").collect()
+    rows = df.withColumn("partition", spark_partition_id()).collect()  # one job, no shuffle: in file order
     assert [r.key for r in rows] == [int(k) for k in want.keys]
+    assert len({r.partition for r in rows}) == n_chunks
     x, y = want.columns["x"], want.columns["y"]
     for i, row in enumerate(rows):
         a, b = int(x.seq_offsets[i]), int(x.seq_offsets[i + 1])
@@ -146,6 +147,18 @@ def test_a_failed_write_leaves_neither_output_nor_work_directory(spark, tmp_path
     with pytest.raises(Exception, match="holds 3 values, the stream's dim is 2"):
         df.write.format("recordkit").mode("overwrite").option("to", "cbf").option("streams", "x=dense:2").save(str(out))
     assert os.listdir(tmp_path) == []
+
+
+def test_keys_beyond_sparks_long_are_a_located_error():
+    from recordkit.engine.chunk import ChunkData, DenseColumn
+    from recordkit.integrations.spark import _columns
+    spec = [StreamSpec("x", "dense", 1)]
+    chunk = ChunkData(7, np.array([1, 2**63], dtype=np.uint64), np.ones(2, dtype=np.int64),
+                      {"x": DenseColumn(np.zeros((2, 1), np.float32), np.array([0, 1, 2]))})
+    target = _columns.arrow_schema(_columns.spark_schema(spec, "float"))
+    with pytest.raises(FormatError, match=r"in\.cbf: sequence key 9223372036854775808 does not fit "
+                                          r".*chunk 7, sequence 1"):
+        list(_columns.batches(chunk, spec, "float", target, "in.cbf"))
 
 
 def test_bad_ctf_line_fails_the_job_with_the_located_error(spark, tmp_path):
