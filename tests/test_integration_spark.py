@@ -174,3 +174,36 @@ def test_bad_ctf_line_fails_the_job_with_the_located_error(spark, tmp_path):
     with pytest.raises(Exception) as failed:
         df.collect()
     assert str(local.value) in str(failed.value)
+
+
+# -- the publication the writer's commit() runs (integrations/task_sets), without a Spark job ------------------
+def test_publishing_parts_replaces_an_older_part_directory_whole(cbf, tmp_path):
+    from recordkit.formats import registry
+    from recordkit.integrations import task_sets
+    fmt = registry.get("cbf")
+    out = tmp_path / "out"
+    out.mkdir()
+    for i in range(3):  # an earlier, larger write
+        shutil.copy(cbf, out / f"part-{i:05d}.cbf")
+    work = task_sets.work_directory(str(out))
+    os.makedirs(work)
+    written = [task_sets.task_output(fmt, work, t) for t in (4, 9)]  # tasks 4 and 9 had rows
+    for w in written:
+        shutil.copy(cbf, w)
+    paths = task_sets.publish(fmt, written, str(out), STREAMS, work=work)
+    assert sorted(os.listdir(out)) == ["part-00000.cbf", "part-00001.cbf"]
+    assert paths == [str(out / "part-00000.cbf"), str(out / "part-00001.cbf")]
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # the work and staging directories are gone
+    assert cat(out) == cat(cbf) + "".join(line.replace(f'"key":{i}', f'"key":{i + N_SEQ}', 1) for i, line in
+                                          enumerate(cat(cbf).splitlines(keepends=True)))
+
+
+def test_publishing_no_task_output_writes_one_empty_data_set_and_one_file_formats_need_parts(tmp_path):
+    from recordkit.errors import UsageError
+    from recordkit.formats import registry
+    from recordkit.integrations import task_sets
+    out = tmp_path / "empty"
+    task_sets.publish(registry.get("cbf"), [], str(out), STREAMS, work=task_sets.work_directory(str(out)))
+    assert os.listdir(out) == ["part-00000.cbf"] and cat(out) == ""
+    with pytest.raises(UsageError, match="ctf: a distributed write cannot join"):
+        task_sets.check_writable(registry.get("ctf"))

@@ -64,7 +64,8 @@ def publish(fmt, outputs: list[str], directory: str, streams, *, work: str, prec
     no output at all publishes one empty set, as a local conversion of nothing writes. The work
     directory is removed either way. Returns the paths written."""
     try:
-        if not outputs:
+        if not outputs:  # (no task made the work directory: none had rows)
+            location.makedirs(work, storage_options)
             empty = task_output(fmt, work, 0)
             fmt.open_writer(empty, streams, precision=precision, storage_options=storage_options).close()
             outputs = [empty]
