@@ -10,8 +10,9 @@ complete data set or what it held before, never a part of a failed job.
 Options: ``to`` (the format; default: PATH's extension), ``streams`` (``NAME=FORMAT:DIM``
 strings naming the columns to write; default: the declarations a recordkit read records in
 the schema), ``precision``, ``chunkSize`` (CBF), ``shardSize`` (shard formats),
-``checksums``. Spark offers Python data sources the modes ``overwrite`` (PATH replaced as a whole)
-and ``append``, which writes a new PATH only: recordkit data sets are not appended to.
+``checksums``. Without a ``key`` column a task numbers its sequences from 0. Spark offers
+Python data sources the modes ``overwrite`` (PATH replaced as a whole) and ``append``, which
+writes a new PATH only: recordkit data sets are not appended to.
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ class RecordkitWriter(DataSourceArrowWriter):
                     out = self.format.open_writer(where, self.streams, precision=self.precision,
                                                   checksums=self.checksums, **self.options)
                 chunk = batch_to_chunk(batch, self.columns, path=self.directory, where=f"Spark partition {task}",
-                                       chunk_id=-1, first_key=0, first_row=n)
+                                       chunk_id=-1, first_key=n, first_row=n)
                 out.write_chunk(chunk)
                 n += len(chunk)
         except BaseException:
