@@ -14,4 +14,8 @@ Each submodule imports its framework only when it is itself imported, so
   (``read_ctf``, ``read_cbf``, ``read_ofrecord``, ``read_singa``), CBF/OFRecord
   datasinks writing one atomic part per task, and ``minibatches_from_ray`` for
   workers fed by ``streaming_split`` (``pip install 'recordkit[ray]'``).
+- ``recordkit.integrations.spark``: a Spark 4 Python data source (``register(spark)``,
+  ``spark.read.format("recordkit")``, ``df.write.format("recordkit")``), partitions
+  planned like Ray's blocks (``chunk_plan``), writes published whole (``task_sets``)
+  (``pip install 'recordkit[spark]'``).
 """

@@ -26,13 +26,14 @@ import numpy as np
 
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.integrations.ray._arrow import arrow_to_chunk, to_table
-from recordkit.integrations.ray.datasource import _streams
+from recordkit.integrations.chunk_plan import stream_specs as _streams
 
 try:
     from ray.data import Datasink
 except ImportError as e:  # pragma: no cover
     raise ImportError("recordkit.integrations.ray needs Ray Data: pip install 'recordkit[ray]'") from e
 
+from recordkit.integrations import task_sets
 from recordkit.storage import location
 
 __all__ = ["CBFDatasink", "OFRecordDatasink", "DataSetDatasink"]
@@ -212,7 +213,6 @@ class DataSetDatasink(_StreamsDatasink):
 
     def __init__(self, directory, streams, *, to: str, precision="float", shard_size: int | None = None,
                  storage_options=None, checksums: bool = False):
-        import uuid
         from recordkit.formats import registry
         self.format = registry.get(to)
         if self.format.joiner is None:
@@ -221,14 +221,13 @@ class DataSetDatasink(_StreamsDatasink):
         super().__init__(directory, streams, precision=precision, storage_options=storage_options,
                          checksums=checksums)
         self.shard_size = shard_size
-        parent, name = os.path.split(self.directory.rstrip("/"))
-        self.work = location.join(parent or ".", f".{name}.{uuid.uuid4().hex[:12]}.tasks")
+        self.work = task_sets.work_directory(self.directory)
 
     def on_write_start(self, schema=None) -> None:
         location.makedirs(self.work, self.storage_options)
 
     def write(self, blocks, ctx) -> dict:
-        where = location.join(self.work, f"task-{int(ctx.task_idx):05d}")
+        where = task_sets.task_output(self.format, self.work, ctx.task_idx)
         options = {"shard_size": self.shard_size} if self.shard_size else {}
 
         def open_set():
@@ -243,18 +242,10 @@ class DataSetDatasink(_StreamsDatasink):
 
     def on_write_complete(self, write_result) -> None:
         done = sorted((r for r in write_result.write_returns if r and r["path"]), key=lambda r: r["task"])
-        try:
-            if not done:  # no rows at all: one empty set, as a local conversion of nothing writes
-                empty = location.join(self.work, "task-empty")
-                self.format.open_writer(empty, self.streams, precision=self.precision,
-                                        storage_options=self.storage_options).close()
-                done = [{"path": empty, "sequences": 0}]
-            names = self.format.join([r["path"] for r in done], self.directory, storage_options=self.storage_options,
-                                     checksums=self.checksums)
-        finally:
-            location.remove_tree(self.work, self.storage_options)
-        self.paths = [location.join(self.directory, n) for n in names]
+        self.paths = task_sets.publish(self.format, [r["path"] for r in done], self.directory, self.streams,
+                                       work=self.work, precision=self.precision,
+                                       storage_options=self.storage_options, checksums=self.checksums)
         self.sequences_written = sum(r["sequences"] for r in done)
 
     def on_write_failed(self, error: Exception) -> None:
-        location.remove_tree(self.work, self.storage_options)
+        task_sets.discard(self.work, self.storage_options)

@@ -16,7 +16,7 @@ import numpy as np
 
 from recordkit.engine.minibatch import Minibatch, counted, pack_from_chunks
 from recordkit.integrations.ray._arrow import arrow_to_chunk
-from recordkit.integrations.ray.datasource import _streams
+from recordkit.integrations.chunk_plan import stream_specs as _streams
 
 __all__ = ["minibatches_from_ray", "minibatch_from_batch"]
 
