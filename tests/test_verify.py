@@ -192,6 +192,32 @@ def test_a_damaged_manifest_is_a_located_error(tmp_path):
         v.load_manifest(tmp_path / "m")
 
 
+def test_bridge_data_sets_verify_by_their_recorded_streams_and_a_changed_value_is_found(ctf, tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "a.parquet"
+    assert run(capsys, "convert", ctf, out, *S)[0] == 0
+    code, _, err = run(capsys, "verify", ctf, out, *S)  # the Parquet side was parsed as CTF text
+    assert code == 0 and "300 sequences compared" in err and "identical" in err
+    code, _, err = run(capsys, "verify", out, ctf)  # the streams of the CTF side from the Parquet side
+    assert code == 0 and "identical" in err
+    table = pq.read_table(out)
+    x = table.column("x").to_pylist()
+    x[101][0][1] = float(np.nextafter(np.float32(x[101][0][1]), np.float32(np.inf)))
+    changed = tmp_path / "b.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("x"), "x", pa_array(x, table.schema.field("x").type)),
+                   changed)
+    code, out_text, err = run(capsys, "verify", ctf, changed, *S)
+    assert code == 1 and "DIFFERENT (1 difference(s))" in err
+    assert out_text.startswith("sequence 101: stream 'x', sample 0, column 1")
+    assert f"DST {changed}: row group 0, row 101 of the group (sequence 101 of the data set, sample 0)" in out_text
+
+
+def pa_array(values, type_):
+    import pyarrow as pa
+    return pa.array(values, type=type_)
+
+
 def test_streams_must_come_from_somewhere(ctf, tmp_path, capsys):
     code, _, err = run(capsys, "verify", ctf, ctf)
     assert code == 2 and "--stream" in err

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from recordkit.engine import DEFAULT_CHUNK_SIZE
 
-SELF_DESCRIBED = ("cbf", "singa")
+DECLARED = ("ctf", "ofrecord", "csv")  # the kinds read with declared streams; the others record their own
 
 
 def register(sub) -> None:
@@ -55,11 +55,13 @@ def declared_streams(args):
     return None
 
 
-def _like(streams):
+def _like(streams, aliases: bool = False):
     """Declarations for a side that has none, from the other side: same names, formats, dims
-    (a conversion writes the names as CTF names / OFRecord feature names)."""
+    (a conversion writes the names as CTF names / OFRecord feature names; the recorded aliases
+    where the other side ``keeps_aliases``, as a conversion from it does)."""
     from recordkit.engine.streams import StreamSpec
-    return [StreamSpec(s.name, s.format, s.dim, alias=s.name, defines_mb_size=s.defines_mb_size) for s in streams]
+    return [StreamSpec(s.name, s.format, s.dim, alias=s.alias if aliases else s.name,
+                       defines_mb_size=s.defines_mb_size) for s in streams]
 
 
 def _precision_of(d) -> str:
@@ -102,6 +104,9 @@ def open_side(path, kind, args, streams=None, precision=None):
     if kind == "singa":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         return SingaRecordDeserializer(path, precision="float", storage_options=opts)
+    if kind not in DECLARED:  # the bridge formats record their streams: a selection by name here
+        from recordkit.formats import registry
+        return registry.get(kind).open_reader(path, _like(streams) if streams else None, **storage(args))
     if not streams:
         raise UsageError(f"{path}: {kind} needs stream declarations: give --stream NAME=FORMAT:DIM[:ALIAS] "
                          f"(or --header FILE)")
@@ -122,13 +127,14 @@ def open_pair(args, src_path, dst_path):
     paths = [src_path, dst_path]
     declared = declared_streams(args)
     # the side that knows most about itself first: streams and dtypes (CBF, SINGA), then dtypes (OFRecord), then CTF
-    rank = {"cbf": 0, "singa": 0, "ofrecord": 1}
-    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 2))
+    rank = {"ofrecord": 1, "ctf": 2, "csv": 2}
+    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 0))
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
-        streams = declared or (_like(other.streams) if other is not None else None)
-        if streams is None and kinds[i] not in SELF_DESCRIBED:
+        streams = declared or (_like(other.streams, getattr(other, "keeps_aliases", False))
+                               if other is not None else None)
+        if streams is None and kinds[i] in DECLARED:
             raise UsageError(f"neither {src_path} ({kinds[0]}) nor {dst_path} ({kinds[1]}) carries its streams: "
                              f"declare them with --stream NAME=FORMAT:DIM[:ALIAS] (or --header FILE)")
         precision = args.precision or (_precision_of(other) if other is not None else None)
