@@ -61,6 +61,10 @@ def register(sub) -> None:
                         "mds or hf data set (a set per write task, joined)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="with --engine ray: the cluster to join (default: start a local one)")
+    p.add_argument("--content-defined-chunking", action=argparse.BooleanOptionalAction, default=None,
+                   help="Parquet output: cut data pages by content (pyarrow >= 21), so a data set that changes a "
+                        "little keeps most pages byte for byte (deduplicated uploads to the Hugging Face Hub); "
+                        "default on for hf:// outputs where pyarrow supports it")
     p.add_argument("--allow-densify", action="store_true",
                    help="convert even when the output is estimated above 10x the input (e.g. sparse streams "
                         "written dense into a format without sparse data)")
@@ -78,6 +82,8 @@ def check_arguments(parser, args) -> None:
         parser.error("argument --from: csv needs --csv-dim N (the values per line)")
     if args.ray_address is not None and args.engine != "ray":
         parser.error("argument --ray-address: only with --engine ray")
+    if args.content_defined_chunking is not None and args.engine == "ray":
+        parser.error("argument --content-defined-chunking: only with the local engine")
 
 
 def read_header_file(path: str) -> list[StreamSpec]:
@@ -134,9 +140,15 @@ def run(args) -> int:
             max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
             cache_index=args.cache_index, csv_dim=args.csv_dim, csv_separator=args.csv_separator,
             csv_has_label=not args.csv_no_label, part_order=args.part_order,
-            allow_empty_streams=sources.allowed_empty(args))
+            allow_empty_streams=sources.allowed_empty(args), writer_options=_writer_options(args))
     _report(args, result)
     return 0
+
+
+def _writer_options(args) -> dict:
+    """The output format's options given on the command line (only those given)."""
+    cdc = getattr(args, "content_defined_chunking", None)
+    return {} if cdc is None else {"content_defined_chunking": cdc}
 
 
 def _input_size(path, storage_options) -> int:

@@ -86,6 +86,11 @@ class Format:
         self.require("writing")
         return _load(self.joiner)(sources, output, storage_options=storage_options, checksums=checksums)
 
+    def writer_takes(self, option: str) -> bool:
+        """Whether this format's writer names ``option`` (a conversion refuses one it does not)."""
+        import inspect
+        return self.writer is not None and option in inspect.signature(_load(self.writer)).parameters
+
     def open_writer(self, path, streams, **options):
         if self.writer is None:
             raise UsageError(f"recordkit does not write {self.name} data")
