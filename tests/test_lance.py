@@ -207,3 +207,49 @@ def test_not_a_lance_set_is_a_located_error(tmp_path):
         LanceDeserializer(str(tmp_path / "x.lance"))
     with pytest.raises(FileNotFoundError, match="no such directory"):
         LanceDeserializer(str(tmp_path / "none.lance"))
+
+
+def _png(i: int) -> bytes:
+    """A tiny PNG-signed blob (the bytes after the signature are never decoded)."""
+    return b"\x89PNG\r\n\x1a\n" + bytes([i]) * (10 + i)
+
+
+def test_ofrecord_records_keep_images_and_bytes_as_binary_columns(tmp_path, capsys):
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(str(tmp_path / "of"), 2) as w:
+        for i in range(4):
+            w.write({"encoded": _png(i), "tags": [b"a", b"b" * i], "class/label": np.array([i], np.int32),
+                     "score": np.array([0.5, i], np.float64), "key": np.array([100 + i])})
+    out = tmp_path / "of.lance"
+    code, _, err = run(capsys, "convert", tmp_path / "of", out, "--image-feature", "encoded")
+    assert code == 0, err
+    table = lance.dataset(str(out)).to_table()
+    assert table.schema.field("encoded").type == pa.binary()
+    assert table.schema.field("tags").type == pa.list_(pa.binary())
+    assert table.schema.field("class/label").type == pa.list_(pa.int32())
+    assert table.schema.field("score").type == pa.list_(pa.float64())
+    rows = sorted(table.to_pylist(), key=lambda r: r["key"])  # 2 parts: records dealt round robin
+    assert [r["key"] for r in rows] == [100, 101, 102, 103]
+    for i, r in enumerate(rows):
+        assert r["encoded"] == _png(i) and r["tags"] == [b"a", b"b" * i]
+        assert r["class/label"] == [i] and r["score"] == [0.5, float(i)]
+    # the numeric columns read back as streams; the binary ones are named when they are not chosen
+    assert cat(capsys, out, "--stream", "label=dense:1:class/label")[0]["label"] in ([[0.0]], [[1.0]])
+    code, _, err = run(capsys, "cat", out)
+    assert code == 1 and "column 'encoded' is binary" in err
+
+
+def test_ofrecord_records_that_do_not_fit_one_column_per_feature_are_located(tmp_path, capsys):
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(str(tmp_path / "of")) as w:
+        w.write({"encoded": _png(0), "label": np.array([1], np.int64)})
+        w.write({"encoded": _png(1)})
+    code, _, err = run(capsys, "convert", tmp_path / "of", tmp_path / "a.lance", "--image-feature", "encoded")
+    assert code == 1 and "record 1" in err and "differ from the first record's (encoded, label)" in err
+    assert not (tmp_path / "a.lance").exists()
+    with OFRecordWriter(str(tmp_path / "of2")) as w:
+        w.write({"encoded": b"GIF89a...."})
+    code, _, err = run(capsys, "convert", tmp_path / "of2", tmp_path / "b.lance", "--image-feature", "encoded")
+    assert code == 1 and "neither JPEG nor PNG" in err and "record 0" in err
+    code, _, err = run(capsys, "convert", tmp_path / "of", tmp_path / "c.lance", "--parts", "2")
+    assert code == 2 and "--parts" in err and not (tmp_path / "c.lance").exists()

@@ -127,7 +127,9 @@ def run(args) -> int:
     from recordkit.formats.detect import sniff_format
     source_format = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
     streams = _streams_arg(args)
-    if target in registry.shard_formats() and source_format == "ofrecord" and streams is None and _records_as_records(args):
+    from recordkit.formats.records_bridge import RECORD_TARGETS
+    if (target in registry.shard_formats() or target in RECORD_TARGETS) and source_format == "ofrecord" \
+            and streams is None and _records_as_records(args):
         return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum))
     if streams is None and source_format == "ctf":
         sources.parse_streams(args)  # "declare at least one --stream ..."
@@ -174,7 +176,8 @@ def _report(args, result) -> None:
 
 
 def _records_to_bridge(args, target, out: dict) -> int:
-    """OFRecord -> WebDataset/TFRecord/MDS without stream declarations: records converted feature by feature."""
+    """OFRecord -> WebDataset/TFRecord/Lance without stream declarations: records converted feature by feature
+    (MDS: an error asking for streams)."""
     from recordkit.formats.records_bridge import convert_records
     t0 = time.perf_counter()
     n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,

@@ -8,7 +8,7 @@ no ``--stream`` and knows its chunks' sizes without decoding them.
 
 A local data set is written in a staging directory beside the target and put in place whole
 (``staged_directory.py``); a URL is written by Lance's own object store, where nothing is
-visible before the commit writes the manifest.
+visible before the commit writes the manifest (``LanceTarget``, shared with ``records.py``).
 """
 from __future__ import annotations
 
@@ -36,29 +36,64 @@ def _is_entry(name: str) -> bool:
     return name in ENTRIES
 
 
+def refuse_options(path: str, *, checksums=False, parts=None, shard_size=None) -> None:
+    """A usage error for the options of other formats' outputs that a Lance data set has no use for."""
+    if checksums:
+        raise UsageError(f"{path}: a Lance data set gets no .rkcrc sidecars (its files are named by Lance); "
+                         f"convert without --checksum")
+    if parts is not None or shard_size is not None:
+        raise UsageError(f"{path}: a Lance data set is one directory, its fragments one per input chunk: "
+                         f"convert without --parts/--shard-size")
+
+
+class LanceTarget:
+    """Where a data set is written: a local target through a staging directory beside it, swapped in
+    whole by ``commit`` (``staged_directory.py``); a URL by Lance's object store, where nothing is
+    visible before the manifest is committed. ``write(table)`` adds fragments (one data file for up to
+    ``rows`` rows), ``commit(schema)`` makes them the data set."""
+
+    def __init__(self, path: str, storage_options=None):
+        self.path = path
+        self._dir = None
+        self.fragments: list = []
+        if location.is_url(path):
+            self.uri = path
+        else:
+            from recordkit.staged_directory import StagedDirectory
+            self._dir = StagedDirectory(path, _is_entry, storage_options=storage_options, what="Lance data set")
+            for name in ENTRIES[:3]:
+                self._dir.path(name)
+            self.uri = os.path.dirname(self._dir.path(ENTRIES[0]))
+
+    def write(self, table: pa.Table) -> int:
+        """``table`` as one fragment (more when Lance cuts it); the number of fragments written."""
+        written = write_fragments(table, self.uri, schema=table.schema, max_rows_per_file=max(table.num_rows, 1))
+        self.fragments += written
+        return len(written)
+
+    def commit(self, schema: pa.Schema) -> None:
+        lance.LanceDataset.commit(self.uri, lance.LanceOperation.Overwrite(schema, self.fragments))
+        if self._dir is not None:
+            self._dir.commit()
+
+    def abort(self) -> None:
+        if self._dir is not None:
+            self._dir.abort()
+
+
 class LanceWriter(AtomicWriter):
     """Write sequences as the rows of a Lance data set (``formats/parquet/arrow.py``'s columns)."""
 
-    def __init__(self, path, streams, *, precision="float", checksums: bool = False, storage_options=None, **_):
+    def __init__(self, path, streams, *, precision="float", checksums: bool = False, storage_options=None,
+                 parts: int | None = None, shard_size: int | None = None, **_):
         self.path = path if isinstance(path, str) else os.fspath(path)
-        if checksums:
-            raise UsageError(f"{self.path}: a Lance data set gets no .rkcrc sidecars (its files are named by Lance); "
-                             f"convert without --checksum")
+        refuse_options(self.path, checksums=checksums, parts=parts, shard_size=shard_size)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         self.precision = "double" if self.dtype == np.float64 else "float"
         self.schema = schema_for(self._streams, self.precision)
         self.sequences_written = 0
-        self._dir = None
-        if location.is_url(self.path):
-            self._uri = self.path
-        else:
-            from recordkit.staged_directory import StagedDirectory
-            self._dir = StagedDirectory(self.path, _is_entry, storage_options=storage_options, what="Lance data set")
-            self._uri = os.path.dirname(self._dir.path("_versions"))
-            for name in ENTRIES[:3]:
-                self._dir.path(name)
-        self._fragments: list = []
+        self._target = LanceTarget(self.path, storage_options)
         self._samples: list[int] = []
         self._pending: list = []
         self._pending_samples = 0
@@ -91,9 +126,8 @@ class LanceWriter(AtomicWriter):
             return
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         self._pending = []
-        written = write_fragments(table, self._uri, schema=self.schema, max_rows_per_file=max(table.num_rows, 1))
-        self._fragments += written
-        self._samples += [self._pending_samples] + [0] * (len(written) - 1)
+        written = self._target.write(table)
+        self._samples += [self._pending_samples] + [0] * (written - 1)
         self._pending_samples = 0
 
     def close(self) -> None:
@@ -101,15 +135,11 @@ class LanceWriter(AtomicWriter):
             self._flush()
             meta = dict(self.schema.metadata)
             meta[META_SAMPLES] = json.dumps(self._samples).encode()
-            lance.LanceDataset.commit(self._uri, lance.LanceOperation.Overwrite(self.schema.with_metadata(meta),
-                                                                                self._fragments))
-            if self._dir is not None:
-                self._dir.commit()
+            self._target.commit(self.schema.with_metadata(meta))
         except BaseException:
             self.abort()
             raise
 
     def abort(self) -> None:
         self._pending = []
-        if self._dir is not None:
-            self._dir.abort()
+        self._target.abort()
