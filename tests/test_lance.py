@@ -94,10 +94,15 @@ def test_a_key_column_gives_the_keys_and_random_access_takes_rows(tmp_path, monk
     cols["key"] = pa.array(np.arange(10, dtype=np.uint64) * 7)
     path = foreign(tmp_path / "k.lance", **cols)
 
-    def refuse(*_a, **_k):
-        raise AssertionError("a chunk was decoded for an item")
-    monkeypatch.setattr(LanceDeserializer, "load_chunk", refuse)
-    src = RandomAccessDataSource(str(path))
+    def refuse(what):
+        def fail(*_a, **_k):
+            raise AssertionError(what)
+        return fail
+    with monkeypatch.context() as m:  # 4 fragments, 4 cached chunks: decoded whole, kept for the next items
+        m.setattr(LanceDeserializer, "take_sequences", refuse("rows taken where every chunk fits the cache"))
+        assert [int(r["key"]) for r in RandomAccessDataSource(str(path)).__getitems__([9, 0])] == [63, 0]
+    monkeypatch.setattr(LanceDeserializer, "load_chunk", refuse("a chunk was decoded for an item"))
+    src = RandomAccessDataSource(str(path), cache_chunks=2)  # fewer than the fragments: items taken
     assert len(src) == 10
     items = src.__getitems__([9, 0, 5])
     assert [int(r["key"]) for r in items] == [63, 0, 35]

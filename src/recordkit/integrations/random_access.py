@@ -8,7 +8,8 @@ global index maps to (chunk, index in chunk) by a binary search of the cumulativ
 the chunk is decoded once and kept in a small LRU cache, so sequential access decodes each chunk
 once and shuffled access decodes at most one chunk per item (fewer when the cache holds the data
 set's hot chunks). A reader that reads single rows (``take_sequences(rows)``: Lance's ``take``) is
-asked for the items themselves, with no chunk decoded or cached. The source works against the
+asked for the items themselves when the data set has more chunks than the cache holds: no chunk is
+decoded for an item, and ``__getitems__`` reads a batch in one call. The source works against the
 Deserializer protocol only, never a file layout.
 
 A record is a dict of NumPy arrays: ``"key"`` (uint64 scalar array), per dense stream ``NAME``
@@ -173,10 +174,11 @@ class RandomAccessDataSource:
         return self._starts[c] + j
 
     def _takes(self) -> bool:
-        """Whether the reader decodes single sequences (``take_sequences(rows)``, rows in storage
-        order): then no chunk is decoded and cached for an item."""
+        """Whether items are read one by one: the reader decodes single sequences (``take_sequences(rows)``,
+        rows in storage order) and the data set has more chunks than the cache holds (where they all fit,
+        decoded chunks serve shuffled items faster: 37,000 against 600 items/s on 5 Lance fragments)."""
         self._here()
-        return hasattr(self._open(), "take_sequences")
+        return len(self._chunk_ids) > self._cache_chunks and hasattr(self._open(), "take_sequences")
 
     # -- the chunk cache ---------------------------------------------------------------------------
     def _here(self) -> None:
