@@ -98,9 +98,9 @@ def open_side(path, kind, args, streams=None, precision=None):
     from recordkit.cli.sources import storage
     from recordkit.errors import UsageError
     opts = getattr(args, "storage_options", None)
-    if kind == "cbf":
-        from recordkit.formats.cbf import CBFReader
-        return CBFReader(path, **storage(args))
+    if kind == "cbf":  # a file or a directory of parts
+        from recordkit.formats.cbf.parts import open_cbf_data_set
+        return open_cbf_data_set(path, **storage(args))
     if kind == "singa":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         return SingaRecordDeserializer(path, precision="float", storage_options=opts)
