@@ -258,3 +258,5 @@ def test_ofrecord_records_that_do_not_fit_one_column_per_feature_are_located(tmp
     assert code == 1 and "neither JPEG nor PNG" in err and "record 0" in err
     code, _, err = run(capsys, "convert", tmp_path / "of", tmp_path / "c.lance", "--parts", "2")
     assert code == 2 and "--parts" in err and not (tmp_path / "c.lance").exists()
+    code, _, err = run(capsys, "convert", tmp_path / "of", tmp_path / "c.lance", "--content-defined-chunking")
+    assert code == 2 and "--content-defined-chunking" in err and not (tmp_path / "c.lance").exists()

@@ -179,6 +179,9 @@ def _records_to_bridge(args, target, out: dict) -> int:
     """OFRecord -> WebDataset/TFRecord/Lance without stream declarations: records converted feature by feature
     (MDS: an error asking for streams)."""
     from recordkit.formats.records_bridge import convert_records
+    given = [f"--{o.replace('_', '-')}" for o in _writer_options(args)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: records converted feature by feature to {target} have no such option")
     t0 = time.perf_counter()
     n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,
                         shard_size=args.shard_size, **out)
