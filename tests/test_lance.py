@@ -260,3 +260,15 @@ def test_ofrecord_records_that_do_not_fit_one_column_per_feature_are_located(tmp
     assert code == 2 and "--parts" in err and not (tmp_path / "c.lance").exists()
     code, _, err = run(capsys, "convert", tmp_path / "of", tmp_path / "c.lance", "--content-defined-chunking")
     assert code == 2 and "--content-defined-chunking" in err and not (tmp_path / "c.lance").exists()
+
+
+def test_deleted_rows_are_skipped_alike_by_chunks_and_by_take(tmp_path):
+    from recordkit.formats.lance.reader import LanceDeserializer
+    path = foreign(tmp_path / "d.lance", label=pa.array(np.arange(10) * 10))  # fragments of 3 rows
+    lance.dataset(str(path)).delete("label = 20 OR label = 70")
+    r = LanceDeserializer(str(path))
+    assert [c.num_sequences for c in r.chunks] == [2, 3, 2, 1]
+    by_chunks = np.concatenate([r.load_chunk(c.id).columns["label"].values.ravel() for c in r.chunks])
+    taken = r.take_sequences(np.arange(8))
+    assert by_chunks.tolist() == taken.columns["label"].values.ravel().tolist() == [0, 10, 30, 40, 50, 60, 80, 90]
+    assert taken.keys.tolist() == list(range(8))
