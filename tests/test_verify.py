@@ -192,6 +192,56 @@ def test_a_damaged_manifest_is_a_located_error(tmp_path):
         v.load_manifest(tmp_path / "m")
 
 
+def test_bridge_data_sets_verify_by_their_recorded_streams_and_a_changed_value_is_found(ctf, tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "a.parquet"
+    assert run(capsys, "convert", ctf, out, *S)[0] == 0
+    code, _, err = run(capsys, "verify", ctf, out, *S)  # the Parquet side was parsed as CTF text
+    assert code == 0 and "300 sequences compared" in err and "identical" in err
+    code, _, err = run(capsys, "verify", out, ctf)  # the streams of the CTF side from the Parquet side
+    assert code == 0 and "identical" in err
+    table = pq.read_table(out)
+    x = table.column("x").to_pylist()
+    x[101][0][1] = float(np.nextafter(np.float32(x[101][0][1]), np.float32(np.inf)))
+    changed = tmp_path / "b.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("x"), "x", pa_array(x, table.schema.field("x").type)),
+                   changed)
+    code, out_text, err = run(capsys, "verify", ctf, changed, *S)
+    assert code == 1 and "DIFFERENT (1 difference(s))" in err
+    assert out_text.startswith("sequence 101: stream 'x', sample 0, column 1")
+    assert f"DST {changed}: row group 0, row 101 of the group (sequence 101 of the data set, sample 0)" in out_text
+
+
+def test_a_difference_in_an_hf_set_or_a_directory_of_cbf_parts_is_located(ctf, tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    hf, parts = tmp_path / "a_hf", tmp_path / "parts.cbf"
+    assert run(capsys, "convert", ctf, hf, "--to", "hf", *S)[0] == 0
+    parts.mkdir()
+    with CBFWriter(parts / "part-0.cbf", STREAMS, chunk_size=2000) as w:
+        for chunk in CTFReader(ctf, STREAMS).iter_chunks():
+            w.write_chunk(chunk)
+    lines = ctf.read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("303 "))
+    fields = lines[i].split()
+    fields[3] = repr(float(fields[3]) * 2 + 1)
+    lines[i] = " ".join(fields)
+    changed = tmp_path / "b.ctf"
+    changed.write_text("\n".join(lines) + "\n")
+    code, out, err = run(capsys, "verify", changed, hf, *S)  # the HF chunk table was unpacked as OFRecord's
+    assert code == 1 and "DIFFERENT (1 difference(s))" in err
+    assert f"DST {hf}/data-00000-of-00001.arrow: record batches 0.." in out
+    assert "row 101 of them (sequence 101 of the data set, sample 0)" in out
+    code, out, err = run(capsys, "verify", changed, parts, *S)
+    assert code == 1 and "DIFFERENT (1 difference(s))" in err
+    assert f"DST {parts}/part-0.cbf: chunk " in out and "at byte offset" in out
+
+
+def pa_array(values, type_):
+    import pyarrow as pa
+    return pa.array(values, type=type_)
+
+
 def test_streams_must_come_from_somewhere(ctf, tmp_path, capsys):
     code, _, err = run(capsys, "verify", ctf, ctf)
     assert code == 2 and "--stream" in err

@@ -61,6 +61,10 @@ def register(sub) -> None:
                         "mds or hf data set (a set per write task, joined)")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="with --engine ray: the cluster to join (default: start a local one)")
+    p.add_argument("--content-defined-chunking", action=argparse.BooleanOptionalAction, default=None,
+                   help="Parquet output: cut data pages by content (pyarrow >= 21), so a data set that changes a "
+                        "little keeps most pages byte for byte (deduplicated uploads to the Hugging Face Hub); "
+                        "default on for hf:// outputs where pyarrow supports it")
     p.add_argument("--allow-densify", action="store_true",
                    help="convert even when the output is estimated above 10x the input (e.g. sparse streams "
                         "written dense into a format without sparse data)")
@@ -78,6 +82,8 @@ def check_arguments(parser, args) -> None:
         parser.error("argument --from: csv needs --csv-dim N (the values per line)")
     if args.ray_address is not None and args.engine != "ray":
         parser.error("argument --ray-address: only with --engine ray")
+    if args.content_defined_chunking is not None and args.engine == "ray":
+        parser.error("argument --content-defined-chunking: only with the local engine")
 
 
 def read_header_file(path: str) -> list[StreamSpec]:
@@ -121,7 +127,9 @@ def run(args) -> int:
     from recordkit.formats.detect import sniff_format
     source_format = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
     streams = _streams_arg(args)
-    if target in registry.shard_formats() and source_format == "ofrecord" and streams is None and _records_as_records(args):
+    from recordkit.formats.records_bridge import RECORD_TARGETS
+    if (target in registry.shard_formats() or target in RECORD_TARGETS) and source_format == "ofrecord" \
+            and streams is None and _records_as_records(args):
         return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum))
     if streams is None and source_format == "ctf":
         sources.parse_streams(args)  # "declare at least one --stream ..."
@@ -134,9 +142,15 @@ def run(args) -> int:
             max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
             cache_index=args.cache_index, csv_dim=args.csv_dim, csv_separator=args.csv_separator,
             csv_has_label=not args.csv_no_label, part_order=args.part_order,
-            allow_empty_streams=sources.allowed_empty(args))
+            allow_empty_streams=sources.allowed_empty(args), writer_options=_writer_options(args))
     _report(args, result)
     return 0
+
+
+def _writer_options(args) -> dict:
+    """The output format's options given on the command line (only those given)."""
+    cdc = getattr(args, "content_defined_chunking", None)
+    return {} if cdc is None else {"content_defined_chunking": cdc}
 
 
 def _input_size(path, storage_options) -> int:
@@ -162,8 +176,12 @@ def _report(args, result) -> None:
 
 
 def _records_to_bridge(args, target, out: dict) -> int:
-    """OFRecord -> WebDataset/TFRecord/MDS without stream declarations: records converted feature by feature."""
+    """OFRecord -> WebDataset/TFRecord/Lance without stream declarations: records converted feature by feature
+    (MDS: an error asking for streams)."""
     from recordkit.formats.records_bridge import convert_records
+    given = [f"--{o.replace('_', '-')}" for o in _writer_options(args)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: records converted feature by feature to {target} have no such option")
     t0 = time.perf_counter()
     n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,
                         shard_size=args.shard_size, **out)

@@ -54,11 +54,13 @@ def declared_streams(args):
     return None
 
 
-def _like(streams):
+def _like(streams, aliases: bool = False):
     """Declarations for a side that has none, from the other side: same names, formats, dims
-    (a conversion writes the names as CTF names / OFRecord feature names)."""
+    (a conversion writes the names as CTF names / OFRecord feature names; the recorded aliases
+    where the other side ``keeps_aliases``, as a conversion from it does)."""
     from recordkit.engine.streams import StreamSpec
-    return [StreamSpec(s.name, s.format, s.dim, alias=s.name, defines_mb_size=s.defines_mb_size) for s in streams]
+    return [StreamSpec(s.name, s.format, s.dim, alias=s.alias if aliases else s.name,
+                       defines_mb_size=s.defines_mb_size) for s in streams]
 
 
 def _precision_of(d) -> str:
@@ -95,15 +97,15 @@ def open_side(path, kind, args, streams=None, precision=None):
     from recordkit.cli.sources import storage
     from recordkit.errors import UsageError
     opts = getattr(args, "storage_options", None)
-    if kind == "cbf":
-        from recordkit.formats.cbf import CBFReader
-        return CBFReader(path, **storage(args))
+    if kind == "cbf":  # a file or a directory of parts
+        from recordkit.formats.cbf.parts import open_cbf_data_set
+        return open_cbf_data_set(path, **storage(args))
     if kind == "singa":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         return SingaRecordDeserializer(path, precision="float", storage_options=opts)
     fmt = _format_of(path, opts)
-    if fmt.describes_streams:  # Parquet, HF, WebDataset, TFRecord, MDS...: streams recorded, a selection at most
-        return fmt.open_reader(path, streams, precision=precision, **storage(args))
+    if fmt.describes_streams:  # Parquet, HF, Lance, WebDataset, TFRecord, MDS...: streams recorded, a selection by name
+        return fmt.open_reader(path, _like(streams) if streams else None, **storage(args))
     if not streams:
         raise UsageError(f"{path}: {kind} needs stream declarations: give --stream NAME=FORMAT:DIM[:ALIAS] "
                          f"(or --header FILE)")
@@ -131,12 +133,13 @@ def open_pair(args, src_path, dst_path):
     declared = declared_streams(args)
     # the side that knows most about itself first: streams and dtypes (CBF, SINGA), then dtypes (OFRecord), then CTF
     described = [_format_of(p, opts).describes_streams for p in paths]
-    rank = {"cbf": 0, "singa": 0, "ofrecord": 1}
+    rank = {"ofrecord": 1}
     order = sorted(range(2), key=lambda i: rank.get(kinds[i], 0 if described[i] else 2))
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
-        streams = declared or (_like(other.streams) if other is not None else None)
+        streams = declared or (_like(other.streams, getattr(other, "keeps_aliases", False))
+                               if other is not None else None)
         if streams is None and not described[i]:
             raise UsageError(f"neither {src_path} ({kinds[0]}) nor {dst_path} ({kinds[1]}) carries its streams: "
                              f"declare them with --stream NAME=FORMAT:DIM[:ALIAS] (or --header FILE)")

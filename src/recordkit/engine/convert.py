@@ -239,7 +239,7 @@ def convert(src, dst, to: str | None = None, streams=None, *, source_format: str
             precision: str | None = None, parts: int | None = None, shard_size: int | None = None,
             chunk_size: int | None = None, output_chunk_size: int | None = None, checksums: bool = False,
             storage_options=None, cache_dir=None, allow_densify: bool = False, progress=None, threads: int = 2,
-            part_order: str = "contiguous", **reader_options) -> Conversion:
+            part_order: str = "contiguous", writer_options: dict | None = None, **reader_options) -> Conversion:
     """Convert ``src`` (a path in any readable format, or a Deserializer) into ``dst`` as ``to``
     (default: from ``dst``'s extension; an existing directory: OFRecord).
 
@@ -251,8 +251,9 @@ def convert(src, dst, to: str | None = None, streams=None, *, source_format: str
     ``progress(nbytes)``: called with input bytes as they are converted. ``allow_densify``: convert
     even when the output is estimated above ``MAX_GROWTH`` times the input. ``part_order``:
     OFRecord parts as contiguous runs (file order kept) or ``"round-robin"``. ``reader_options``:
-    the input format's reader options (e.g. ``allow_empty_streams``, ``max_errors``). The output
-    appears under ``dst`` only when complete.
+    the input format's reader options (e.g. ``allow_empty_streams``, ``max_errors``);
+    ``writer_options`` the output format's (e.g. Parquet's ``content_defined_chunking``: an option
+    its writer does not take is a ``UsageError``). The output appears under ``dst`` only when complete.
     """
     from recordkit.formats import registry
     from recordkit.storage import location
@@ -260,6 +261,10 @@ def convert(src, dst, to: str | None = None, streams=None, *, source_format: str
     target = resolve_target(dst, to, storage_options)
     fmt = registry.get(target)
     fmt.require("writing")
+    writer_options = dict(writer_options or {})
+    for option in writer_options:
+        if not fmt.writer_takes(option):
+            raise UsageError(f"{option} (--{option.replace('_', '-')}): {target} output has no such option")
     if isinstance(src, (str, os.PathLike)):
         s = os.fspath(src)
         if s == dst or (not location.is_url(dst) and not location.is_url(s) and os.path.exists(dst)
@@ -274,7 +279,7 @@ def convert(src, dst, to: str | None = None, streams=None, *, source_format: str
         return _run(reader, source_name, dst, target, precision or precision_of(reader), parts=parts,
                     shard_size=shard_size, chunk_size=output_chunk_size or chunk_size, checksums=checksums,
                     storage_options=storage_options, allow_densify=allow_densify, progress=progress,
-                    threads=threads, part_order=part_order)
+                    threads=threads, part_order=part_order, writer_options=writer_options)
     finally:
         close = getattr(reader, "close", None)
         if close is not None and isinstance(src, (str, os.PathLike)):
@@ -299,7 +304,7 @@ def _chunk_bytes(reader, chunk) -> int:
 
 
 def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_size, checksums, storage_options,
-         allow_densify, progress, threads, part_order="contiguous") -> Conversion:
+         allow_densify, progress, threads, part_order="contiguous", writer_options=None) -> Conversion:
     from recordkit.formats import registry
     fmt = registry.get(target)
     input_bytes = _input_bytes(reader, source, storage_options)
@@ -330,7 +335,7 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
             check_estimate(est, source, target, allow_densify=allow_densify)
         writer = fmt.open_writer(dst, out_streams, precision=precision, parts=parts, shard_size=shard_size,
                                  chunk_size=chunk_size, checksums=checksums, storage_options=storage_options,
-                                 total_sequences=total_sequences, part_order=part_order)
+                                 total_sequences=total_sequences, part_order=part_order, **(writer_options or {}))
         ids = _SequenceIds(reader) if target == "cbf" else None
         with writer:
             if first is not None:

@@ -173,6 +173,12 @@ def chunk_sequence_keys(d, chunk_id: int):
     return get(chunk_id) if get is not None else d.load_chunk(chunk_id).keys
 
 
+def takes_rows(d) -> bool:
+    """Whether ``d.take_sequences(rows)`` reads the sequences at ``rows`` (positions in storage order)
+    without decoding their chunks (Lance's ``take``): what random access asks for items."""
+    return callable(getattr(d, "take_sequences", None))
+
+
 def takes_threads(d) -> bool:
     """Whether ``d.load_chunk`` takes ``threads=`` (asked once per deserializer by its callers)."""
     return accepts_keyword(d.load_chunk, "threads")

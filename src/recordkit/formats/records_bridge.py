@@ -1,4 +1,4 @@
-"""OFRecord records converted feature by feature (no ``--stream``): WebDataset or TFRecord.
+"""OFRecord records converted feature by feature (no ``--stream``): WebDataset, TFRecord or Lance.
 
 A record store is not a set of streams: an ImageNet-style OFRecord holds an encoded image and
 a label per record. Forcing it through streams would decode (or densify) what the target can
@@ -12,6 +12,8 @@ kept by kind:
 * TFRecord: a ``tf.train.Example`` with the same features: float_list stays float_list,
   double_list is narrowed to float_list (with a warning), int32/int64 lists become int64_list,
   bytes (images included) stay bytes_list, byte for byte.
+* Lance: a column per feature (``formats/lance/records.py``): bytes (images included) as ``binary``
+  columns, byte for byte, numbers as lists of their own type.
 
 The key is the record's int64 ``key`` feature when it has one, else its position.
 """
@@ -25,7 +27,7 @@ from recordkit.errors import FormatError, RecordkitWarning, UsageError
 
 
 # the targets that hold records feature by feature (MDS has no such layout: its records need streams)
-RECORD_TARGETS = ("webdataset", "tfrecord")
+RECORD_TARGETS = ("webdataset", "tfrecord", "lance")
 
 def image_extension(data: bytes) -> str | None:
     if data[:3] == b"\xff\xd8\xff":
@@ -64,7 +66,7 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                     checksums: bool = False) -> int:
     """Convert an OFRecord data set record by record; the number of records written."""
     if target not in RECORD_TARGETS:
-        raise UsageError(f"OFRecord records convert feature by feature to webdataset or tfrecord; for {target} "
+        raise UsageError(f"OFRecord records convert feature by feature to {', '.join(RECORD_TARGETS)}; for {target} "
                          f"declare the streams (--stream NAME=FORMAT:DIM:FEATURE)")
     images = list(image_features or ())
     total = count_records(src, storage_options) if parts else None
@@ -72,6 +74,9 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
     if target == "webdataset":
         from recordkit.formats.webdataset import WebDatasetWriter
         writer = WebDatasetWriter(dst, [], **opts)
+    elif target == "lance":
+        from recordkit.formats.lance.records import LanceRecordWriter
+        writer = LanceRecordWriter(dst, **opts)
     else:
         from recordkit.formats.tfrecord import TFRecordWriter
         writer = TFRecordWriter(dst, [], **opts)
@@ -79,10 +84,10 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
     n = 0
     with writer:
         for part, offset, index, rec in iter_records(src, storage_options):
-            key = n
+            key, keyed = n, False
             kf = rec.get("key")
             if kf is not None and kf.kind == "int64_list" and len(kf) == 1:
-                key = int(np.asarray(kf.value).view(np.uint64)[0])
+                key, keyed = int(np.asarray(kf.value).view(np.uint64)[0]), True
             for name in images:
                 f = rec.get(name)
                 if f is None or f.kind != "bytes_list":
@@ -90,6 +95,11 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                     raise FormatError(part, f"image feature '{name}' is {what}", offset=offset, record=f"record {index}")
             if target == "webdataset":
                 writer.write_sample(key, _members(rec, images, part, offset, index))
+            elif target == "lance":  # images and other bytes as binary columns, byte for byte
+                for name in images:
+                    _image_kinds(name, rec[name], part, offset, index)
+                writer.write_record(key, {k: f for k, f in rec.items() if not (keyed and k == "key")}, part=part,
+                                    offset=offset, index=index)
             else:
                 feats = {}
                 for name, f in rec.items():
@@ -114,16 +124,24 @@ def member_field(name: str) -> str:
     return name.replace("/", "_")
 
 
+def _image_kinds(feature, f, part, offset, index) -> list[str]:
+    """The extension of each value of an image feature; an error naming the record unless each is JPEG or PNG."""
+    kinds = []
+    for i, blob in enumerate(f.value):
+        ext = image_extension(blob)
+        if ext is None:
+            raise FormatError(part, f"image feature '{feature}' value {i} is neither JPEG nor PNG "
+                                    f"(starts {bytes(blob[:8])!r})", offset=offset, record=f"record {index}")
+        kinds.append(ext)
+    return kinds
+
+
 def _members(rec, images, part, offset, index) -> dict:
     members = {}
     for feature, f in sorted(rec.items()):
         name = member_field(feature)
         if feature in images:
-            for i, blob in enumerate(f.value):
-                ext = image_extension(blob)
-                if ext is None:
-                    raise FormatError(part, f"image feature '{feature}' value {i} is neither JPEG nor PNG "
-                                            f"(starts {bytes(blob[:8])!r})", offset=offset, record=f"record {index}")
+            for i, (blob, ext) in enumerate(zip(f.value, _image_kinds(feature, f, part, offset, index))):
                 stem = "" if len(images) == 1 and len(f.value) == 1 else (
                     name + "." if len(f.value) == 1 else f"{name}.{i}.")
                 members[stem + ext] = bytes(blob)

@@ -87,6 +87,11 @@ class Format:
         self.require("writing")
         return _load(self.joiner)(sources, output, storage_options=storage_options, checksums=checksums)
 
+    def writer_takes(self, option: str) -> bool:
+        """Whether this format's writer names ``option`` (a conversion refuses one it does not)."""
+        import inspect
+        return self.writer is not None and option in inspect.signature(_load(self.writer)).parameters
+
     def open_writer(self, path, streams, **options):
         if self.writer is None:
             raise UsageError(f"recordkit does not write {self.name} data")
@@ -155,6 +160,11 @@ register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 joiner="recordkit.formats.hf.writer:join_sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
                 validator=_RV,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
+register(Format("lance", "Lance data set", "directory", (".lance",),
+                reader="recordkit.formats.lance.reader:LanceDeserializer",
+                writer="recordkit.formats.lance.writer:LanceWriter", extra="lance", requires=("lance", "pyarrow"),
+                directory_probe="recordkit.formats.lance.probe:probe", output_directory=True, validator=_RV,
+                notes="the Parquet columns, a fragment per chunk; other writers' columns read without --stream"))
 register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
                 reader="recordkit.formats.webdataset:WebDatasetReader",
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",

@@ -7,7 +7,10 @@ the bridge) already describes its chunks without loading them (``ChunkInfo.num_s
 global index maps to (chunk, index in chunk) by a binary search of the cumulative sequence counts;
 the chunk is decoded once and kept in a small LRU cache, so sequential access decodes each chunk
 once and shuffled access decodes at most one chunk per item (fewer when the cache holds the data
-set's hot chunks). The source works against the Deserializer protocol only, never a file layout.
+set's hot chunks). A reader that reads single rows (``take_sequences(rows)``: Lance's ``take``) is
+asked for the items themselves when the data set has more chunks than the cache holds: no chunk is
+decoded for an item, and ``__getitems__`` reads a batch in one call. The source works against the
+Deserializer protocol only, never a file layout.
 
 A record is a dict of NumPy arrays: ``"key"`` (uint64 scalar array), per dense stream ``NAME``
 its (samples, dim) values, per sparse stream ``NAME + "_indices"``, ``NAME + "_values"`` (the
@@ -54,7 +57,7 @@ class RandomAccessDataSource:
     """``len()`` and ``[i]`` over the sequences of any indexed recordkit data set, in storage order.
 
     source: a path (its format sniffed, or ``format=`` a registry name such as ``"cbf"``,
-    ``"ctf"``, ``"ofrecord"``, ``"kvfile"``, ``"parquet"``, ``"mds"``) opened with ``streams``
+    ``"ctf"``, ``"ofrecord"``, ``"kvfile"``, ``"parquet"``, ``"mds"``, ``"lance"``) opened with ``streams``
     (needed for CTF; a selection elsewhere) and ``options`` (``precision``, ``storage_options``,
     ...), or a zero-argument callable returning a Deserializer (picklable for worker processes:
     a module-level function or a ``functools.partial``), or an open Deserializer (then the source
@@ -151,20 +154,42 @@ class RandomAccessDataSource:
     def __getitem__(self, index) -> dict:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
+        if self._takes():
+            return self.__getitems__([index])[0]
         c, j = self.locate(index)
         chunk = self._chunk(c)
         return sequence_record(chunk, j)
 
     def __getitems__(self, indexes) -> list[dict]:
-        """Several records at once (torch's fetcher calls this for a batch)."""
-        return [self[i] for i in indexes]
+        """Several records at once (torch's fetcher calls this for a batch): one ``take_sequences``
+        call where the reader reads single rows (Lance's ``take``), else item by item."""
+        if not self._takes():
+            return [self[i] for i in indexes]
+        rows = [self._row(i) for i in indexes]
+        chunk = self._open().take_sequences(rows)
+        return [sequence_record(chunk, k) for k in range(len(rows))]
+
+    def _row(self, index) -> int:
+        c, j = self.locate(index)
+        return self._starts[c] + j
+
+    def _takes(self) -> bool:
+        """Whether items are read one by one: the reader decodes single sequences (``take_sequences(rows)``,
+        rows in storage order) and the data set has more chunks than the cache holds (where they all fit,
+        decoded chunks serve shuffled items faster: 37,000 against 600 items/s on 5 Lance fragments)."""
+        self._here()
+        from recordkit.engine.deserializer import takes_rows
+        return len(self._chunk_ids) > self._cache_chunks and takes_rows(self._open())
 
     # -- the chunk cache ---------------------------------------------------------------------------
-    def _chunk(self, c: int):
+    def _here(self) -> None:
         if os.getpid() != self._owner_pid:  # forked after use: the parent's reader, lock and cache are not ours
             if self._path is not None or self._factory is not None:
                 self._reader = None  # reopen: a file position shared with the parent would race
             self._init_runtime()
+
+    def _chunk(self, c: int):
+        self._here()
         while True:
             with self._lock:
                 chunk = self._cache.get(c)

@@ -102,6 +102,13 @@ class CBFParts(DeserializerBase, ClosingReader):
         k, local = self._where[chunk_id]
         return self.parts[k].sequence_lengths(local)
 
+    def sequence_location(self, chunk_id: int, i: int, sample: int | None = None) -> str:
+        """Where sequence ``i`` of a chunk is: part file, chunk of the part, byte offset (what ``verify`` prints)."""
+        k, local = self._where[chunk_id]
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[k]}: chunk {local} at byte offset {self._chunks[chunk_id].offset}, sequence {i} of the " \
+               f"chunk{sam}"
+
     def sequence_keys(self, chunk_id: int) -> np.ndarray:
         k, local = self._where[chunk_id]
         return self.parts[k].sequence_keys(local) + np.uint64(self._first_key[k])

@@ -131,6 +131,13 @@ class HFDeserializer(DeserializerBase, ClosingReader):
                               first_key=first) if table is not None else batch_to_chunk(
             None, self._selected, path=self.paths[k], where=where, chunk_id=chunk_id, first_key=first)
 
+    def sequence_location(self, chunk_id: int, i: int, sample: int | None = None) -> str:
+        """Where sequence ``i`` of a chunk is: data file, record batches, row (what ``verify`` prints)."""
+        k, a, b, first = self._where[chunk_id]
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[k]}: record batches {a}..{b - 1}, row {i} of them (sequence {first + i} of the data " \
+               f"set{sam})"
+
     def sequence_keys(self, chunk_id: int) -> np.ndarray:
         k, a, b, first = self._where[chunk_id]
         if not self.keys_are_ids:

@@ -193,6 +193,12 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
                                     f"{self._chunks[chunk_id].num_sequences}", record=where)
         return chunk
 
+    def sequence_location(self, chunk_id: int, i: int, sample: int | None = None) -> str:
+        """Where sequence ``i`` of a chunk is: file, row group, row (what ``verify`` prints)."""
+        k, g, first = self._where[chunk_id]
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[k]}: row group {g}, row {i} of the group (sequence {first + i} of the data set{sam})"
+
     def sequence_keys(self, chunk_id: int) -> np.ndarray:
         if not self.keys_are_ids:
             _, _, first = self._where[chunk_id]

@@ -38,15 +38,48 @@ def _is_part(name: str) -> bool:
     return re.fullmatch(r"part-\d+\.parquet(\.rkcrc)?", name) is not None
 
 
+CDC_PYARROW = (21, 0)  # the first pyarrow whose Parquet writer cuts pages by content
+
+
+def cdc_supported() -> bool:
+    """Whether the installed pyarrow writes content-defined data pages."""
+    import pyarrow
+    try:
+        version = tuple(int(x) for x in pyarrow.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return version >= CDC_PYARROW
+
+
+def content_defined_chunking_for(path: str, wanted) -> bool | dict:
+    """The ``use_content_defined_chunking`` of a write: ``wanted`` (True, False or the chunker's
+    options ``{"min_chunk_size": ..., "max_chunk_size": ...}``), by default on for ``hf://`` paths
+    (the Hugging Face Hub stores files by content-defined chunks: pages cut the same way let an
+    edited or grown data set upload only what changed) where pyarrow supports it."""
+    if wanted is None:
+        return path.startswith("hf://") and cdc_supported()
+    if wanted is not False and not cdc_supported():
+        import pyarrow
+        from recordkit.errors import UsageError
+        raise UsageError(f"content-defined chunking needs pyarrow >= {'.'.join(map(str, CDC_PYARROW))} "
+                         f"(installed: {pyarrow.__version__})")
+    return wanted
+
+
 class ParquetWriter(AtomicWriter):
     """Write sequences as Parquet rows (the mapping of ``formats/parquet/arrow.py``).
 
     ``compression``: any Parquet codec pyarrow knows ('snappy' default, 'zstd', 'none', ...).
+    ``content_defined_chunking``: data pages cut where the content says (pyarrow >= 21), so that
+    a data set that changes a little keeps most pages byte for byte (deduplicated by content-
+    addressed stores such as the Hugging Face Hub): True, False, or the chunker's options;
+    default on for ``hf://`` paths. ``data_page_size``: pyarrow's page size limit (bytes).
     """
 
     def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
                  precision="float", checksums: bool = False, storage_options=None,
-                 total_sequences: int | None = None, compression: str = "snappy", **_):
+                 total_sequences: int | None = None, compression: str = "snappy",
+                 content_defined_chunking: bool | dict | None = None, data_page_size: int | None = None, **_):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
@@ -55,6 +88,8 @@ class ParquetWriter(AtomicWriter):
         self.checksums = bool(checksums)
         self.storage_options = storage_options
         self.compression = None if compression in (None, "none") else compression
+        self.content_defined_chunking = content_defined_chunking_for(self.path, content_defined_chunking)
+        self.data_page_size = data_page_size
         self.sequences_written = 0
         self.paths: list[str] = []
         self._dir = None
@@ -86,8 +121,12 @@ class ParquetWriter(AtomicWriter):
         self._file = AtomicFile(target, storage_options=self.storage_options, checksums=self.checksums)
         # no dictionaries (float data has few repeats; trying costs 2-7x the write time), statistics
         # for the key only
+        pages = {"use_content_defined_chunking": self.content_defined_chunking} if self.content_defined_chunking \
+            else {}
+        if self.data_page_size is not None:
+            pages["data_page_size"] = int(self.data_page_size)
         self._writer = pq.ParquetWriter(self._file.file, self.schema, compression=self.compression,
-                                        use_dictionary=False, write_statistics=["key"])
+                                        use_dictionary=False, write_statistics=["key"], **pages)
         self._samples = []
 
     def _close_part(self) -> None:
