@@ -1,4 +1,4 @@
-"""Help and documentation (issue 12 item 8): every command has a description, every option and
+"""Help and documentation: every command has a description, every option and
 positional its help text, the top-level summaries say what each command handles, and every
 `recordkit ...` command line in README.md parses."""
 import argparse

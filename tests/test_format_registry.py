@@ -1,4 +1,4 @@
-"""The format registry (issue 14 item 7): one table behind the CLI's choices, detection and the README."""
+"""The format registry: one table behind the CLI's choices, detection and the README."""
 import pathlib
 
 import numpy as np

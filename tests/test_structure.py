@@ -1,4 +1,4 @@
-"""The layers' import rules, checked on the source (issue 19): no import circle in storage/, the
+"""The layers' import rules, checked on the source: no import circle in storage/, the
 engine names no framework, formats know nothing of the CLI."""
 import ast
 from pathlib import Path
