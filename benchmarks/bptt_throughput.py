@@ -1,4 +1,4 @@
-"""Samples/s of truncated BPTT next to plain minibatches, recordkit and CNTK 2.7 (issue 12 defect 6).
+"""Samples/s of truncated BPTT next to plain minibatches, recordkit and CNTK 2.7.
 
     python benchmarks/bptt_throughput.py [--sequences 100000] [--mb 256] [--truncation-length 8]
                                          [--repeat 3] [--skip-oracle] [--skip-reference] [--only demo]
@@ -7,7 +7,7 @@ Corpora (in bench-data/bptt/, made once and reused):
 
 * ``demo``: ``recordkit demo``'s corpus (recordkit.demo.make_sequences) with --sequences
   sequences of 1-12 steps: ``word`` sparse 5000, ``features`` dense 4, ``tag`` sparse 12;
-  CTF converted to CBF (the issue's ``recordkit read demo.cbf --mb-size 256 --truncation-length 8``).
+  CTF converted to CBF (what ``recordkit read demo.cbf --mb-size 256 --truncation-length 8`` reads).
 * ``demo-small-streams``: the same CBF with only ``features`` and ``tag`` selected, so the
   5000-wide ``word`` stream, which BPTT must deliver dense, is out of the picture.
 * ``dense``: benchmarks/gen_ctf_corpora.py's dense corpus (one-sample sequences, dense 100 + 10,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Conversion speed to WebDataset, TFRecord and MDS beside CTF -> CBF on the same corpus (issue 14),
+"""Conversion speed to WebDataset, TFRecord and MDS beside CTF -> CBF on the same corpus,
 and reading each format back through MinibatchSource.
 
     python benchmarks/bridge_formats.py [--data-dir bench-data] [--mb 100] [--repeat 2]
@@ -11,7 +11,7 @@ Per corpus (benchmarks/gen_ctf_corpora.py), in one fresh interpreter per corpus,
 
 * convert: ``recordkit.cli.main.main(["convert", IN, OUT, "--to", X, "--stream", ...])`` from opening
   the input to the published output (fsync included), for X = cbf and each bridge format; MB/s of
-  CTF input (MB = 10^6 bytes) and the ratio to CTF -> CBF (the issue's goal: >= 0.50x);
+  CTF input (MB = 10^6 bytes) and the ratio to CTF -> CBF (goal: >= 0.50x);
 * read: ``MinibatchSource(reader, randomize=False, max_sweeps=1)`` over the converted output,
   minibatches of 2048 samples, samples/s (CBF beside it).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The bridge's speed (issue 14): conversion MB/s per target format beside CTF -> CBF, and reading
+"""The bridge's speed: conversion MB/s per target format beside CTF -> CBF, and reading
 Parquet back through MinibatchSource beside pyarrow's own ``iter_batches``.
 
     python benchmarks/bridge_throughput.py [--data-dir bench-data] [--mb 100] [--repeat 3]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CTF -> CBF conversion speed against recordkit's own CTF read throughput (issue 3).
+"""CTF -> CBF conversion speed against recordkit's own CTF read throughput.
 
     python benchmarks/convert_throughput.py [--data-dir bench-data] [--mb 100] [--repeat 3]
                                             [--only dense,sparse,seq] [--threads 2] [--json OUT.json]

@@ -1,4 +1,4 @@
-"""The minibatch loop on the dense corpus vs pyarrow iterating the same data from Parquet (issue 15 goal 1).
+"""The minibatch loop on the dense corpus vs pyarrow iterating the same data from Parquet.
 
     .venv/bin/python benchmarks/loop_vs_pyarrow.py [--cbf bench-data/dense.cbf] [--mb 1024] [--repeat 5]
 

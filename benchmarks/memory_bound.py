@@ -1,4 +1,4 @@
-"""Peak memory of a full randomized sweep under ``--max-memory`` (issue 16 item 1), and how close
+"""Peak memory of a full randomized sweep under ``--max-memory``, and how close
 ``recordkit plan``'s estimate comes.
 
     python benchmarks/gen_ctf_corpora.py bench-data --mb 100           # once

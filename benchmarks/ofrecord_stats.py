@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`recordkit stats DIR` on an OFRecord set vs decoding the same set in-process (issue 15 goal 3).
+"""`recordkit stats DIR` on an OFRecord set vs decoding the same set in-process.
 
     .venv/bin/python benchmarks/ofrecord_stats.py [--data-dir bench-data/ofrecord_mnist] [--repeat 5]
 
@@ -11,7 +11,7 @@ of --repeat each:
 * ``start-up``: ``recordkit --version`` (a subprocess);
 * ``stats in-process``: the library function the command calls (``FeatureStats`` on the wire);
 * ``per-record path``: what ``stats`` did before (every record decoded into ``Feature`` objects);
-* ``OFRecordReader.batches()``: the reader decoding every record into batches (the issue's
+* ``OFRecordReader.batches()``: the reader decoding every record into batches (the
   reference, ~0.12 s for this set).
 
 The goal: the whole-process command within the in-process decode time + start-up.

@@ -1,4 +1,4 @@
-"""PyTorch DataLoader over MinibatchDataset vs iterating MinibatchSource directly (issue 15 goal 4).
+"""PyTorch DataLoader over MinibatchDataset vs iterating MinibatchSource directly.
 
     .venv/bin/python benchmarks/torch_loader.py [--cbf bench-data/dense.cbf] [--mb 1024] [--repeat 3]
 

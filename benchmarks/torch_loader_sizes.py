@@ -1,4 +1,4 @@
-"""DataLoader workers vs the direct loop at several minibatch sizes (issue 15 goal 4).
+"""DataLoader workers vs the direct loop at several minibatch sizes.
 
     .venv/bin/python benchmarks/torch_loader_sizes.py [--cbf bench-data/dense.cbf] [--sizes 1024,8192,32768]
                                                        [--rounds 4] [--sweeps 5]

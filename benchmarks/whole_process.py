@@ -1,4 +1,4 @@
-"""Whole processes, as a user runs them: `recordkit read`/`stats` vs CNTK 2.7 reading the same file (issue 15 goal 2).
+"""Whole processes, as a user runs them: `recordkit read`/`stats` vs CNTK 2.7 reading the same file.
 
     .venv/bin/python benchmarks/whole_process.py [--data-dir bench-data] [--repeat 3]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris (libFuzzer) harness for the CBF reader (issue 8).
+"""atheris (libFuzzer) harness for the CBF reader.
 
 Each input is written to a temp file, opened with CBFReader and every chunk loaded
 (threads=1 or 2 and precision None/'double', picked from first XOR last byte; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris (libFuzzer) harness for the CTF reader (issue 8).
+"""atheris (libFuzzer) harness for the CTF reader.
 
 Each input is written to a temp file and read with CTFReader under a few option
 combinations picked from the input's first byte (max_errors 0/1000, skip_sequence_ids,

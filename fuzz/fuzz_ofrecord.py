@@ -1,4 +1,4 @@
-"""Coverage-guided fuzzing of the OFRecord decoders (issue 8), with atheris.
+"""Coverage-guided fuzzing of the OFRecord decoders, with atheris.
 
     .venv/bin/pip install atheris
     .venv/bin/python fuzz/fuzz_ofrecord.py -atheris_runs=0 -max_total_time=120 [corpus_dir]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris (libFuzzer) harness for the SINGA store readers and record decoders (issue 8).
+"""atheris (libFuzzer) harness for the SINGA store readers and record decoders.
 
 The first byte of the input picks the target, the rest is the payload:
 

@@ -1,4 +1,4 @@
-"""The truncated-BPTT slots as they were before the compiled refill (issue 12 defect 6), kept
+"""The truncated-BPTT slots as they were before the compiled refill, kept
 verbatim as the reference that tests/test_engine_bptt.py compares engine/bptt.py against: one
 sequence pulled per ``take_sequences(1)`` call and copied with NumPy/SciPy per sequence. Slow, obviously right.
 

@@ -1,4 +1,4 @@
-"""BrainScript configs that explode (issue 13 item 6): nesting depth and what ``$name$``
+"""BrainScript configs that explode: nesting depth and what ``$name$``
 expansion creates are bounded; each excess is a located error, in little time and memory."""
 import resource
 import subprocess

@@ -55,7 +55,7 @@ def ctf(body: str = "", inputs: str = "features = [ dim = 2; format = \"dense\" 
 
 
 # ---------------------------------------------------------------------------------------------
-# The seed documents' examples, verbatim (the docs' leading "..." ellipsis line left out)
+# CNTK's documentation examples, verbatim (the docs' leading "..." ellipsis line left out)
 # ---------------------------------------------------------------------------------------------
 
 SEED_SIMPLE = r'''

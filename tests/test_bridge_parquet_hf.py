@@ -1,4 +1,4 @@
-"""Parquet and Hugging Face datasets (issue 14): written by recordkit and read by pyarrow / datasets,
+"""Parquet and Hugging Face datasets: written by recordkit and read by pyarrow / datasets,
 written by pyarrow and read by recordkit, round trips, bad input, atomic output."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""A directory of CBF parts is one data set for every command and reader (issue 14 item 5)."""
+"""A directory of CBF parts is one data set for every command and reader."""
 import json
 import os
 

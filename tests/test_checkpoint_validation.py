@@ -1,5 +1,5 @@
 """Checkpoints are untrusted input: every field typed and range-checked before a restore, a bad
-one a ValueError naming the field (issue 13, items 0 and 5), and the source left as it was."""
+one a ValueError naming the field, and the source left as it was."""
 import copy
 import json
 import subprocess
@@ -115,7 +115,8 @@ def test_checkpoint_json_that_is_not_a_dict_is_refused(cbf):
 
 
 def test_the_issue_reproduction_negative_positions_never_reach_the_kernels(cbf, state, tmp_path):
-    """Issue 13 item 0: positions -1..-1000 crashed the process or returned other heap memory.
+    """Positions -1..-1000 in a checkpoint state must never reach the kernels (they could crash the
+    process or return other heap memory).
     Run in a child so that a crash fails this test instead of the test run."""
     script = tmp_path / "repro.py"
     script.write_text(

@@ -1,4 +1,4 @@
-"""Argument errors (issue 12 item 4): every option of every command, fed its invalid values, is
+"""Argument errors: every option of every command, fed its invalid values, is
 refused while the arguments are parsed with exit status 2 and exactly one `recordkit: error:`
 line, never a traceback; options that contradict each other likewise; errors in the data stay
 exit status 1.
@@ -85,7 +85,7 @@ def test_every_numeric_option_uses_a_checked_type():
 
 
 def test_the_walk_finds_the_options_it_should():
-    """Guards the generator: the checked options of the issue's reproductions are in the cases."""
+    """Guards the generator: options that once let bad values through are among the cases."""
     cases = {(n, o) for n, o, _ in INVALID}
     for case in [("read", "--mb-size"), ("read", "--partitions"), ("read", "--partition-index"), ("cat", "--stream"),
                  ("stats", "--chunk-size"), ("convert", "--parts"), ("reshard", "--parts"), ("demo", "--sequences"),
@@ -182,7 +182,7 @@ def multi_sample_cbf(tmp_path):
      "1 chunk(s) for 9 partitions"),
 ])
 def test_the_issues_read_commands_exit_2_with_one_line_not_a_traceback(multi_sample_cbf, extra, says):
-    """The reproductions of issue 12 item 4, as a user runs them; the last three are found only
+    """Invalid read options as a user types them; the last three are found only
     once the file is open (the options do not fit this file), and still are one line, status 2."""
     out = cli("read", str(multi_sample_cbf), *extra)
     assert_one_error_line(out.returncode, out.stderr)

@@ -1,4 +1,4 @@
-"""The smaller defects of issue 12 item 9: what the command line says about stats tables with long
+"""What the command line says about stats tables with long
 names, missing files (every kind the same: `NAME: no such file`), special files, directories
 that are no data set, the sizes a CSV conversion reports; and the package metadata `make demo`
 builds from."""

@@ -1,4 +1,4 @@
-"""``recordkit plan`` (issue 16 item 2): from the index alone, the counts a ``read`` with the same
+"""``recordkit plan``: from the index alone, the counts a ``read`` with the same
 arguments delivers, and a peak memory estimate within 25% of a real read's (measured in a child
 process with VmHWM); ``read --max-memory M`` stays within the file-order peak + M."""
 import json

@@ -1,4 +1,4 @@
-"""cntk.io's StreamInformation fields and stream lists, held to what CNTK 2.7 says (issue 12 defect 7).
+"""cntk.io's StreamInformation fields and stream lists, held to what CNTK 2.7 says.
 
 tests/data/cntk_stream_infos/expected.json is the oracle's output
 (tools/oracle/stream_infos_golden.py under /work/shared/tools/cntk-oracle): for each case, every

@@ -1,4 +1,4 @@
-"""Issue 13 items 8 and 9: a keyed OFRecord set and a CTF file with ids are joined by key, not by
+"""A keyed OFRecord set and a CTF file with ids are joined by key, not by
 position; a value the target cannot hold is a located error (sequence key, sample), never a
 traceback; an empty SINGA record is a located FormatError."""
 import subprocess

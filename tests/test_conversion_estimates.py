@@ -1,4 +1,4 @@
-"""Conversions that change the data's nature say so before they run (issue 14 item 6)."""
+"""Conversions that change the data's nature say so before they run."""
 import os
 
 import numpy as np
@@ -10,7 +10,7 @@ from recordkit.errors import RecordkitWarning
 
 
 def tagging_corpus(path, n=123, seed=0):
-    """Like the issue's s.ctf: id-mode sentences of one-hot words (dim 50000) and tags (dim 50)."""
+    """A tagging corpus: id-mode sentences of one-hot words (dim 50000) and tags (dim 50)."""
     rng = np.random.default_rng(seed)
     lines = []
     for s in range(n):

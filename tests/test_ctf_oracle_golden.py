@@ -46,7 +46,7 @@ GOLDENS = sorted(glob.glob(os.path.join(DATA, "expected", "*.json")))
 # reason. They run as strict xfails, so the departure stays visible and a change is noticed.
 # Empty on purpose: add an entry only for a decided, documented difference, never to hide a bug.
 RECORDKIT_DELIBERATE: dict[str, str] = {
-    "large_ids": "an id reused by a non-adjacent sequence is an error in recordkit (the issue asks for it); "
+    "large_ids": "an id reused by a non-adjacent sequence is an error in recordkit; "
                  "CNTK silently yields two sequences with key 5",
     "max_errors_recoverable": "difference 2: under an error budget a malformed sample drops its whole sequence "
                               "(CNTK drops only the sample, pairing the rest with the wrong labels)",

@@ -1,4 +1,4 @@
-"""A full disk (issue 13 item 1): every writer ends with one `recordkit: error:` line naming
+"""A full disk: every writer ends with one `recordkit: error:` line naming
 the target, and nothing is left behind: no temporary file, no staging directory, no partial
 output under the final name. Stale temporaries of killed writers are removed by the next
 writer of the same target, unless a live writer holds them.

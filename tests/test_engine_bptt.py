@@ -1,5 +1,5 @@
 """Truncated BPTT (engine/bptt.py): the compiled refill and assembly give exactly the minibatches
-of the per-sequence Python path it replaced (issue 12 defect 6), kept in tests/bptt_reference.py.
+of the per-sequence Python path it replaced, kept in tests/bptt_reference.py.
 
 Every minibatch is compared field by field (touched keys, lengths, each stream's values, mask,
 lengths and dtype, the continuity flags, the per-step keys, end of sweep, sweep) together with

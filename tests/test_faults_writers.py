@@ -1,4 +1,4 @@
-"""Fault injection (issue 8): SIGKILL a writer at a random moment, the target stays whole.
+"""Fault injection: SIGKILL a writer at a random moment, the target stays whole.
 
 A child process writes a data set slowly with each writer (CTF, CBF, OFRecord parts,
 SINGA KVFile create and append, WebDataset / TFRecord / MDS shard directories); the parent kills it after a random short delay. The

@@ -1,6 +1,5 @@
 """The format codecs' compiled kernels check the spans, counts and stream descriptions they are
-handed (issue 13: "every compiled kernel checks the indices and counts it is handed at its
-boundary"): a lying index or a caller's mistake is an IndexError/ValueError, never a read of
+handed at their boundary: a lying index or a caller's mistake is an IndexError/ValueError, never a read of
 other memory or a signal. Each case runs in a child process, so a crash fails the test rather
 than the test run."""
 

@@ -1,4 +1,4 @@
-"""A huge declared dim on a tiny file (issue 13 item 7): dims are range-checked where they are
+"""A huge declared dim on a tiny file: dims are range-checked where they are
 declared, and a chunk whose zero padding could not fit is refused with the size it would need,
 before anything is allocated."""
 import subprocess
@@ -25,7 +25,7 @@ def tiny(tmp_path):
 def test_a_dim_beyond_the_format_range_is_refused_where_it_is_declared(tiny, dim):
     out = subprocess.run([sys.executable, "-m", "recordkit.cli.main", "stats", str(tiny), "--stream",
                           f"x=dense:{dim}"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2, out.stderr  # an argument error: refused while parsing (issue 12)
+    assert out.returncode == 2, out.stderr  # an argument error: refused while parsing
     assert f"dense dim {dim} exceeds 2147483647" in out.stderr and "Traceback" not in out.stderr
     with pytest.raises(ValueError, match="exceeds 2147483647"):
         StreamSpec("x", "dense", dim)

@@ -321,8 +321,8 @@ def test_ray_conversion_ctf_to_ofrecord_reads_back_as_the_local_one(cluster, dat
 
 
 def test_ray_cbf_part_directory_is_one_data_set_for_the_commands(cluster, data, tmp_path, capsys):
-    """Issue 14 item 5: `recordkit cat OUT.cbf` after `convert --engine ray OUT.cbf` (was: "no 'part-N'
-    part files")."""
+    """`recordkit cat OUT.cbf` after `convert --engine ray OUT.cbf` reads the part directory as one
+    data set (not "no 'part-N' part files")."""
     local, parts = tmp_path / "local.cbf", tmp_path / "out.cbf"
     assert main(["convert", str(data), str(local), *STREAM_ARGS]) == 0
     assert main(["convert", str(data), str(parts), "--engine", "ray", *STREAM_ARGS, "--chunk-size", "200"]) == 0
@@ -388,7 +388,7 @@ def _read_by_its_library(fmt, out):
 
 @pytest.mark.parametrize("fmt", ["webdataset", "tfrecord", "mds", "hf"])
 def test_ray_conversion_to_a_data_set_format_is_the_local_one_joined(cluster, data, tmp_path, capsys, fmt):
-    """Issue 14 item 1: `--engine ray --to webdataset|tfrecord|mds|hf`: a set per write task, joined
+    """`--engine ray --to webdataset|tfrecord|mds|hf`: a set per write task, joined
     in task order into one data set that reads back as the local conversion (recordkit cat) and as
     the format's own library reads it; no work directories are left."""
     local, out = tmp_path / "local", tmp_path / "out"

@@ -1,4 +1,4 @@
-"""The engine's compiled kernels check the indices and counts they are handed (issue 13 item 0):
+"""The engine's compiled kernels check the indices and counts they are handed:
 out-of-range input is a clear IndexError/ValueError, never a read of other memory or a signal.
 Each case runs in a child process, so a crash fails the test rather than the test run."""
 

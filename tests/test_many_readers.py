@@ -1,4 +1,4 @@
-"""Many OS processes reading disjoint partitions of the same files (issue 7).
+"""Many OS processes reading disjoint partitions of the same files.
 
 Every process opens the *same* CTF file, CBF file and OFRecord directory and reads
 partition ``i`` of ``N`` with ``MinibatchSource`` (``next_minibatch(size,

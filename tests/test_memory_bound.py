@@ -1,4 +1,4 @@
-"""The memory bound (issue 16 item 1): MinibatchSource(max_memory=...) reduces the randomization
+"""The memory bound: MinibatchSource(max_memory=...) reduces the randomization
 window (then the prefetch) so the chunks held at once fit, reports the choice, never changes a
 window that fits; the compat layers keep CNTK's defaults and warn when they exceed memory; the
 engine drops chunks it does not need soon, so what it holds follows the plan."""

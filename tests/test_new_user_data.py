@@ -1,4 +1,4 @@
-"""What a new user trips over with their own data (issue 12, defects 1, 2, 3 and 10).
+"""What a new user trips over with their own data.
 
 1. A declared stream that never occurs (a mistyped alias) is an error at the end, not a file
    whose stream is empty everywhere; ``--allow-empty-stream`` / ``allow_empty_streams=`` allow it.
@@ -311,7 +311,7 @@ def test_ctf_to_ofrecord_and_back_needs_no_stream_and_is_identical(tmp_path, cap
     code, _, err = run(capsys, "convert", of, tmp_path / "back.ctf")
     assert code == 0, err
     assert (tmp_path / "back.ctf").read_bytes() == src.read_bytes()   # names, aliases, ids and order survive
-    # the issue's command: a stream given by its name finds the feature its alias named
+    # a stream given by its name finds the feature its alias named
     code, _, err = run(capsys, "convert", of, tmp_path / "back2.ctf", "--stream", "features=dense:4",
                        "--stream", "tag=sparse:12")
     assert code == 0, err

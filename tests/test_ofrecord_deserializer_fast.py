@@ -1,5 +1,5 @@
 """OFRecordDeserializer decodes one-sample dense records straight from the wire (the compiled batch
-decoder; issue 15 goal 3: through MinibatchSource within 1.5x of ``OFRecordReader.batches()``).
+decoder, so that reading through MinibatchSource stays close to ``OFRecordReader.batches()``).
 It must give exactly what the record-by-record path gives, and leave every other case to it."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OFRecordReader with more ranks than part files (issue 16 item 5): the ranks split the data set at
+"""OFRecordReader with more ranks than part files: the ranks split the data set at
 record boundaries using the parts' indexes, so every record is read exactly once per epoch and the
 shares differ by at most one record; with at least as many parts as ranks OneFlow's whole-part split
 is kept. Ranks are simulated: one reader per rank in this process."""

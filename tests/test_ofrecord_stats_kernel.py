@@ -1,5 +1,5 @@
 """`recordkit stats` on OFRecord walks the records on the wire (FeatureStats) instead of decoding
-each into objects (issue 15 goal 3); its numbers must be the ones the per-record path gave,
+each into objects; its numbers must be the ones the per-record path gave,
 bit for bit: the reference below is that path, kept here."""
 from __future__ import annotations
 

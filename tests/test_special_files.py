@@ -1,6 +1,5 @@
 """Inputs that are not regular files (FIFO, character device, socket) are refused up front with
-"not a regular file", in every reader and in `checksum`, without an open() that could block
-(issue 13 item 2)."""
+"not a regular file", in every reader and in `checksum`, without an open() that could block."""
 import os
 import socket
 import subprocess

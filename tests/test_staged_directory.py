@@ -1,7 +1,7 @@
 """A set of files published as a whole (StagedDirectory), and SINGA's prepare written that way.
 
-Issue 13 item 8: `prepare cifar10` killed at random once left train data and mean new with test
-data old. The set is now staged beside the target and swapped in one step.
+`prepare cifar10` killed at random must never leave train data and mean new with test data old:
+the set is staged beside the target and swapped in one step.
 """
 from __future__ import annotations
 

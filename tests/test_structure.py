@@ -1,7 +1,12 @@
-"""The layers' import rules, checked on the source (issue 19): no import circle in storage/, the
-engine names no framework, formats know nothing of the CLI."""
+"""The layers' import rules, checked on the source: no import circle in storage/, the
+engine names no framework, formats know nothing of the CLI; and no tracked file outside the README
+and the change log names a numbered work item."""
 import ast
+import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "recordkit"
 
@@ -75,3 +80,28 @@ def test_the_engine_names_no_framework_and_no_command():
 def test_formats_know_nothing_of_the_cli():
     for f in sorted((SRC / "formats").rglob("*.py")):
         assert not {i for i in imports_of(f) if i.startswith("recordkit.cli")}, f
+
+
+# Numbered work items ("<word> 12", "<word>s #3"): the product speaks of what it does, not of the
+# steps that made it. The words are joined here so that this file does not match its own pattern.
+WORK_ITEM = re.compile(r"\b(" + "|".join(("st" + "op", "is" + "sue")) + r")s? ?#?[0-9]+", re.IGNORECASE)
+WORK_ITEMS_ALLOWED = {"README.md", "CHANGELOG.md"}  # the manual and the change log may cite history
+
+
+def test_no_tracked_file_names_a_numbered_work_item():
+    root = SRC.parent.parent
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    found = []
+    for name in sorted(n for n in listed.stdout.decode().split("\0") if n and n not in WORK_ITEMS_ALLOWED):
+        path = root / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:  # binary: compiled or golden data, not prose
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if WORK_ITEM.search(line):
+                found.append(f"{name}:{number}: {line.strip()[:100]}")
+    assert not found, "\n".join(found)

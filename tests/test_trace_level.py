@@ -1,4 +1,4 @@
-"""Trace levels (issue 12 item 5), CNTK's meaning: 0 errors only (tolerated errors are counted,
+"""Trace levels, CNTK's meaning: 0 errors only (tolerated errors are counted,
 not listed), 1 warnings too (each tolerated error, padded sample, unknown input), 2 information
 too (each chunk loaded with its sequences and samples; each sweep of a MinibatchSource). The
 same output from the command line (`--trace-level`) and from the Python API (``trace_level=``
@@ -165,7 +165,7 @@ def test_cntk_compat_trace_level_reaches_readers_and_engine(tmp_path):
 
 def test_a_warning_points_at_the_callers_line_not_at_recordkit(tmp_path):
     """Python's display of a warning shows the line it is attributed to: the user's call, not a
-    line of recordkit's source (issue 12 item 9)."""
+    line of recordkit's source."""
     p = write(tmp_path, "|a 1\n")
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -1,4 +1,4 @@
-"""Sidecars and caches are untrusted input (issue 13 items 3 and 4): an OFRecord ``.rkidx`` or a
+"""Sidecars and caches are untrusted input: an OFRecord ``.rkidx`` or a
 CTF ``.rkindex`` whose (size, mtime) matches but whose content lies is ignored and rebuilt with a
 warning naming it; readers then give exactly the records of the file, never fewer, never a
 traceback or a huge allocation."""

@@ -1,4 +1,4 @@
-"""`recordkit validate` for every format (issue 16 item 3): everything is read, every problem is
+"""`recordkit validate` for every format: everything is read, every problem is
 reported with its location (file:line:column for text, byte offset + record/chunk/tuple for
 binary), a summary by kind, exit 1 on any error, --max-errors stops early, --json."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`recordkit validate` covers the bridge formats too (issue 16 item 3): every chunk is loaded
+"""`recordkit validate` covers the bridge formats too: every chunk is loaded
 through the format's reader and each failure is a located problem; a clean data set passes."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`recordkit verify SRC DST` and `convert --manifest` (issue 16 item 4): a conversion is proved
+"""`recordkit verify SRC DST` and `convert --manifest`: a conversion is proved
 lossless sequence by sequence (keys, sample counts, exact values; float32 rounding where the
 target narrows), differences are located on both sides, and a manifest checks a copy later
 without the source."""

@@ -1,7 +1,7 @@
 """The built-in sample job behind ``make demo``: write a small CTF corpus, read it back,
 and read it as randomized minibatches.
 
-The corpus looks like a part-of-speech tagging set (seed 003's "tagging" example):
+The corpus looks like a part-of-speech tagging set:
 id-mode sequences of 1-12 words, each word a sparse one-hot over a vocabulary plus a
 dense 4-value feature vector, and a sparse one-hot tag per word. It exercises the
 writer, the index, chunking, dense and sparse parsing, and exact round trip.

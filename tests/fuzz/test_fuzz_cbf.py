@@ -1,4 +1,4 @@
-"""Fuzz the CBF reader (issue 8): corrupt headers, offset tables and chunks must be errors.
+"""Fuzz the CBF reader: corrupt headers, offset tables and chunks must be errors.
 
 For any bytes on disk, opening a ``CBFReader`` and loading every chunk must either work
 or raise a ``recordkit.errors.RecordkitError`` (a ``FormatError`` naming the file and a

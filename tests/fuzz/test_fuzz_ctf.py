@@ -1,4 +1,4 @@
-"""Fuzz the CTF reader (issue 8): mutated seed files must never crash, hang or blow up memory.
+"""Fuzz the CTF reader: mutated seed files must never crash, hang or blow up memory.
 
 The contract under test, for any bytes on disk:
 

@@ -1,4 +1,4 @@
-"""Fuzz tests (issue 8): mutated OFRecord records and part files never crash the reader.
+"""Fuzz tests: mutated OFRecord records and part files never crash the reader.
 
 Contract: only ``RecordkitError`` subclasses escape (``FormatError`` naming the file and
 position), the compiled kernels never read out of bounds, and a length that claims 2^62

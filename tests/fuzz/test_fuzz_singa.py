@@ -1,4 +1,4 @@
-"""Fuzz tests (issue 8): mutated SINGA KVFile / BinFile / TextFile stores and records.
+"""Fuzz tests: mutated SINGA KVFile / BinFile / TextFile stores and records.
 
 Reading a damaged store (strict or tolerant) and sniffing it may only raise
 ``RecordkitError`` subclasses naming the file and byte offset; a length field claiming

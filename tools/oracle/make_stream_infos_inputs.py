@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the inputs of the cntk.io StreamInformation goldens (issue 12 defect 7).
+"""Write the inputs of the cntk.io StreamInformation goldens.
 
     .venv/bin/python tools/oracle/make_stream_infos_inputs.py
 

@@ -1,4 +1,4 @@
-"""Record what CNTK 2.7's cntk.io says about a source's streams (issue 12 defect 7).
+"""Record what CNTK 2.7's cntk.io says about a source's streams.
 
     /work/shared/tools/cntk-oracle python tools/oracle/stream_infos_golden.py
 

@@ -10,7 +10,7 @@ minibatch) and ``sequence_start[s, t]`` (a new sequence begins at step t).
 All streams must have the same length in every sequence; sparse streams are
 delivered dense here, as CNTK's composite reader does in this mode.
 
-Why it is built this way (issue 12 defect 6): pulling one sequence per pick (``take_sequences``) and
+Why it is built this way: pulling one sequence per pick (``take_sequences``) and
 copying each through NumPy/SciPy cost ~100 us a sequence, 28x the plain minibatch path. The
 slots are now flat arrays of pending entries (chunk, sequence, offset, length, key, sweep,
 position), sorted by slot. A refill asks ``_gather.bptt_need`` how many sequences the slots

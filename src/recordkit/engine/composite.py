@@ -1,6 +1,6 @@
 """CompositeDeserializer: several deserializers read as one, sequence by sequence.
 
-CNTK's composite reader (seed 003's ``deserializers = (...)``): the first deserializer
+CNTK's composite reader (a reader config's ``deserializers = (...)``): the first deserializer
 is primary and defines the chunks; the others contribute their streams for the same
 sequences, found by key (the sequence ids of CTF files in id mode) or by position.
 Unlike CNTK, which silently drops primary sequences missing elsewhere, a mismatch is

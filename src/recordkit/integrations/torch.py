@@ -166,7 +166,7 @@ def minibatch_collate(item):
     which walks every value of every item to turn NumPy arrays into tensors and copies each dict.
     A ``MinibatchDataset`` item is already batched and already tensors, so that walk finds nothing
     to do, yet it cost 52-63 us an item with ``num_workers=0`` (12-14% of a 1024-sample dense
-    minibatch; benchmarks/torch_loader.py, stop 30). The item that arrives is the same dict either way
+    minibatch; benchmarks/torch_loader.py). The item that arrives is the same dict either way
     (from workers too: there the walk runs in the worker, on the packed item, and is cheap). A
     module-level function, so spawn/forkserver workers can unpickle it."""
     return item

@@ -141,7 +141,7 @@ cdef bint _walk(const uint8_t* p, int64_t n, int64_t nseq, const uint8_t* sparse
 
 cdef int _check_streams(list sparse, list dims, list esizes) except -1:
     """The stream description a caller passes: one entry per stream in each list, dims within
-    CBF's 32-bit range, element sizes of float or double (issue 13: kernels trust no input)."""
+    CBF's 32-bit range, element sizes of float or double (the kernel trusts no caller's input)."""
     if not (len(sparse) == len(dims) == len(esizes)):
         raise ValueError(f"sparse, dims and esizes describe {len(sparse)}, {len(dims)} and {len(esizes)} streams")
     for s in range(len(dims)):

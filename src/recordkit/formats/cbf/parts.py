@@ -1,4 +1,4 @@
-"""A directory of CBF parts read as one data set (issue 14 item 5).
+"""A directory of CBF parts read as one data set.
 
 ``recordkit convert --engine ray IN OUT.cbf`` (and ``CBFDatasink``) writes OUT as a directory
 of ``part-NNNNN.cbf`` files, each a run of consecutive sequences. Read in part order (the

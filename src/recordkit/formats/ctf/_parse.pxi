@@ -291,7 +291,7 @@ cdef class ChunkParser:
 cdef int _check_spans(const uint64_t[::1] offsets, const uint64_t[::1] sizes, const uint64_t[::1] first_lines,
                       uint64_t base, uint64_t buflen) except -1:
     """Sequence spans handed to the parser (from the index or its cache) must lie in the buffer:
-    a lying index is an error here, never a read of other memory (issue 13)."""
+    a lying index is an error here, never a read of other memory."""
     cdef Py_ssize_t i, n = offsets.shape[0]
     if sizes.shape[0] != n or first_lines.shape[0] != n:
         raise ValueError(f"{n} offsets, {sizes.shape[0]} sizes and {first_lines.shape[0]} first lines")

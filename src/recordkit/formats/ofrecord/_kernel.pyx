@@ -305,7 +305,7 @@ cdef inline void store_i(uint8_t* row, int code, int64_t i, int64_t v) noexcept 
 
 cdef int _check_frames(const int64_t[::1] offsets, const int64_t[::1] lengths, int64_t size) except -1:
     """Record spans handed to a decoder (from a sidecar index or a scan) must lie in the buffer:
-    a lying index is an error here, never a read of other memory (issue 13)."""
+    a lying index is an error here, never a read of other memory."""
     cdef int64_t r
     if offsets.shape[0] != lengths.shape[0]:
         raise ValueError(f"{offsets.shape[0]} offsets but {lengths.shape[0]} lengths")
