@@ -115,10 +115,6 @@ class HFDeserializer(DeserializerBase, ClosingReader):
     def streams(self):
         return [s for _, s in self._selected]
 
-    @property
-    def chunks(self) -> list[ChunkInfo]:
-        return list(self._chunks)
-
     def recorded(self) -> list[dict]:
         return streams_to_json(self.streams)
 

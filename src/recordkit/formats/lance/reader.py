@@ -99,10 +99,6 @@ class LanceDeserializer(DeserializerBase, ClosingReader):
         return [s for _, s in self._selected]
 
     @property
-    def chunks(self) -> list[ChunkInfo]:
-        return list(self._chunks)
-
-    @property
     def num_sequences(self) -> int:
         return sum(c.num_sequences for c in self._chunks)
 

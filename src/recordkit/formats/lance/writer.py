@@ -26,7 +26,7 @@ from recordkit.engine.streams import check_streams, resolve_precision  # noqa: E
 from recordkit.errors import UsageError  # noqa: E402
 from recordkit.formats.closing import AtomicWriter  # noqa: E402
 from recordkit.formats.lance.reader import META_SAMPLES  # noqa: E402
-from recordkit.formats.parquet.arrow import chunk_to_batch, schema_for, sequence_runs  # noqa: E402
+from recordkit.formats.parquet.arrow import ChunkBatches, schema_for, sequence_runs  # noqa: E402
 from recordkit.storage import location  # noqa: E402
 
 ENTRIES = ("data", "_versions", "_transactions", "_deletions", "_indices")
@@ -95,9 +95,7 @@ class LanceWriter(AtomicWriter):
         self.sequences_written = 0
         self._target = LanceTarget(self.path, storage_options)
         self._samples: list[int] = []
-        self._pending: list = []
-        self._pending_samples = 0
-        self._pending_id = None
+        self._pending = ChunkBatches(self._streams, self.schema, self.dtype)
 
     @property
     def streams(self):
@@ -112,23 +110,19 @@ class LanceWriter(AtomicWriter):
         if n == 0:
             return
         for a, b in sequence_runs(chunk, self._streams):
-            if self._pending and (chunk.chunk_id < 0 or chunk.chunk_id != self._pending_id):
+            if self._pending.starts_new(chunk):
                 self._flush()
-            self._pending.append(chunk_to_batch(chunk, self._streams, self.schema, self.dtype, a, b))
-            self._pending_samples += int(np.asarray(chunk.lengths[a:b]).sum())
-            self._pending_id = chunk.chunk_id
+            self._pending.add(chunk, a, b)
         self.sequences_written += n
         if chunk.chunk_id < 0:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._pending:
-            return
-        table = pa.Table.from_batches(self._pending, schema=self.schema)
-        self._pending = []
-        written = self._target.write(table)
-        self._samples += [self._pending_samples] + [0] * (written - 1)
-        self._pending_samples = 0
+        taken = self._pending.take()
+        if taken is not None:
+            table, samples = taken
+            written = self._target.write(table)
+            self._samples += [samples] + [0] * (written - 1)
 
     def close(self) -> None:
         try:
@@ -141,5 +135,5 @@ class LanceWriter(AtomicWriter):
             raise
 
     def abort(self) -> None:
-        self._pending = []
+        self._pending.clear()
         self._target.abort()

@@ -335,3 +335,38 @@ def select_streams(schema: pa.Schema, path: str, streams=None, precision=None):
         raise FormatError(path, f"column 'key' is {schema.field(KEY).type}: expected an integer key per sequence",
                           record="column 'key'")
     return pairs
+
+
+class ChunkBatches:
+    """Record batches of one input chunk, gathered until the next chunk starts: a writer turns each
+    gathering into one row group (Parquet) or fragment (Lance), so the output's chunks are the
+    input's (a CTF chunk parsed in pieces arrives as several runs of one chunk id) and a randomized
+    read of the output draws the same order. A chunk id below 0 (a chunk made on the fly) is never
+    joined with another."""
+
+    def __init__(self, streams, schema, dtype):
+        self._streams, self._schema, self._dtype = streams, schema, dtype
+        self._batches: list = []
+        self._samples = 0
+        self._id = None
+
+    def starts_new(self, chunk) -> bool:
+        """Whether rows of ``chunk`` cannot join what is gathered (take it first)."""
+        return bool(self._batches) and (chunk.chunk_id < 0 or chunk.chunk_id != self._id)
+
+    def add(self, chunk, a: int, b: int) -> None:
+        """Sequences ``a:b`` of ``chunk``."""
+        self._batches.append(chunk_to_batch(chunk, self._streams, self._schema, self._dtype, a, b))
+        self._samples += int(np.asarray(chunk.lengths[a:b]).sum())
+        self._id = chunk.chunk_id
+
+    def take(self):
+        """``(table, samples)`` of what was gathered, emptied; None when nothing was."""
+        if not self._batches:
+            return None
+        table = pa.Table.from_batches(self._batches, schema=self._schema)
+        samples, self._batches, self._samples = self._samples, [], 0
+        return table, samples
+
+    def clear(self) -> None:
+        self._batches, self._samples = [], 0

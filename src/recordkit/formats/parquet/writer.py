@@ -17,14 +17,13 @@ import json
 import os
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import ShardCutter, sequence_bytes
-from recordkit.formats.parquet.arrow import META_SAMPLES, chunk_to_batch, schema_for, sequence_runs
+from recordkit.formats.parquet.arrow import META_SAMPLES, ChunkBatches, schema_for, sequence_runs
 
 PART_PATTERN = "part-{:05d}.parquet"
 
@@ -105,9 +104,7 @@ class ParquetWriter(AtomicWriter):
         self._file = None
         self._writer = None
         self._samples: list[int] = []
-        self._pending: list = []
-        self._pending_samples = 0
-        self._pending_id = None
+        self._pending = ChunkBatches(self._streams, self.schema, self.dtype)
 
     @property
     def streams(self):
@@ -162,22 +159,18 @@ class ParquetWriter(AtomicWriter):
     def _write_rows(self, chunk, a: int, b: int) -> None:
         # pieces of one input chunk (a CTF chunk parsed in pieces) make one row group, so the output's
         # chunks are the input's and a randomized read of it draws the same order
-        if self._pending and (chunk.chunk_id < 0 or chunk.chunk_id != self._pending_id):
+        if self._pending.starts_new(chunk):
             self._flush()
-        self._pending.append(chunk_to_batch(chunk, self._streams, self.schema, self.dtype, a, b))
-        self._pending_samples += int(np.asarray(chunk.lengths[a:b]).sum())
-        self._pending_id = chunk.chunk_id
+        self._pending.add(chunk, a, b)
         if chunk.chunk_id < 0:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._pending:
-            return
-        table = pa.Table.from_batches(self._pending, schema=self.schema)
-        self._pending = []
-        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))  # one row group
-        self._samples.append(self._pending_samples)
-        self._pending_samples = 0
+        taken = self._pending.take()
+        if taken is not None:
+            table, samples = taken
+            self._writer.write_table(table, row_group_size=max(table.num_rows, 1))  # one row group
+            self._samples.append(samples)
 
     # -- output -----------------------------------------------------------------------------------
     def close(self) -> None:
