@@ -223,21 +223,23 @@ def run_ray(args) -> int:
                                    skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
                                    chunk_size=args.chunk_size, cache_index=args.cache_index)
     precision = args.precision or _precision_of(source)
+    from recordkit.integrations.ray import _quiet
     started = not ray.is_initialized()
-    if started:
-        ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING")
+    if started:  # below trace level 2, Ray's logs stay in its session directory (integrations/ray/_quiet.py)
+        ray.init(address=args.ray_address, include_dashboard=False, **_quiet.init_options(args.trace_level))
     try:
         t0 = time.perf_counter()
-        dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
-        if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
-            from recordkit.integrations.ray.parquet import write_parquet
-            paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
-                                           storage_options=opts, checksums=args.checksum)
-            sink = argparse.Namespace(paths=paths, sequences_written="?" if written is None else written)
-        else:
-            sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
-                                      chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
-                                      checksums=args.checksum, shard_size=getattr(args, "shard_size", None))
+        with _quiet.quiet(args.trace_level):
+            dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
+            if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
+                from recordkit.integrations.ray.parquet import write_parquet
+                paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
+                                               storage_options=opts, checksums=args.checksum)
+                sink = argparse.Namespace(paths=paths, sequences_written="?" if written is None else written)
+            else:
+                sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
+                                          chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
+                                          checksums=args.checksum, shard_size=getattr(args, "shard_size", None))
         seconds = time.perf_counter() - t0
     finally:
         if started:
