@@ -134,7 +134,7 @@ def run(args) -> int:
             max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
             cache_index=args.cache_index, csv_dim=args.csv_dim, csv_separator=args.csv_separator,
             csv_has_label=not args.csv_no_label, part_order=args.part_order,
-            allow_empty_streams=sources.allowed_empty(args))
+            allow_empty_streams=sources.allowed_empty(args), allow_padding=sources.allowed_padding(args))
     _report(args, result)
     return 0
 
@@ -219,7 +219,8 @@ def run_ray(args) -> int:
         streams = sources.parse_streams(args) if args.stream else None
     source = rk_ray.datasource_for(args.path, source_format=args.source_format, streams=streams,
                                    precision=args.precision, storage_options=opts, cache_dir=args.cache_dir,
-                                   allow_empty_streams=sources.allowed_empty(args), max_errors=args.max_errors,
+                                   allow_empty_streams=sources.allowed_empty(args),
+                                   allow_padding=sources.allowed_padding(args), max_errors=args.max_errors,
                                    skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
                                    chunk_size=args.chunk_size, cache_index=args.cache_index)
     precision = args.precision or _precision_of(source)
