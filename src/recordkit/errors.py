@@ -198,7 +198,7 @@ class WarningLimit:
         if n <= 0 or trace_level(self.level) < TRACE_WARNINGS:
             return
         if self.shown[kind] <= self.limit:
-            warn(f"{self.source}: {n} further warning(s) of this kind ({kind}) are counted but not shown",
+            warn(f"{self.source}: further warnings of this kind are counted but not shown ({n} of them: {kind})",
                  level=self.level)
             self.shown[kind] = self.limit + 1
         _count_unshown(self.source, kind, n)
