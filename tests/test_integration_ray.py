@@ -447,6 +447,22 @@ def test_ray_conversion_reports_bad_input_with_its_location(cluster, tmp_path, c
     assert f"recordkit: error: {bad}:2:" in capsys.readouterr().err
 
 
+def test_ray_conversion_failure_prints_the_located_error_without_rays_logs(cluster, tmp_path):
+    """A bad line under --engine ray: the one located error on stderr, not Ray Data's progress and
+    task tracebacks, the workers' forwarded output or its retry advice (a process of its own,
+    joining the module's cluster, as a user's command would start one)."""
+    bad = tmp_path / "bad.ctf"
+    bad.write_text("0 |x 1 2 |y 1:1\n1 |x 3 4 |y 9:1\n")
+    out = subprocess.run([sys.executable, "-m", "recordkit.cli.main", "convert", str(bad), str(tmp_path / "out"),
+                          "--engine", "ray", "--to", "cbf", *STREAM_ARGS,
+                          "--ray-address", ray.get_runtime_context().gcs_address],
+                         capture_output=True, text=True, timeout=180, env=worker_env())
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert f"recordkit: error: {bad}:2:13: sparse index 9 in input 'y' is out of range" in out.stderr
+    assert "Traceback" not in out.stderr and "Failed to apply" not in out.stderr, out.stderr[-3000:]
+    assert len(out.stderr.splitlines()) < 5, out.stderr[-3000:]
+
+
 def test_ray_engine_refuses_outputs_it_cannot_write(cluster, data, tmp_path, capsys):
     assert main(["convert", str(data), str(tmp_path / "out.ctf"), "--engine", "ray", *STREAM_ARGS]) == 2
     assert "cbf, ofrecord or parquet parts, or a webdataset, tfrecord, mds, hf data set" in capsys.readouterr().err

@@ -3,8 +3,14 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import struct
+import subprocess
+import sys
 import types
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -409,6 +415,93 @@ def test_image_decode_corrupt_bytes_name_feature_file_and_record():
 def test_image_decode_truncated_jpeg_is_a_format_error():
     data = encode(smooth_rgb(64, 64), "JPEG")
     with pytest.raises(FormatError, match=r"record 0"):
+        dec.image_decode(recs("e", byteses(data[: len(data) // 2])), "e", "RGB")
+
+
+def forged_png(width, height):
+    """A 1x1 PNG whose IHDR (CRC fixed) declares ``width`` x ``height``: a few dozen bytes."""
+    b = bytearray(encode(rgb_pattern(1, 1), "PNG"))
+    assert b[12:16] == b"IHDR"
+    b[16:24] = struct.pack(">II", width, height)
+    b[29:33] = struct.pack(">I", zlib.crc32(bytes(b[12:29])))
+    return bytes(b)
+
+
+def forged_jpeg(width, height):
+    """An 8x8 baseline JPEG whose SOF0 declares ``width`` x ``height``: some 600 bytes."""
+    b = bytearray(encode(rgb_pattern(8, 8), "JPEG"))
+    at = 2
+    while b[at + 1] != 0xC0:
+        at += 2 + struct.unpack(">H", b[at + 2:at + 4])[0]
+    b[at + 5:at + 9] = struct.pack(">HH", height, width)
+    return bytes(b)
+
+
+_BOMB_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+from recordkit.compat.oneflow import ops
+from recordkit.errors import FormatError
+from recordkit.formats.ofrecord.codec import Feature
+data = open(sys.argv[1], "rb").read()
+try:
+    ops.image_decode([{"img": Feature("bytes_list", [data])}], "img", "BGR", where=[("part-00003", 7)])
+    print("decoded")
+except FormatError as e:
+    print("error:", e)
+print("peak MiB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+@pytest.mark.parametrize("kind, size", [("png", 12000), ("jpeg", 13000)])
+def test_image_bomb_is_refused_by_its_declared_size_in_bounded_memory(tmp_path, kind, size):
+    """A PNG of ~70 bytes declaring 12000x12000 and a JPEG of ~630 declaring 13000x13000 (Pillow only
+    warns below twice its threshold) were decoded into 0.4-0.5 GB of zero-filled pixels, peaking
+    at 0.9-2.9 GB: now refused from the header, in a child whose address space is capped."""
+    data = (forged_png if kind == "png" else forged_jpeg)(size, size)
+    (tmp_path / "bomb").write_bytes(data)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(Path(img.__file__).parents[4])] + sys.path))
+    out = subprocess.run([sys.executable, "-c", _BOMB_CHILD, str(tmp_path / "bomb")], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, peak = out.stdout.splitlines()
+    assert first.startswith("error: part-00003: feature 'img': ") and first.endswith("(record 7)"), first
+    assert f"declares {size}x{size} = {size * size:,} pixels, more than the limit of 89,478,485" in first
+    assert int(peak.split()[-1]) < 200, peak
+
+
+@pytest.mark.parametrize("kind", ["png", "jpeg"])
+def test_image_decode_refuses_data_too_short_for_its_declared_size(kind):
+    """Within the pixel budget, bytes that cannot hold the declared pixels are truncated or forged:
+    an error, not an image of zero-filled rows."""
+    data = (forged_png if kind == "png" else forged_jpeg)(4000, 4000)
+    with pytest.raises(FormatError, match=r"declares 4000x4000 pixels, which need at least [\d,]+ bytes "
+                                          r"of encoded data: truncated or a forged size \(record 0\)"):
+        dec.image_decode(recs("e", byteses(data)), "e", "RGB")
+
+
+def test_pixel_budget_is_configurable_per_call_per_decoder_and_for_the_module(monkeypatch):
+    from recordkit.compat.oneflow import nn
+    data = encode(rgb_pattern(40, 50), "PNG")  # 2,000 pixels
+    r = recs("e", byteses(data))
+    assert dec.image_decode(r, "e", max_pixels=2000)[0].shape == (40, 50, 3)
+    with pytest.raises(FormatError, match=r"declares 50x40 = 2,000 pixels, more than the limit of 1,999"):
+        dec.image_decode(r, "e", max_pixels=1999)
+    with pytest.raises(FormatError, match="limit of 1,000"):
+        dec.image_decode_random_crop(r, "e", random_seed=0, max_pixels=1000)
+    with pytest.raises(ValueError, match="max_pixels must be a positive integer"):
+        nn.OFRecordImageDecoder("e", max_pixels=0)
+    monkeypatch.setattr(img, "MAX_PIXELS", 1500)
+    with pytest.raises(FormatError, match="limit of 1,500"):
+        dec.image_decode(r, "e")
+
+
+def test_image_decode_refuses_to_run_with_pillows_truncated_loading_on(monkeypatch):
+    from PIL import ImageFile
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
+    data = encode(smooth_rgb(64, 64), "JPEG")
+    with pytest.raises(FormatError, match="LOAD_TRUNCATED_IMAGES is set.*record 0"):
         dec.image_decode(recs("e", byteses(data[: len(data) // 2])), "e", "RGB")
 
 

@@ -169,10 +169,11 @@ def test_a_warning_points_at_the_callers_line_not_at_recordkit(tmp_path):
     p = write(tmp_path, "|a 1\n")
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        list(CTFReader(p, [dense("A", 3, "a")]))  # the padded sample's warning is attributed here
+        list(CTFReader(p, [dense("A", 3, "a")], allow_padding=["A"]))  # the padded sample's warning is attributed here
     assert len(w) == 1 and w[0].filename == __file__
     code = ("import warnings, sys\nfrom recordkit.formats.ctf import CTFReader\nfrom recordkit import StreamSpec\n"
-            f"r = CTFReader({str(p)!r}, [StreamSpec('A', 'dense', 3, 'a')])\nseqs = list(r)  # USER LINE\n")
+            f"r = CTFReader({str(p)!r}, [StreamSpec('A', 'dense', 3, 'a')], allow_padding=['A'])\n"
+            "seqs = list(r)  # USER LINE\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "RecordkitWarning: " in out.stderr and "recordkit/" not in out.stderr
     assert out.stderr.startswith("<string>:5: RecordkitWarning:"), out.stderr
@@ -182,7 +183,7 @@ def test_warnings_on_worker_threads_show_no_recordkit_source_line(tmp_path):
     p = write(tmp_path, "".join(f"{i} |a 1\n" for i in range(50)))
     code = ("import warnings\nfrom recordkit.formats.ctf import CTFReader\nfrom recordkit import StreamSpec\n"
             "from recordkit.engine.source import MinibatchSource\n"
-            f"r = CTFReader({str(p)!r}, [StreamSpec('A', 'dense', 3, 'a')], chunk_size=64)\n"
+            f"r = CTFReader({str(p)!r}, [StreamSpec('A', 'dense', 3, 'a')], chunk_size=64, allow_padding=['A'])\n"
             "s = MinibatchSource(r, randomize=False, max_sweeps=1)\n"
             "while s.next_minibatch(8) is not None:\n    pass\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

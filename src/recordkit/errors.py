@@ -8,9 +8,12 @@ compiler-style message (``path:line:col: what was expected``) for people.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import warnings
+from collections import Counter
 
 
 class RecordkitError(Exception):
@@ -154,6 +157,74 @@ def warn(message: str, category: type = RecordkitWarning, level: int | None = No
         warnings.warn_explicit(message, category, "<recordkit>", 0, module="recordkit")
     else:
         warnings.warn(message, category, stacklevel=level)
+
+
+WARNINGS_PER_KIND = 20  # beyond this, a source's warnings of one kind are counted but not printed
+
+# (source, kind) -> warnings counted but not shown, while a command collects them (``unshown_warnings``)
+_unshown: Counter | None = None
+_unshown_lock = threading.Lock()
+
+
+class WarningLimit:
+    """Shows at most ``limit`` warnings of each kind from one source (a file), then one line saying
+    that further ones are counted but not shown, and counts the rest: a file with a million short
+    rows must not print a million lines. What was not shown is not lost: within
+    ``unshown_warnings()`` (the command line runs every command inside it) the counts per source
+    and kind are collected, and the command prints them at its end."""
+
+    def __init__(self, source, *, limit: int = WARNINGS_PER_KIND, level: int | None = None):
+        self.source = str(source)
+        self.limit = int(limit)
+        self.level = level
+        self.shown: Counter = Counter()  # kind -> warnings given to this limit so far, shown or not
+
+    def warn(self, kind: str, text: str) -> None:
+        """One warning of ``kind`` (words naming it, e.g. "dense input padded with zeros")."""
+        if trace_level(self.level) < TRACE_WARNINGS:
+            return  # nothing is shown at this level, so nothing is "not shown" either
+        given = self.shown[kind]
+        self.shown[kind] = given + 1
+        if given < self.limit:
+            warn(text, level=self.level)
+            return
+        if given == self.limit:
+            warn(f"{self.source}: further warnings of this kind are counted but not shown", level=self.level)
+        _count_unshown(self.source, kind, 1)
+
+    def unshown(self, kind: str, n: int) -> None:
+        """``n`` warnings of ``kind`` that were counted without their details (beyond what a kernel
+        records): never shown one by one, so counted as not shown."""
+        if n <= 0 or trace_level(self.level) < TRACE_WARNINGS:
+            return
+        if self.shown[kind] <= self.limit:
+            warn(f"{self.source}: further warnings of this kind are counted but not shown ({n} of them: {kind})",
+                 level=self.level)
+            self.shown[kind] = self.limit + 1
+        _count_unshown(self.source, kind, n)
+
+
+def _count_unshown(source: str, kind: str, n: int) -> None:
+    if _unshown is None:
+        return
+    with _unshown_lock:
+        if _unshown is not None:
+            _unshown[(source, kind)] += n
+
+
+@contextlib.contextmanager
+def unshown_warnings():
+    """Within: the counts of warnings ``WarningLimit`` did not show are collected into the Counter
+    it yields, ``(source, kind) -> count`` in the order first counted."""
+    global _unshown
+    with _unshown_lock:
+        previous, _unshown = _unshown, Counter()
+        collected = _unshown
+    try:
+        yield collected
+    finally:
+        with _unshown_lock:
+            _unshown = previous
 
 
 class ErrorBudget:

@@ -142,7 +142,8 @@ def run(args) -> int:
             max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
             cache_index=args.cache_index, csv_dim=args.csv_dim, csv_separator=args.csv_separator,
             csv_has_label=not args.csv_no_label, part_order=args.part_order,
-            allow_empty_streams=sources.allowed_empty(args), writer_options=_writer_options(args))
+            allow_empty_streams=sources.allowed_empty(args), allow_padding=sources.allowed_padding(args),
+            writer_options=_writer_options(args))
     _report(args, result)
     return 0
 
@@ -237,25 +238,28 @@ def run_ray(args) -> int:
         streams = sources.parse_streams(args) if args.stream else None
     source = rk_ray.datasource_for(args.path, source_format=args.source_format, streams=streams,
                                    precision=args.precision, storage_options=opts, cache_dir=args.cache_dir,
-                                   allow_empty_streams=sources.allowed_empty(args), max_errors=args.max_errors,
+                                   allow_empty_streams=sources.allowed_empty(args),
+                                   allow_padding=sources.allowed_padding(args), max_errors=args.max_errors,
                                    skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
                                    chunk_size=args.chunk_size, cache_index=args.cache_index)
     precision = args.precision or _precision_of(source)
+    from recordkit.integrations.ray import _quiet
     started = not ray.is_initialized()
-    if started:
-        ray.init(address=args.ray_address, include_dashboard=False, logging_level="WARNING")
+    if started:  # below trace level 2, Ray's logs stay in its session directory (integrations/ray/_quiet.py)
+        ray.init(address=args.ray_address, include_dashboard=False, **_quiet.init_options(args.trace_level))
     try:
         t0 = time.perf_counter()
-        dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
-        if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
-            from recordkit.integrations.ray.parquet import write_parquet
-            paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
-                                           storage_options=opts, checksums=args.checksum)
-            sink = argparse.Namespace(paths=paths, sequences_written="?" if written is None else written)
-        else:
-            sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
-                                      chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
-                                      checksums=args.checksum, shard_size=getattr(args, "shard_size", None))
+        with _quiet.quiet(args.trace_level):
+            dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
+            if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
+                from recordkit.integrations.ray.parquet import write_parquet
+                paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
+                                               storage_options=opts, checksums=args.checksum)
+                sink = argparse.Namespace(paths=paths, sequences_written="?" if written is None else written)
+            else:
+                sink = rk_ray.write_parts(dataset, args.output, source.streams, to=target, precision=precision,
+                                          chunk_size=args.output_chunk_size or args.chunk_size, storage_options=opts,
+                                          checksums=args.checksum, shard_size=getattr(args, "shard_size", None))
         seconds = time.perf_counter() - t0
     finally:
         if started:

@@ -42,6 +42,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     sys.stderr.write(f"recordkit: {kind}: {message}\n")
 
 
+def _report_unshown(unshown) -> None:
+    """The end of a command (before its error line, if any): how many warnings of each kind each
+    file had beyond those listed (``errors.WarningLimit``), which were announced as "counted but
+    not shown"."""
+    for (source, kind), n in list(unshown.items()):
+        sys.stderr.write(f"recordkit: warning: {source}: {n} more warning(s) of this kind ({kind}) were counted "
+                         f"but not shown\n")
+
+
 def _os_failure(e: OSError) -> str:
     """One line for an OSError that ended a command, naming the outputs that were discarded
     (their previous content is intact, their temporaries removed)."""
@@ -121,10 +130,14 @@ def main(argv=None) -> int:
         args.check(command_parser(parser, args.command), args)
     warnings.showwarning = _show_warning
     warnings.simplefilter("always")
-    from recordkit.errors import set_trace_level
+    from recordkit.errors import set_trace_level, unshown_warnings
     previous_trace_level = set_trace_level(getattr(args, "trace_level", 1))  # for readers made without one
     try:
-        return int(args.run(args) or 0)
+        with unshown_warnings() as unshown:
+            try:
+                return int(args.run(args) or 0)
+            finally:
+                _report_unshown(unshown)
     except UsageError as e:
         print(f"recordkit: error: {e}", file=sys.stderr)
         return 2

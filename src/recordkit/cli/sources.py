@@ -32,6 +32,10 @@ def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-empty-stream", action="append", default=[], metavar="NAME", dest="allow_empty_stream",
                    help="a declared stream NAME (or alias) may have no sample in the whole input (repeatable); "
                         "otherwise that is an error at the end (exit 1): usually a mistyped alias")
+    p.add_argument("--allow-padding", action="append", default=[], metavar="NAME", dest="allow_padding",
+                   help="the dense stream NAME (or alias) may have no sample as wide as its declared dim, every "
+                        "sample zero padded (repeatable); otherwise that is an error at the end (exit 1): "
+                        "usually a wrong dim")
     p.add_argument("--trace-level", type=int, default=1, choices=[0, 1, 2],
                    help="0: errors only (tolerated errors counted, not listed); 1: warnings too (default); "
                         "2: information too (each chunk loaded: sequences, samples, bytes)")
@@ -56,6 +60,11 @@ def storage(args) -> dict:
 def allowed_empty(args) -> list[str]:
     """``--allow-empty-stream`` names: declared streams that may have no sample in the whole input."""
     return list(getattr(args, "allow_empty_stream", None) or [])
+
+
+def allowed_padding(args) -> list[str]:
+    """``--allow-padding`` names: dense streams whose declared dim no sample may reach."""
+    return list(getattr(args, "allow_padding", None) or [])
 
 
 def parse_streams(args) -> list[StreamSpec]:
@@ -86,7 +95,7 @@ def open_ctf(args, path=None, streams=None):
     return CTFReader(path or args.path, streams or parse_streams(args), precision=args.precision or "float",
                      max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
                      trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
-                     allow_empty_streams=allowed_empty(args), **storage(args))
+                     allow_empty_streams=allowed_empty(args), allow_padding=allowed_padding(args), **storage(args))
 
 
 def _selection(args):

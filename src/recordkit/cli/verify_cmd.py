@@ -231,7 +231,7 @@ def _conversion_source(args):
         cache_dir=args.cache_dir, max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
         trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
         csv_dim=args.csv_dim, csv_separator=args.csv_separator, csv_has_label=not args.csv_no_label,
-        allow_empty_streams=sources.allowed_empty(args))
+        allow_empty_streams=sources.allowed_empty(args), allow_padding=sources.allowed_padding(args))
     target = conversion.resolve_target(args.output, args.to, opts)
     narrows = target in ("kvfile", "binfile", "tfrecord")
     precision = "float" if narrows else (args.precision or conversion.precision_of(reader))

@@ -16,6 +16,14 @@ occurs ("declared 'F', the file has 'f'").
 Undeclared inputs alone are not an error: reading a subset of a file's inputs is ordinary
 (CNTK's conformance case 31, "extra input should be ignored"); they matter here only as the
 likely intended name of an empty declared stream.
+
+The same holds for a dense dim larger than the data (``features=dense:5`` over rows of 4): CTF
+pads a short dense row with zeros, and short rows in *some* samples are the format's own
+(CNTK pads them too), but when *no* sample of a stream reaches its declared dim every value
+past the widest row is padding: the dim is wrong. Readers that pad report, chunk by chunk, the
+widest dense sample of each stream; at the end of a sweep such a stream is a
+``PaddedStreamError`` naming both widths ("declared 5, the data has 4"),
+unless the caller allowed it (``allow_padding=`` / ``--allow-padding NAME``).
 """
 from __future__ import annotations
 
@@ -24,15 +32,29 @@ import threading
 from recordkit.errors import FormatError, UsageError
 
 
-class EmptyStreamError(FormatError):
-    """A declared stream had no sample in the whole input (``streams``: the empty stream names)."""
+class StreamCheckError(FormatError):
+    """The end-of-sweep check found declared streams the data does not fill (``streams``: their
+    names); raised once, by the load that completed the sweep."""
 
     def __init__(self, path, message, *, streams=(), **where):
         super().__init__(path, message, **where)
         self.streams = list(streams)
 
 
-def resolve_allowed(streams, allow) -> frozenset:
+class EmptyStreamError(StreamCheckError):
+    """A declared stream had no sample in the whole input (``streams``: the empty stream names)."""
+
+
+class PaddedStreamError(StreamCheckError):
+    """No sample of a declared dense stream had its declared dim: every sample was zero padded
+    (``streams``: their names; ``widths``: name -> (declared dim, widest sample))."""
+
+    def __init__(self, path, message, *, streams=(), widths=None, **where):
+        super().__init__(path, message, streams=streams, **where)
+        self.widths = dict(widths or {})
+
+
+def resolve_allowed(streams, allow, option: str = "allow_empty_streams") -> frozenset:
     """The stream names ``allow`` (names or aliases) refers to; an unknown name is a UsageError
     (a typo there would silently allow nothing)."""
     if allow is None:
@@ -46,7 +68,7 @@ def resolve_allowed(streams, allow) -> frozenset:
     out = set()
     for name in allow:
         if name not in by_name:
-            raise UsageError(f"allow_empty_streams: no stream '{name}' is declared "
+            raise UsageError(f"{option}: no stream '{name}' is declared "
                              f"(declared: {', '.join(s.name for s in streams)})")
         out.add(by_name[name])
     return frozenset(out)
@@ -63,13 +85,16 @@ class StreamPresence:
     a reader calls it at the end of a sweep and again on close.
     """
 
-    def __init__(self, path, streams, num_chunks: int, allow=None, *, where=None):
+    def __init__(self, path, streams, num_chunks: int, allow=None, *, where=None, allow_padding=None):
         self.path = str(path)
         self.where = dict(where or {})  # the error's location when no near miss locates it
         self.streams = list(streams)
         self.allowed = resolve_allowed(self.streams, allow)
+        self.allowed_padding = resolve_allowed(self.streams, allow_padding, "allow_padding")
         self.num_chunks = int(num_chunks)
         self.samples = {s.name: 0 for s in self.streams}
+        self.widest: dict[str, int] = {}         # dense stream -> most values a sample had (readers that pad)
+        self.first_padded: dict[str, tuple] = {}  # dense stream -> (line, column) of its first padded sample
         self.undeclared: dict[str, tuple] = {}   # input name -> (line, column) of its first recorded occurrence
         self.sequences = 0        # sequences read (kept)
         self.skipped_empty = 0    # sequences skipped for having no sample of any declared stream
@@ -77,20 +102,32 @@ class StreamPresence:
         self._lock = threading.Lock()
         self.checked = False
 
-    def count(self, chunk_id: int, samples, *, sequences: int = 1, skipped_empty: int = 0) -> bool:
+    def count(self, chunk_id: int, samples, *, sequences: int = 1, skipped_empty: int = 0, widest=None) -> bool:
         """Add a chunk's samples per stream (``{name: n}`` or a list in stream order), the
-        sequences it delivered and those skipped for holding no declared stream; False if the
-        chunk was counted before."""
+        sequences it delivered and those skipped for holding no declared stream, and (readers
+        that pad dense samples) the most values a dense sample of each stream had, in the same
+        forms; False if the chunk was counted before."""
         with self._lock:
             if chunk_id in self._counted:
                 return False
             self._counted.add(chunk_id)
             self.sequences += int(sequences)
             self.skipped_empty += int(skipped_empty)
-            items = samples.items() if isinstance(samples, dict) else zip((s.name for s in self.streams), samples)
-            for name, n in items:
+            for name, n in self._items(samples):
                 self.samples[name] += int(n)
+            for name, n in self._items(widest or ()):
+                self.widest[name] = max(self.widest.get(name, 0), int(n))
             return True
+
+    def _items(self, values):
+        return values.items() if isinstance(values, dict) else zip((s.name for s in self.streams), values)
+
+    def note_padded(self, name: str, line=None, column=None) -> None:
+        """A padded sample of dense stream ``name`` (the earliest one locates the error)."""
+        with self._lock:
+            known = self.first_padded.get(name)
+            if known is None or (line is not None and (known[0] is None or (line, column) < known)):
+                self.first_padded[name] = (line, column)
 
     def note_undeclared(self, name: str, line=None, column=None) -> None:
         """An undeclared input the reader skipped (where a name first occurs in the file is kept;
@@ -112,8 +149,15 @@ class StreamPresence:
         """The declared, not allowed streams without a sample so far."""
         return [s for s in self.streams if self.samples[s.name] == 0 and s.name not in self.allowed]
 
+    def narrow(self) -> list:
+        """The declared dense streams, not allowed padding, with samples of which none had the
+        declared dim (only where the reader reported widths)."""
+        return [s for s in self.streams if not s.is_sparse and s.name in self.widest and self.samples[s.name]
+                and self.widest[s.name] < s.dim and s.name not in self.allowed_padding]
+
     def check(self) -> None:
-        """Raise ``EmptyStreamError`` if every chunk was counted and a declared stream stayed empty.
+        """Raise ``EmptyStreamError`` if every chunk was counted and a declared stream stayed empty,
+        else ``PaddedStreamError`` if a dense stream's samples were all narrower than its dim.
 
         Not for an input without chunks (reading an empty data set as empty is deliberate), nor
         when every sequence was dropped for a tolerated error (those errors were reported, and
@@ -128,6 +172,7 @@ class StreamPresence:
             return  # every sequence was dropped for an error, each already reported (under max_errors)
         empty = self.empty()
         if not empty:
+            self._check_widths()
             return
         parts, where = [], None
         for s in empty:
@@ -150,6 +195,25 @@ class StreamPresence:
         message = ("; ".join(parts) + ". Check the stream declarations, or allow it: "
                    + " ".join(f"--allow-empty-stream {n}" for n in names) + f" (allow_empty_streams={names!r})")
         raise EmptyStreamError(self.path, message, streams=names, **(where or self.where))
+
+    def _check_widths(self) -> None:
+        """Raise ``PaddedStreamError`` for the streams ``narrow()`` names."""
+        narrow = self.narrow()
+        if not narrow:
+            return
+        parts = []
+        for s in narrow:
+            widest = self.widest[s.name]
+            parts.append(f"dense stream '{s.name}' is wider than its data: declared {s.dim}, the data has {widest} "
+                         f"(no sample has more than {widest} value{'s' if widest != 1 else ''}; all "
+                         f"{self.samples[s.name]} samples were zero padded)")
+        names = [s.name for s in narrow]
+        message = ("; ".join(parts) + ". Check the --stream dims, or allow it: "
+                   + " ".join(f"--allow-padding {n}" for n in names) + f" (allow_padding={names!r})")
+        line, column = self.first_padded.get(names[0], (None, None))
+        where = dict(line=line, column=column) if line is not None else self.where
+        raise PaddedStreamError(self.path, message, streams=names, widths={s.name: (s.dim, self.widest[s.name])
+                                                                             for s in narrow}, **where)
 
     def _near_miss(self, spec):
         """The undeclared input that most likely was meant by ``spec``: the same name in another

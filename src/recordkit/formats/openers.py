@@ -97,7 +97,7 @@ def _selection(streams):
 
 def open_ctf(path, streams=None, *, precision=None, storage_options=None, cache_dir=None, max_errors=0,
              skip_sequence_ids=False, trace_level=None, chunk_size=DEFAULT_CHUNK_SIZE, cache_index=False,
-             allow_empty_streams=None, **_):
+             allow_empty_streams=None, allow_padding=None, **_):
     from recordkit.errors import UsageError
     from recordkit.formats.ctf import CTFReader
     streams = _selection(streams)
@@ -105,7 +105,7 @@ def open_ctf(path, streams=None, *, precision=None, storage_options=None, cache_
         raise UsageError(f"{path}: a CTF file needs its streams declared (--stream NAME=FORMAT:DIM[:ALIAS])")
     return CTFReader(path, streams, precision=precision or "float", max_errors=max_errors,
                      skip_sequence_ids=skip_sequence_ids, trace_level=trace_level, chunk_size=chunk_size,
-                     cache_index=cache_index, allow_empty_streams=allow_empty_streams,
+                     cache_index=cache_index, allow_empty_streams=allow_empty_streams, allow_padding=allow_padding,
                      storage_options=storage_options, cache_dir=cache_dir)
 
 

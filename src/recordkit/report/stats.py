@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from recordkit.engine.presence import EmptyStreamError
+from recordkit.engine.presence import StreamCheckError
 from recordkit.errors import ErrorBudgetExceeded, RecordkitError
 
 SAMPLE_ROWS = 100_000          # rows kept for value histograms
@@ -525,7 +525,7 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
         def load(chunk_id):
             try:
                 chunk, late = reader.load_chunk(chunk_id), None
-            except EmptyStreamError as e:
+            except StreamCheckError as e:
                 # raised after the last chunk was parsed and counted, and only once: the chunk
                 # is loaded again for its statistics, the error goes on the page
                 chunk, late = reader.load_chunk(chunk_id), e

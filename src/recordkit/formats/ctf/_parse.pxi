@@ -22,6 +22,7 @@ cdef cppclass Scratch:
     vector[size_t] mark_v, mark_idx, mark_ptr
     vector[int64_t] seq_samples
     vector[uint64_t] seen_row
+    vector[int64_t] widest     # per stream: the most values a dense sample had (a result, not scratch)
 
 
 cdef struct Blob:
@@ -157,10 +158,13 @@ cdef class ChunkParser:
         sparse entries expected per sparse stream; the output is reserved for them (a vector
         grown by doubling copied its contents and faulted in fresh pages at every step).
 
-        Returns (kept, columns, errors, error_count, warnings, warning_counts, stopped):
+        Returns (kept, columns, errors, error_count, warnings, warning_counts, stopped, widest):
         kept = indexes (into the given sequences) of the sequences read; columns =
-        per stream (values, indices|None, indptr|None, counts); events as tuples.
-        Parsing stops early once stop_after_errors errors were seen (0 = never).
+        per stream (values, indices|None, indptr|None, counts); events as tuples;
+        widest = per stream the most values any dense sample had before padding (0 for
+        sparse streams), so a declared dim that no sample reaches can be told apart from
+        the short rows CTF allows. Parsing stops early once stop_after_errors errors were
+        seen (0 = never).
         """
         return self._parse(buf, base, offsets, sizes, first_lines, stop_after_errors, rows_hint, entries_hint,
                            False)
@@ -210,6 +214,7 @@ cdef class ChunkParser:
         sc.mark_ptr.resize(ns)
         sc.seq_samples.resize(ns)
         sc.seen_row.resize(ns)
+        sc.widest.resize(ns, 0)
         co.failed = False
         if cbf:
             cop = &co
@@ -285,7 +290,8 @@ cdef class ChunkParser:
             for k in range(<int>ns):
                 columns.append(_column(outs[k], self.cfg[k], self.dbl))
         return (kept_arr, columns, _events(errors), nerr, _events(warns),
-                {W_PADDED: counts[0], W_UNKNOWN: counts[1], W_EMPTY_SEQUENCE: counts[2]}, stopped)
+                {W_PADDED: counts[0], W_UNKNOWN: counts[1], W_EMPTY_SEQUENCE: counts[2]}, stopped,
+                [sc.widest[k] for k in range(<int>ns)])
 
 
 cdef int _check_spans(const uint64_t[::1] offsets, const uint64_t[::1] sizes, const uint64_t[::1] first_lines,
@@ -552,6 +558,8 @@ cdef void _parse_sequence(ChunkParser self, const uint8_t* p, Py_ssize_t pos, Py
                 if nvals == 0 and pos >= buf_end:
                     err, err_pos, err_stream = E_NO_VALUES, name_start - 1, s
                     break
+                if nvals > sc.widest[s]:
+                    sc.widest[s] = nvals
                 if nvals < c.dim:
                     counts[0] += 1
                     _event(warns, W_PADDED, seq_index, line, name_start - line_start, s, <uint64_t>nvals, <uint64_t>c.dim)

@@ -25,14 +25,17 @@ from recordkit.engine.chunk import ChunkData, DenseColumn, Sequence, SparseColum
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.presence import ChecksPresence, StreamPresence, resolve_allowed
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
-from recordkit.errors import (TRACE_INFO, TRACE_WARNINGS, ErrorBudget, FormatError, trace_chunk_loaded,
-                              trace_level as _trace_level, warn)
+from recordkit.errors import (TRACE_INFO, TRACE_WARNINGS, ErrorBudget, FormatError, WarningLimit,
+                              trace_chunk_loaded, trace_level as _trace_level, warn)
 from recordkit.formats.ctf import _kernel, index as ctf_index, messages as msg
 from recordkit.storage import open_source
 from recordkit.storage.read_buffers import ReadBuffers
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
-WARNINGS_PER_KIND = 20  # beyond this, a kind of warning is counted but not printed
+
+# each kind of warning, as the count of those not shown names it at the end of a command
+_KINDS = {msg.W_PADDED: "dense input padded with zeros", msg.W_UNKNOWN: "undeclared input skipped",
+          msg.W_EMPTY_SEQUENCE: "sequence without declared inputs skipped"}
 
 
 class CTFReader(ChecksPresence, ClosingReader):
@@ -50,7 +53,10 @@ class CTFReader(ChecksPresence, ClosingReader):
     ``EmptyStreamError`` once every chunk has been read: at the end of ``iter_chunks`` /
     iteration, when ``load_chunk`` loads the last unread chunk, or on ``close()``;
     ``allow_empty_streams`` (stream names or aliases) allows it for those streams
-    (``recordkit.engine.presence``).
+    (``recordkit.engine.presence``). Likewise a dense stream none of whose samples has its
+    declared dim (``features=dense:5`` over rows of 4: every sample zero padded) is a
+    ``PaddedStreamError`` naming both widths; ``allow_padding`` (names or aliases) allows it. Short
+    rows in some samples are CTF's own and are padded with a warning, as CNTK does.
 
     ``path`` may be an fsspec URL (``storage_options`` for its filesystem): the index scan
     streams the file once, each chunk is then one ranged read (retried on failure), and
@@ -62,10 +68,11 @@ class CTFReader(ChecksPresence, ClosingReader):
                  skip_sequence_ids: bool = False, trace_level: int | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, cache_index: bool = False,
                  keep_data_in_memory: bool = False, allow_empty_streams=None, storage_options=None,
-                 cache_dir=None):
+                 cache_dir=None, allow_padding=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         resolve_allowed(self._streams, allow_empty_streams)  # an unknown name fails before the file is opened
+        resolve_allowed(self._streams, allow_padding, "allow_padding")
         self.dtype = resolve_precision(precision)
         self.skip_sequence_ids = bool(skip_sequence_ids)
         self.trace_level = _trace_level(trace_level)
@@ -75,6 +82,7 @@ class CTFReader(ChecksPresence, ClosingReader):
         self.keep_data_in_memory = bool(keep_data_in_memory)
         self.budget = ErrorBudget(max_errors, warn=self._warn_error)
         self.warning_counts: Counter = Counter()
+        self._shown = WarningLimit(self.path, level=self.trace_level)
         self._lock = threading.Lock()
         self._charged: set[int] = set()
         self._memory: dict[int, ChunkData] = {}
@@ -96,7 +104,8 @@ class CTFReader(ChecksPresence, ClosingReader):
         self._bounds = idx.chunk_bounds(self.chunk_size)
         self._chunks = self._describe_chunks()
         self._presence = StreamPresence(self.path, self._streams, len(self._chunks), allow_empty_streams,
-                                        where=dict(line=int(idx.first_lines[0]) + 1, column=1))
+                                        where=dict(line=int(idx.first_lines[0]) + 1, column=1),
+                                        allow_padding=allow_padding)
 
         mb = [i for i, s in enumerate(self._streams) if s.defines_mb_size]
         self._parser = _kernel.ChunkParser(
@@ -474,12 +483,13 @@ class CTFReader(ChecksPresence, ClosingReader):
         """Count and report the errors and warnings of a chunk's pieces, once per chunk."""
         with self._lock:
             if chunk_id not in self._charged:
-                for lo, buf, (kept, columns, errors, nerr, warns, wcounts, stopped) in pieces:
+                for lo, buf, (kept, columns, errors, nerr, warns, wcounts, stopped, widest) in pieces:
                     self._charge_events(chunk_id, lo, buf, errors, nerr, warns, wcounts)
                 self._charged.add(chunk_id)
                 self._presence.count(chunk_id, _stream_samples(pieces, len(self._streams)),
                                      sequences=sum(len(p[2][0]) for p in pieces),
-                                     skipped_empty=sum(p[2][5].get(msg.W_EMPTY_SEQUENCE, 0) for p in pieces))
+                                     skipped_empty=sum(p[2][5].get(msg.W_EMPTY_SEQUENCE, 0) for p in pieces),
+                                     widest=[max(p[2][7][s] for p in pieces) for s in range(len(self._streams))])
 
     def _finish_chunk(self, chunk_id: int, pieces, *, remember: bool = True) -> ChunkData:
         """Charge the pieces' events (once per chunk), then join them into one ChunkData."""
@@ -538,15 +548,17 @@ class CTFReader(ChecksPresence, ClosingReader):
                                          f"(details not recorded)", line=first_line, column=1)
         for code, n in wcounts.items():
             self.warning_counts[code] += n
-        if wcounts.get(msg.W_UNKNOWN):
+        if wcounts.get(msg.W_UNKNOWN) or wcounts.get(msg.W_PADDED):
             for code, seq, line, col, stream, a, b in warns:
                 if code == msg.W_UNKNOWN:
                     self._presence.note_undeclared(bytes(buf[a:a + b]).decode("utf-8", "replace"), line, col)
+                elif code == msg.W_PADDED:
+                    self._presence.note_padded(self._streams[stream].name, line, col)
         if self.trace_level < TRACE_WARNINGS:
             return
-        shown = Counter()
+        located = Counter()
         for code, seq, line, col, stream, a, b in warns:
-            shown[code] += 1
+            located[code] += 1
             if code == msg.W_PADDED:
                 text = (f"dense input '{self._streams[stream].name}' has {a} of {b} values: "
                         f"padded with zeros")
@@ -556,14 +568,16 @@ class CTFReader(ChecksPresence, ClosingReader):
             else:
                 text = "sequence has no samples of any declared input: skipped"
             self._warn_kind(code, f"{self.path}:{line}:{col}: {text}")
+        for code, n in wcounts.items():  # beyond the events the kernel records: counted, never shown
+            if n > located[code]:
+                self._warn_unlocated(code, n - located[code])
 
     def _warn_kind(self, code: int, text: str) -> None:
-        printed = self.warning_counts.get(("printed", code), 0)
-        if printed < WARNINGS_PER_KIND:
-            warn(text, level=self.trace_level)
-        elif printed == WARNINGS_PER_KIND:
-            warn(f"{self.path}: further warnings of this kind are counted but not shown", level=self.trace_level)
-        self.warning_counts[("printed", code)] = printed + 1
+        """One warning, shown while its kind's limit lasts (``errors.WarningLimit``)."""
+        self._shown.warn(_KINDS[code], text)
+
+    def _warn_unlocated(self, code: int, n: int) -> None:
+        self._shown.unshown(_KINDS[code], n)
 
     def _warn_error(self, text: str) -> None:
         # a tolerated error is one of CNTK's warnings: listed from trace level 1, counted at every level

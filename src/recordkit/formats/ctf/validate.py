@@ -106,7 +106,7 @@ def _piece(reader, chunk_id: int, lo: int, hi: int, checked: Counter) -> Iterato
                                      record=e.record or f"chunk {chunk_id}")
         checked["sequences"] += hi - lo
         return
-    kept, _columns, errors, nerr, warns, wcounts, _stopped = parsed
+    kept, _columns, errors, nerr, warns, wcounts, _stopped, _widest = parsed
     if nerr > len(errors) and hi - lo > 1:  # more errors than the kernel located: halve and parse again
         mid = (lo + hi) // 2
         yield from _piece(reader, chunk_id, lo, mid, checked)
@@ -193,7 +193,7 @@ def _continue(reader, buf, buf_start: int, pieces: list) -> Iterator[Problem]:
         offsets = np.array([p[0] for p in pieces], np.uint64)
         sizes = np.array([p[1] - p[0] for p in pieces], np.uint64)
         lines = np.array([p[2] - 1 for p in pieces], np.uint64)
-        _kept, _cols, errors, _nerr, warns, _wcounts, _stopped = reader._parser.parse(
+        _kept, _cols, errors, _nerr, warns, _wcounts, _stopped, _widest = reader._parser.parse(
             buf, buf_start, offsets, sizes, lines, 0, len(pieces))
         yield from _events(reader, buf, errors, warns, [p[4] for p in pieces], [p[3] for p in pieces],
                            skip_empty=True)

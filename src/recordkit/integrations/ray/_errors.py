@@ -15,6 +15,9 @@ def recordkit_cause(error: BaseException) -> BaseException | None:
 
     Ray Data re-raises a task's failure as ``RayTaskError(Cls)``; its ``cause`` is the
     original exception. Walks causes and contexts, so wrappers added by Ray Data are seen through.
+    The error's message is its own again: Ray Data appends its retry advice to the exception's
+    first argument (``Failed to apply UDF transform after 1/1 attempts ... configure
+    DataContext``), which is about Ray's retries, not the user's data.
     """
     seen = set()
     todo = [error]
@@ -25,8 +28,19 @@ def recordkit_cause(error: BaseException) -> BaseException | None:
         seen.add(id(e))
         cause = getattr(e, "cause", None)
         if isinstance(cause, (RecordkitError, OSError)):
-            return cause
+            return _own_message(cause)
         if isinstance(e, (RecordkitError, OSError)) and type(e).__module__.startswith(("recordkit", "builtins")):
-            return e
+            return _own_message(e)
         todo += [cause if isinstance(cause, BaseException) else None, e.__cause__, e.__context__]
     return None
+
+
+_RAY_RETRY_NOTE = "\nFailed to "  # how Ray Data's retry annotation starts (ray.data._internal.util)
+
+
+def _own_message(error: BaseException) -> BaseException:
+    """``error`` with Ray Data's retry annotation cut from its first argument."""
+    args = error.args
+    if args and isinstance(args[0], str) and _RAY_RETRY_NOTE in args[0]:
+        error.args = (args[0].split(_RAY_RETRY_NOTE, 1)[0],) + args[1:]
+    return error

@@ -150,20 +150,23 @@ class OFRecordBytesDecoder(Module):
 
 class OFRecordImageDecoder(Module):
     """``flow.nn.OFRecordImageDecoder(blob_name, color_space="BGR")``: a tensor buffer of HWC uint8
-    images (Pillow; RGB, BGR or GRAY)."""
+    images (Pillow; RGB, BGR or GRAY). ``max_pixels`` (recordkit's): the most pixels an image may
+    declare (default Pillow's ``Image.MAX_IMAGE_PIXELS``); more, or truncated data, is a
+    ``FormatError`` naming the file and the record."""
 
-    def __init__(self, blob_name: str, color_space: str = "BGR"):
+    def __init__(self, blob_name: str, color_space: str = "BGR", *, max_pixels=None):
         super().__init__()
         from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
         self.blob_name = blob_name
         self.color_space = color_space
+        self.max_pixels = None if max_pixels is None else _img.pixel_budget(max_pixels)
 
     def forward(self, input):
         from recordkit.compat.oneflow import ops as decoders
         batch = _records_input(input, "OFRecordImageDecoder")
         return T.TensorBuffer(decoders.image_decode(batch.records(), self.blob_name, self.color_space,
-                                                    where=batch.where()))
+                                                    where=batch.where(), max_pixels=self.max_pixels))
 
 
 class OFRecordImageDecoderRandomCrop(Module):
@@ -171,11 +174,11 @@ class OFRecordImageDecoderRandomCrop(Module):
 
     As OneFlow's kernel, each batch slot has its own random stream, seeded from ``random_seed``
     and advancing from call to call (NumPy generators: the crop algorithm is OneFlow's, the
-    draws are not its ``std::mt19937``'s).
+    draws are not its ``std::mt19937``'s). ``max_pixels`` as for ``OFRecordImageDecoder``.
     """
 
     def __init__(self, blob_name: str, color_space: str = "BGR", num_attempts: int = 10, random_seed=None,
-                 random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333)):
+                 random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333), *, max_pixels=None):
         super().__init__()
         from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
@@ -188,6 +191,7 @@ class OFRecordImageDecoderRandomCrop(Module):
         self.seed = _seed(random_seed)
         self._seq = np.random.SeedSequence(self.seed)
         self._gens = []
+        self.max_pixels = None if max_pixels is None else _img.pixel_budget(max_pixels)
 
     def forward(self, input):
         from recordkit.compat.oneflow import ops as decoders
@@ -198,7 +202,7 @@ class OFRecordImageDecoderRandomCrop(Module):
         return T.TensorBuffer(decoders.image_decode_random_crop(
             batch.records(), self.blob_name, self.color_space, num_attempts=self.num_attempts,
             random_seed=self._gens[:n], random_area=self.random_area, random_aspect_ratio=self.random_aspect_ratio,
-            where=batch.where()))
+            where=batch.where(), max_pixels=self.max_pixels))
 
 
 class CoinFlip(Module):

@@ -160,11 +160,12 @@ class batch_align(Module):
 class decode(Module):
     """``flow.nn.image.decode(dtype=flow.uint8, color_space="BGR")(bytes)``: encoded images (a tensor
     buffer of bytes, e.g. ``OFRecordBytesDecoder``'s output) to a tensor buffer of HWC images of
-    ``dtype`` (uint8 or float32)."""
+    ``dtype`` (uint8 or float32). ``max_pixels`` as for ``OFRecordImageDecoder``."""
 
-    def __init__(self, dtype=None, color_space: str = "BGR"):
+    def __init__(self, dtype=None, color_space: str = "BGR", *, max_pixels=None):
         from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
+        self.max_pixels = None if max_pixels is None else _img.pixel_budget(max_pixels)
         self.dtype = T.uint8 if dtype is None else T.as_dtype(dtype)
         if self.dtype not in (T.uint8, T.float32):
             raise ValueError(f"image.decode dtype must be flow.uint8 or flow.float32, not {self.dtype}")
@@ -177,7 +178,8 @@ class decode(Module):
         out = []
         for i, data in enumerate(input.numpy()):
             try:
-                im = _img.decode_image(np.asarray(data, dtype=np.uint8).tobytes(), self.color_space)
+                im = _img.decode_image(np.asarray(data, dtype=np.uint8).tobytes(), self.color_space,
+                                       max_pixels=self.max_pixels)
             except _img.ImageDecodeError as exc:
                 raise ValueError(f"image.decode: image {i}: {exc}") from exc
             out.append(im if self.dtype is T.uint8 else im.astype(np.float32))

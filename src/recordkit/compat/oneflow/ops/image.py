@@ -71,6 +71,81 @@ class ImageDecodeError(ValueError):
     """The bytes are not an image Pillow can decode (the caller adds file and record)."""
 
 
+#: Pixels (width x height) an image may declare before it is refused, unread; None: Pillow's
+#: ``Image.MAX_IMAGE_PIXELS`` (its decompression-bomb threshold, 89,478,485 unless changed), or
+#: that default where Pillow's check is turned off. Pillow only warns between its threshold and
+#: twice it, so a 429-byte PNG declaring 12000 x 12000 used to be decoded into 0.6 GB of
+#: pixels. ``max_pixels=`` on the decoders overrides this per call (above Pillow's own threshold
+#: its ``DecompressionBombWarning``/``Error`` still apply).
+MAX_PIXELS: int | None = None
+_PILLOW_DEFAULT_MAX_PIXELS = 1024 * 1024 * 1024 // 4 // 3
+
+# Fewest bytes of encoded data per pixel of a declared size, where the format fixes one: a
+# JPEG (Huffman coded, sequential or progressive) spends at least one bit on every 8 x 8 block
+# of its full-resolution component, a PNG at least 1/1032 byte (deflate's largest ratio) per
+# byte of its filtered rows of at least one bit per pixel. Data shorter than that cannot hold
+# the image: its header lies (a forged size) or the rest is missing, and decoding it would only
+# allocate the declared size to fill it with zeros. Arithmetic-coded JPEGs have no such floor.
+_DEFLATE_MAX_RATIO = 1032
+_JPEG_ARITHMETIC_SOF = frozenset((0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
+
+
+def pixel_budget(limit=None) -> int:
+    """The pixel budget in force: ``limit`` if given, else :data:`MAX_PIXELS`, else Pillow's."""
+    if limit is None:
+        limit = MAX_PIXELS
+    if limit is None:
+        limit = getattr(_pil(), "MAX_IMAGE_PIXELS", None) or _PILLOW_DEFAULT_MAX_PIXELS
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit <= 0:
+        raise ValueError(f"max_pixels must be a positive integer, not {limit!r}")
+    return int(limit)
+
+
+def _check_declared_size(im, data, limit: int) -> None:
+    """Refuse an image whose declared size exceeds the pixel budget, or which its bytes cannot
+    hold, before any pixel is decoded (nothing the size of the declaration is allocated)."""
+    w, h = im.size
+    if w * h > limit:
+        raise ImageDecodeError(f"{im.format} image declares {w}x{h} = {w * h:,} pixels, more than the limit of "
+                               f"{limit:,} (max_pixels): refused before decoding")
+    need = _least_encoded_bytes(im.format, w, h, data)
+    if need > len(data):
+        raise ImageDecodeError(f"{im.format} image of {len(data)} bytes declares {w}x{h} pixels, which need at "
+                               f"least {need:,} bytes of encoded data: truncated or a forged size")
+
+
+def _least_encoded_bytes(fmt, w: int, h: int, data) -> int:
+    """Fewest bytes a ``fmt`` image of ``w`` x ``h`` pixels can be encoded in (0: no floor known)."""
+    if fmt == "PNG":
+        return h * (1 + (w + 7) // 8) // _DEFLATE_MAX_RATIO
+    if fmt in ("JPEG", "MPO") and _jpeg_sof(data) not in _JPEG_ARITHMETIC_SOF:
+        return ((w + 7) // 8) * ((h + 7) // 8) // 8
+    return 0
+
+
+def _jpeg_sof(data) -> int | None:
+    """The second byte of a JPEG's first start-of-frame marker (0xC0..0xCF but DHT, JPG, DAC)."""
+    at, n = 2, len(data)
+    while at + 4 <= n and data[at] == 0xFF:
+        marker = data[at + 1]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return marker
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        at += 2 + int.from_bytes(bytes(data[at + 2:at + 4]), "big")
+    return None
+
+
+def _refuse_truncated_loads() -> None:
+    """Pillow's ``ImageFile.LOAD_TRUNCATED_IMAGES`` makes a truncated image decode with its missing
+    rows zero-filled, silently; recordkit decodes only with it off."""
+    from PIL import ImageFile
+    if ImageFile.LOAD_TRUNCATED_IMAGES:
+        raise ImageDecodeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES is set: truncated images would decode with "
+                               "their missing rows as zeros; recordkit decodes images only with it False")
+
+
 def _high_bit_depth_to_uint8(arr: np.ndarray) -> np.ndarray:
     """16-bit (or 32-bit integer / float) samples to 8 bits the way OpenCV's IMREAD_COLOR does."""
     if arr.dtype.kind == "f":
@@ -129,16 +204,26 @@ def _formats(Image) -> tuple[str, ...]:
     return _available_formats
 
 
-def open_image(data):
-    """``PIL.Image`` for encoded bytes (lazy: header parsed, pixels not yet decoded)."""
+def open_image(data, *, max_pixels=None):
+    """``PIL.Image`` for encoded bytes (lazy: header parsed, pixels not yet decoded); an image
+    declaring more than ``max_pixels`` pixels (default :func:`pixel_budget`), or more than its
+    bytes can hold, is an :class:`ImageDecodeError` here, before anything is decoded."""
     Image = _pil()
+    limit = pixel_budget(max_pixels)
+    data = bytes(data)
     try:
-        return Image.open(io.BytesIO(bytes(data)), formats=_formats(Image))
+        im = Image.open(io.BytesIO(data), formats=_formats(Image))
     except Exception as exc:  # UnidentifiedImageError, SyntaxError, DecompressionBombError, ...
         raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
+    try:
+        _check_declared_size(im, data, limit)
+    except BaseException:
+        im.close()
+        raise
+    return im
 
 
-def decode_image(data, color_space: str = "BGR", *, window=None) -> np.ndarray:
+def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None) -> np.ndarray:
     """Decode encoded image bytes to an HWC uint8 array.
 
     ``color_space`` is "RGB", "BGR" (C=3) or "GRAY" (C=1). Alpha is dropped and
@@ -148,10 +233,14 @@ def decode_image(data, color_space: str = "BGR", *, window=None) -> np.ndarray:
     handles every JPEG, ignores it too). ``window`` is an optional crop
     ``(y, x, h, w)`` or a callable ``(height, width) -> (y, x, h, w)`` that is
     given the image size before the pixels are decoded. Raises
-    :class:`ImageDecodeError` for bytes that are not a decodable image.
+    :class:`ImageDecodeError` for bytes that are not a decodable image, for an
+    image declaring more than ``max_pixels`` pixels (default :data:`MAX_PIXELS`:
+    Pillow's ``Image.MAX_IMAGE_PIXELS``) or more than its bytes can hold, and for
+    truncated pixel data (never zero-filled rows).
     """
     channels_of(color_space)
-    im = open_image(data)
+    _refuse_truncated_loads()
+    im = open_image(data, max_pixels=max_pixels)
     try:
         with im:
             if callable(window):

@@ -57,13 +57,15 @@ __all__ = ["image_decode", "image_decode_random_crop", "random_crop_generators",
 
 
 def image_decode(
-    records: Sequence[dict], name: str, color_space: str = "BGR", where=None
+    records: Sequence[dict], name: str, color_space: str = "BGR", where=None, *, max_pixels=None
 ) -> list[np.ndarray]:
     """Decode the encoded image in feature ``name`` -- ``OFRecordImageDecoder``.
 
     One HWC uint8 array per record, C=3 for "RGB"/"BGR" and C=1 for "GRAY".
-    No resizing. Bytes that are not a decodable image raise FormatError
-    naming the record.
+    No resizing. Bytes that are not a decodable image, truncated pixel data and an
+    image declaring more than ``max_pixels`` pixels (default: Pillow's
+    ``Image.MAX_IMAGE_PIXELS``, see :data:`recordkit.compat.oneflow.ops.image.MAX_PIXELS`)
+    raise FormatError naming the file and the record.
     """
     _img.channels_of(color_space)
     locs = _locations(records, where)
@@ -72,7 +74,7 @@ def image_decode(
         loc = locs[i]
         data = _single_bytes(_feature(record, name, loc), name, loc, "image decoder")
         try:
-            out.append(_img.decode_image(data, color_space))
+            out.append(_img.decode_image(data, color_space, max_pixels=max_pixels))
         except _img.ImageDecodeError as exc:
             raise _error(loc, f"feature {name!r}: {exc}") from exc
     return out
@@ -97,6 +99,8 @@ def image_decode_random_crop(
     random_area: Sequence[float] = (0.08, 1.0),
     random_aspect_ratio: Sequence[float] = (0.75, 1.333333),
     where=None,
+    *,
+    max_pixels=None,
 ) -> list[np.ndarray]:
     """Decode with an Inception-style random crop -- ``OFRecordImageDecoderRandomCrop``.
 
@@ -105,7 +109,8 @@ def image_decode_random_crop(
     algorithm). ``random_seed`` is an int or ``SeedSequence`` (deterministic:
     slot ``i`` always gets the same generator), ``None`` (fresh entropy), or a
     sequence of ``np.random.Generator`` with one per record, which are advanced
-    in place so successive batches see new windows.
+    in place so successive batches see new windows. Errors and ``max_pixels`` as
+    :func:`image_decode`.
     """
     _img.channels_of(color_space)
     _img.validate_crop_ranges(num_attempts, random_area, random_aspect_ratio)
@@ -133,7 +138,7 @@ def image_decode_random_crop(
             )
 
         try:
-            out.append(_img.decode_image(data, color_space, window=window))
+            out.append(_img.decode_image(data, color_space, window=window, max_pixels=max_pixels))
         except _img.ImageDecodeError as exc:
             raise _error(loc, f"feature {name!r}: {exc}") from exc
     return out
