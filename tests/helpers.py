@@ -33,9 +33,10 @@ def sparse(name, dim, alias=None, **kw):
 
 def status_kb(field: str) -> int:
     """A ``/proc/self/status`` memory figure of this process, in KiB (``VmHWM``, ``VmRSS``...)."""
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
