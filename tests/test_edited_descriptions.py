@@ -262,3 +262,16 @@ def test_the_address_space_limit_turns_a_huge_allocation_into_a_memory_error():
     with pytest.raises(MemoryError):
         with address_space_limit():
             np.ones(16 << 30, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("fmt,name", [(f, n) for f, ns in DESCRIPTIONS.items() for n in ns])
+def test_a_description_nested_too_deeply_for_the_json_parser_is_refused(originals, tmp_path, fmt, name):
+    target = originals[fmt] / name
+    original = target.read_bytes()
+    try:
+        target.write_text("[" * 100_000)
+        code, errors = run(["convert", originals[fmt], tmp_path / "out.ctf"])
+    finally:
+        target.write_bytes(original)
+    assert code == 1 and len(errors) == 1 and errors[0].startswith(f"recordkit: error: {target}: "), errors
+    assert "not a description: lists or objects nested too deeply" in errors[0], errors

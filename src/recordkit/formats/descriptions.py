@@ -50,6 +50,8 @@ class Fields:
             doc = json.loads(data)
         except ValueError as e:  # json.JSONDecodeError, UnicodeDecodeError
             raise FormatError(self.path, f"not valid JSON: {e}", offset=getattr(e, "pos", None)) from None
+        except RecursionError:
+            raise FormatError(self.path, "not a description: lists or objects nested too deeply") from None
         if not isinstance(doc, dict):
             raise self.fail("", f"expected a JSON object, found {shown(doc)}")
         return doc
