@@ -1,6 +1,7 @@
 """Small helpers shared by the unit tests."""
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 from recordkit import StreamSpec
@@ -32,9 +33,10 @@ def sparse(name, dim, alias=None, **kw):
 
 def status_kb(field: str) -> int:
     """A ``/proc/self/status`` memory figure of this process, in KiB (``VmHWM``, ``VmRSS``...)."""
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
@@ -43,6 +45,23 @@ def peak_rss_kb() -> int:
     VmHWM belongs to this process's own address space; ru_maxrss would report the parent's peak,
     which a child started by fork/vfork + exec inherits on Linux."""
     return status_kb("VmHWM")
+
+
+@contextlib.contextmanager
+def address_space_limit(extra: int = 2 << 30):
+    """While inside, this process may map at most ``extra`` more bytes (RLIMIT_AS, restored after):
+    a claimed count that makes the code allocate gigabytes raises MemoryError, which fails the test
+    instead of filling the machine's memory."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = status_kb("VmSize") * 1024 + extra
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _source_of(fn) -> str:

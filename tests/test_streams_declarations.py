@@ -33,3 +33,12 @@ def test_a_wrong_recorded_declaration_names_what_is_wrong(bad, message):
 def test_recorded_declarations_are_checked_as_a_set():
     with pytest.raises(ValueError, match="declared twice"):
         streams_from_json([{"name": "x", "format": "dense", "dim": 1}] * 2)
+
+
+@pytest.mark.parametrize("key, value", [("dim", 1.5), ("dim", True), ("dim", "3"), ("name", 7), ("format", ["dense"]),
+                                        ("alias", ["a"]), ("defines_mb_size", "yes"), ("precision", 1)])
+def test_a_recorded_field_of_the_wrong_json_type_is_refused_by_its_place(key, value):
+    """Recorded declarations are JSON written by ``to_dict``: 1.5, true or "3" is an edit, not a dim."""
+    d = {"name": "x", "format": "dense", "dim": 3, key: value}
+    with pytest.raises(ValueError, match=rf"^streams\[1\]: {key}: expected"):
+        streams_from_json([{"name": "y", "format": "dense", "dim": 1}, d])

@@ -11,6 +11,12 @@ import numpy as np
 
 MAX_DIM = 2**31 - 1
 
+# the JSON type of each field of a recorded declaration (true/false only where bool is named)
+_DECLARATION_TYPES = [("name", (str,), "a string"), ("format", (str,), "a string"), ("dim", (int,), "an integer"),
+                      ("alias", (str, type(None)), "a string or null"),
+                      ("defines_mb_size", (bool,), "true or false"),
+                      ("precision", (str, type(None)), "a string or null")]
+
 _PRECISIONS = {
     "float": np.dtype(np.float32), "float32": np.dtype(np.float32),
     "double": np.dtype(np.float64), "float64": np.dtype(np.float64),
@@ -91,14 +97,20 @@ class StreamSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> "StreamSpec":
-        """The inverse of ``to_dict`` (a ``ValueError`` naming the field when one is wrong)."""
+        """The inverse of ``to_dict`` (a ``ValueError`` naming the field when one is wrong). The
+        values were written as JSON by ``to_dict``, so each must have its JSON type: a dim of
+        ``1.5``, ``true`` or ``"3"`` is an edit, not a dimension."""
         if not isinstance(d, dict):
             raise ValueError(f"a stream declaration must be an object, not {type(d).__name__}")
         missing = [k for k in ("name", "format", "dim") if k not in d]
         if missing:
             raise ValueError(f"stream declaration {d!r} lacks {', '.join(missing)}")
-        return cls(name=str(d["name"]), format=d["format"], dim=d["dim"], alias=d.get("alias"),
-                   defines_mb_size=bool(d.get("defines_mb_size", False)), dtype=d.get("precision"))
+        for key, types, what in _DECLARATION_TYPES:
+            value = d.get(key)
+            if key in d and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+                raise ValueError(f"{key}: expected {what}, found {value!r}")
+        return cls(name=d["name"], format=d["format"], dim=d["dim"], alias=d.get("alias"),
+                   defines_mb_size=d.get("defines_mb_size", False), dtype=d.get("precision"))
 
     @classmethod
     def parse(cls, text: str) -> "StreamSpec":
@@ -138,8 +150,18 @@ def streams_to_json(streams, precision=None) -> list[dict]:
     return [s.to_dict(precision) for s in streams]
 
 
-def streams_from_json(items) -> list[StreamSpec]:
-    """Declarations recorded by ``streams_to_json``, checked as a set."""
+def streams_from_json(items, field: str = "streams") -> list[StreamSpec]:
+    """Declarations recorded by ``streams_to_json``, checked one by one and as a set; a
+    ``ValueError`` names the field (``field[1]: dim: ...``; ``field`` is where the list is kept)."""
     if not isinstance(items, list):
-        raise ValueError("recorded stream declarations must be a list")
-    return check_streams([StreamSpec.from_dict(d) for d in items])
+        raise ValueError(f"{field}: recorded stream declarations must be a list")
+    specs = []
+    for i, d in enumerate(items):
+        try:
+            specs.append(StreamSpec.from_dict(d))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{field}[{i}]: {e}") from None
+    try:
+        return check_streams(specs)
+    except ValueError as e:
+        raise ValueError(f"{field}: {e}") from None

@@ -18,8 +18,8 @@ import json
 
 import numpy as np
 
-from recordkit.engine.streams import streams_from_json
 from recordkit.errors import FormatError
+from recordkit.formats.descriptions import Fields, listed_files
 from recordkit.storage import location, open_source
 
 META_NAME = "__recordkit__.json"
@@ -169,35 +169,46 @@ def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], ou
     return staged_join(output, owns, what, fill, storage_options=storage_options, checksums=checksums)
 
 
-def read_description(directory: str, fmt: str, storage_options=None) -> dict | None:
-    """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none); a malformed
-    one is a located ``FormatError``."""
+def read_description(directory: str, fmt: str, storage_options=None, *, is_shard, sequence_bytes: int) -> dict | None:
+    """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none), checked as
+    untrusted input (``descriptions.py``): its fields (``parse_description``), and the shards it
+    lists against the directory: exactly its shard files (``is_shard(name)``), each holding no
+    more sequences than its bytes can at ``sequence_bytes`` each, nor more samples than bytes.
+    Each shard entry gains its file's ``size``."""
     path = location.join(directory, META_NAME)
     if not location.isfile(path, storage_options):
         return None
-    return parse_description(path, read_whole(path, storage_options), fmt)
+    doc = parse_description(path, read_whole(path, storage_options), fmt)
+    fields = Fields(path)
+    shards = doc["shards"]
+    sizes = listed_files(fields, directory, [(f"shards[{i}].name", s["name"]) for i, s in enumerate(shards)],
+                         is_shard, storage_options=storage_options)
+    for i, (s, size) in enumerate(zip(shards, sizes)):
+        shard = location.join(directory, s["name"])
+        fields.count(s["sequences"], f"shards[{i}].sequences", unit="sequences", size=size, each=sequence_bytes,
+                     name=s["name"], shard=shard)
+        fields.count(s["samples"], f"shards[{i}].samples", unit="samples", size=size, each=1, name=s["name"],
+                     shard=shard)
+        s["size"] = size
+    return doc
 
 
 def parse_description(path: str, data: bytes, fmt: str) -> dict:
-    """``data``, the text of ``path`` (a ``__recordkit__.json``), parsed and checked: streams as
-    ``StreamSpec``s; anything malformed is a located ``FormatError``."""
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise FormatError(path, f"not valid JSON: {e}", offset=getattr(e, "pos", None)) from None
-    if not isinstance(doc, dict) or doc.get("format") != fmt:
-        raise FormatError(path, f"not a recordkit {fmt} description (its 'format' is "
-                                f"{doc.get('format') if isinstance(doc, dict) else None!r})")
-    try:
-        doc["streams"] = streams_from_json(doc.get("streams"))
-    except (TypeError, ValueError) as e:
-        raise FormatError(path, f"bad stream declarations: {e}") from None
-    shards = doc.get("shards")
-    if not isinstance(shards, list) or not all(
-            isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("sequences"), int)
-            and isinstance(s.get("samples"), int) and s["sequences"] >= 0 and s["samples"] >= 0
-            and "/" not in s["name"] and s["name"] not in ("", ".", "..") for s in shards):
-        raise FormatError(path, "'shards' must be a list of {name, sequences, samples}")
+    """``data``, the text of ``path`` (a ``__recordkit__.json``), parsed and every field checked
+    (``descriptions.Fields``): streams as ``StreamSpec``s; anything malformed is a ``FormatError``
+    naming the field."""
+    fields = Fields(path)
+    doc = fields.document(data)
+    fields.equal(doc.get("format"), "format", fmt)
+    fields.equal(doc.get("version"), "version", META_VERSION)
+    doc["streams"] = fields.streams(doc.get("streams"), "streams")
+    shards = fields.list(doc.get("shards"), "shards")
+    for i, s in enumerate(shards):
+        fields.object(s, f"shards[{i}]")
+        fields.name(s.get("name"), f"shards[{i}].name")
+        fields.int(s.get("sequences"), f"shards[{i}].sequences")
+        fields.int(s.get("samples"), f"shards[{i}].samples")
+    fields.int(doc.get("sequences"), "sequences")  # the total: bookkeeping, not read
     return doc
 
 

@@ -21,24 +21,20 @@ from recordkit.engine.streams import streams_to_json
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.parquet.arrow import META_STREAMS, batch_to_chunk, select_streams
-from recordkit.formats.hf.writer import INFO_KEY
+from recordkit.formats.hf.description import data_files, recorded_streams
 from recordkit.storage import location
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 
 
-def _read_json(path, storage_options):
+def _read(path, storage_options) -> bytes:
     from recordkit.storage.source import open_file
     try:
         with open_file(path, storage_options=storage_options) as f:
-            raw = f.read()
+            return f.read()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: missing (a Hugging Face save_to_disk directory has state.json and "
                                 f"dataset_info.json)") from None
-    try:
-        return json.loads(raw)
-    except ValueError as e:
-        raise FormatError(path, f"not valid JSON: {e}") from None
 
 
 class HFDeserializer(DeserializerBase, ClosingReader):
@@ -52,12 +48,10 @@ class HFDeserializer(DeserializerBase, ClosingReader):
             raise FileNotFoundError(f"{self.path}: not a directory (a Hugging Face data set is a save_to_disk "
                                     f"directory)")
         state_path = location.join(self.path, "state.json")
-        state = _read_json(state_path, storage_options)
-        info = _read_json(location.join(self.path, "dataset_info.json"), storage_options)
-        files = state.get("_data_files") if isinstance(state, dict) else None
-        if not isinstance(files, list) or not files or not all(isinstance(f, dict) and "filename" in f for f in files):
-            raise FormatError(state_path, "'_data_files' must list the data files ({\"filename\": ...})")
-        self.paths = [location.join(self.path, f["filename"]) for f in files]
+        info_path = location.join(self.path, "dataset_info.json")
+        state, info = _read(state_path, storage_options), _read(info_path, storage_options)
+        self.paths = data_files(self.path, state_path, state, storage_options)
+        info_streams = recorded_streams(info_path, info)
         self._buffers, self._batches = [], []  # per file: its batches
         self._chunks, self._where = [], []
         schema0 = None
@@ -66,10 +60,9 @@ class HFDeserializer(DeserializerBase, ClosingReader):
             batches, schema = self._open_stream(p)
             if schema0 is None:
                 schema0 = schema
-                if META_STREAMS not in (schema.metadata or {}) and isinstance(info, dict) \
-                        and isinstance(info.get(INFO_KEY), dict) and "streams" in info[INFO_KEY]:
+                if META_STREAMS not in (schema.metadata or {}) and info_streams is not None:
                     meta = dict(schema.metadata or {})
-                    meta[META_STREAMS] = json.dumps(info[INFO_KEY]["streams"]).encode()
+                    meta[META_STREAMS] = json.dumps(info_streams).encode()
                     schema = schema.with_metadata(meta)
                 self._selected = select_streams(schema, p, streams, precision)
                 self.keys_are_ids = "key" in schema.names

@@ -8,16 +8,16 @@ must be ``ndarray`` encodings. Other columns are skipped. Errors are located ``F
 """
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
-from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
+from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
+from recordkit.formats.mds.index import read_index
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
 from recordkit.formats.sharding import gather_ranges, offsets, read_whole, resolve_streams, sequence_lengths_of
 from recordkit.storage import location
@@ -40,20 +40,8 @@ class MDSReader(DeserializerBase, ClosingReader):
         index_path = location.join(self.path, INDEX)
         if not location.isfile(index_path, storage_options):
             raise FormatError(index_path, "no index.json: not an MDS data set")
-        try:
-            index = json.loads(read_whole(index_path, **self._storage))
-            shards = index["shards"]
-            if index.get("version") != 2 or not isinstance(shards, list):
-                raise ValueError(f"index version {index.get('version')!r}, expected 2")
-        except (ValueError, KeyError, TypeError) as e:
-            raise FormatError(index_path, f"not an MDS index: {e}") from None
-        rk = index.get("recordkit") if isinstance(index, dict) else None
-        recorded = None
-        if isinstance(rk, dict):
-            try:
-                recorded = streams_from_json(rk.get("streams"))
-            except (TypeError, ValueError) as e:
-                raise FormatError(index_path, f"bad 'recordkit' stream declarations: {e}") from None
+        index = read_index(self.path, storage_options, cache_dir)
+        recorded = index.streams
         if streams is None and recorded is None:
             raise FormatError(index_path, "no 'recordkit' stream description in index.json (not written by "
                                           "recordkit?): declare the streams (--stream NAME=FORMAT:DIM[:COLUMN])")
@@ -63,39 +51,25 @@ class MDSReader(DeserializerBase, ClosingReader):
             if recorded else np.dtype(np.float32))
         self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
                          for s in streams]
-        self._shards = []
-        samples_by_shard = None
-        if isinstance(rk, dict) and isinstance(rk.get("shards"), list) and len(rk["shards"]) == len(shards):
-            samples_by_shard = [s.get("samples") for s in rk["shards"]]
-        self._chunks, self._first = [], [0]
-        for i, info in enumerate(shards):
-            try:
-                if info.get("format") != "mds" or info.get("compression"):
-                    raise ValueError(f"shard {i}: format {info.get('format')!r}, compression "
-                                     f"{info.get('compression')!r}: only uncompressed MDS is read")
-                name = info["raw_data"]["basename"]
-                if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
-                    raise ValueError(f"shard {i}: bad basename {name!r}")
-                n = int(info["samples"])
-                cols = list(zip(info["column_names"], info["column_encodings"], info["column_sizes"]))
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
-                raise FormatError(index_path, f"bad shard entry: {e}", record=f"shard {i}") from None
-            p = location.join(self.path, name)
-            if not location.isfile(p, storage_options):
-                raise FormatError(p, "shard listed in index.json is missing", record=f"shard {i}")
-            self._shards.append((p, n, cols, int(info["raw_data"].get("bytes", 0))))
-            samples = samples_by_shard[i] if samples_by_shard and isinstance(samples_by_shard[i], int) else n
-            self._chunks.append(ChunkInfo(i, n, samples, 0, int(info["raw_data"].get("bytes", 0))))
-            self._first.append(self._first[-1] + n)
+        self._shards = [(sh.path, sh.samples, sh.columns, sh.nbytes) for sh in index.shards]
+        self._chunks = [ChunkInfo(i, sh.samples, sh.frames, 0, sh.nbytes) for i, sh in enumerate(index.shards)]
+        self._first = [0]
+        for sh in index.shards:
+            self._first.append(self._first[-1] + sh.samples)
         needed = set()
         for s in self._streams:
             f = self._fields[s.name]
             needed |= {f + ".indices", f + ".values", f + ".offsets"} if s.is_sparse else {f}
-        for p, _, cols, _ in self._shards:
+        for i, (p, _, cols, _) in enumerate(self._shards):
             have = {c for c, _, _ in cols}
             missing = sorted(needed - have)
             if missing:
-                raise FormatError(index_path, f"shard {os.path.basename(p)} has no column(s) {', '.join(missing)}")
+                raise FormatError(index_path, f"shards[{i}].column_names: shard {os.path.basename(p)} has no "
+                                              f"column(s) {', '.join(missing)}")
+            for j, (c, enc, _) in enumerate(cols):
+                if c in needed and not enc.startswith("ndarray"):
+                    raise FormatError(index_path, f"shards[{i}].column_encodings[{j}]: column '{c}' is encoded "
+                                                  f"{enc!r}, expected an ndarray")
 
     @property
     def paths(self) -> list[str]:
@@ -121,9 +95,6 @@ class MDSReader(DeserializerBase, ClosingReader):
         where = {c: i for i, (c, _, _) in enumerate(cols)}
         wanted = {c for s in self._streams for f in [self._fields[s.name]]
                   for c in ([f + ".indices", f + ".values", f + ".offsets"] if s.is_sparse else [f])}
-        for c in wanted:
-            if not str(cols[where[c]][1]).startswith("ndarray"):
-                raise FormatError(path, f"column '{c}' is encoded {cols[where[c]][1]!r}, expected an ndarray")
         fast = self._load_fast(chunk_id, data, offs, cols, wanted, n)
         if fast is not None:
             return fast

@@ -66,13 +66,14 @@ def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "
 
 STREAMS_SIDECAR = "_recordkit_streams.json"
 STREAMS_MAGIC = "recordkit-ofrecord-streams"
+STREAMS_VERSION = 1
 
 
 def streams_document(streams, precision=None, *, key_feature: str | None = "key") -> bytes:
     """The bytes of ``_recordkit_streams.json`` for these streams."""
     import json
     from recordkit.engine.streams import streams_to_json
-    doc = {"format": STREAMS_MAGIC, "version": 1, "streams": streams_to_json(streams, precision),
+    doc = {"format": STREAMS_MAGIC, "version": STREAMS_VERSION, "streams": streams_to_json(streams, precision),
            "key_feature": key_feature}
     return (json.dumps(doc, indent=1) + "\n").encode()
 
@@ -80,9 +81,9 @@ def streams_document(streams, precision=None, *, key_feature: str | None = "key"
 def read_streams(directory, *, storage_options=None):
     """The stream declarations a data set directory records (``STREAMS_SIDECAR``), or None
     when it records none (a single part file, or a data set not written from streams). A
-    sidecar that is not valid is a ``FormatError`` naming it: guessing would misread the data."""
-    import json
-    from recordkit.engine.streams import streams_from_json
+    sidecar that is not valid is a ``FormatError`` naming it and the field (``descriptions.py``):
+    guessing would misread the data."""
+    from recordkit.formats.descriptions import Fields
     directory = directory if isinstance(directory, str) else os.fspath(directory)
     if not location.isdir(directory, storage_options):
         return None
@@ -94,13 +95,14 @@ def read_streams(directory, *, storage_options=None):
         raw = src.pread(0, src.size)
     finally:
         src.close()
+    fields = Fields(path)
     try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict) or doc.get("format") != STREAMS_MAGIC:
-            raise ValueError(f"not a {STREAMS_MAGIC} document")
-        return streams_from_json(doc.get("streams"))
-    except ValueError as e:  # json.JSONDecodeError is one
-        raise FormatError(path, f"unreadable stream declarations: {e}", offset=0) from None
+        doc = fields.document(raw)
+    except FormatError as e:
+        raise FormatError(path, f"unreadable stream declarations: {e.message}", offset=0) from None
+    fields.equal(doc.get("format"), "format", STREAMS_MAGIC)
+    fields.equal(doc.get("version"), "version", STREAMS_VERSION)
+    return fields.streams(doc.get("streams"), "streams")
 
 
 def _no_parts(path: str, prefix: str, storage_options) -> str:

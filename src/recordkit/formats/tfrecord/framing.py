@@ -17,6 +17,7 @@ _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
 MAX_RECORD = 1 << 31  # TensorFlow's reader refuses records of 2 GiB or more as corrupt too
+FRAME_BYTES = _LEN.size + 2 * _CRC.size  # the bytes a record takes besides its data
 
 
 def _crc_function():

@@ -35,10 +35,14 @@ def looks_like(path, storage_options=None) -> bool:
     return str(path).endswith((".tfrecord", ".tfrecords"))
 
 
+def _is_part(name: str) -> bool:
+    return name.endswith((".tfrecord", ".tfrecords"))
+
+
 def part_paths(path, storage_options=None) -> list[str]:
     if not location.isdir(path, storage_options):
         return [path]
-    names = sorted(n for n in location.listdir(path, storage_options) if n.endswith((".tfrecord", ".tfrecords")))
+    names = sorted(n for n in location.listdir(path, storage_options) if _is_part(n))
     if not names:
         raise FormatError(path, "no .tfrecord files in the directory")
     return [location.join(path, n) for n in names]
@@ -58,17 +62,14 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self.verify_crc = bool(verify_crc)
         location.ensure_regular(self.path, storage_options)
         is_dir = location.isdir(self.path, storage_options)
-        doc = read_description(self.path, FORMAT, storage_options) if is_dir else None
+        # a record is framed by 16 bytes: length, its CRC, the data's CRC
+        doc = read_description(self.path, FORMAT, storage_options, is_shard=_is_part,
+                               sequence_bytes=framing.FRAME_BYTES) if is_dir else None
         self.description = doc
         if doc is not None:
-            self.paths = []
-            for s in doc["shards"]:
-                p = location.join(self.path, s["name"])
-                if not location.isfile(p, storage_options):
-                    raise FormatError(p, f"part listed in {META_NAME} is missing")
-                self.paths.append(p)
+            self.paths = [location.join(self.path, s["name"]) for s in doc["shards"]]
             recorded = doc["streams"]
-            counts = [(s["sequences"], s["samples"]) for s in doc["shards"]]
+            counts = [(s["sequences"], s["samples"], s["size"]) for s in doc["shards"]]
         else:
             self.paths = part_paths(self.path, storage_options)
             recorded = self._streams_in_first_record()
@@ -86,10 +87,10 @@ class TFRecordReader(DeserializerBase, ClosingReader):
             counts = []
             for p in self.paths:
                 offs, _ = framing.scan(read_whole(p, **self._storage), p, verify=False)
-                counts.append((len(offs), len(offs)))
+                counts.append((len(offs), len(offs), self._size(p)))
         self._chunks, self._first = [], [0]
-        for i, (p, (nseq, nsamp)) in enumerate(zip(self.paths, counts)):
-            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, self._size(p)))
+        for i, (nseq, nsamp, size) in enumerate(counts):
+            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, size))
             self._first.append(self._first[-1] + nseq)
 
     def _size(self, path) -> int:

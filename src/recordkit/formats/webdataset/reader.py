@@ -56,17 +56,14 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         location.ensure_regular(self.path, storage_options)
         is_dir = location.isdir(self.path, storage_options)
-        doc = read_description(self.path, FORMAT, storage_options) if is_dir else None
+        # a sample is at least one member: a 512-byte header
+        doc = read_description(self.path, FORMAT, storage_options, is_shard=lambda n: n.endswith(".tar"),
+                               sequence_bytes=tar.BLOCK) if is_dir else None
         self.description = doc
         stored = None
         if doc is not None:
             stored = doc["streams"]
-            self.paths = []
-            for s in doc["shards"]:
-                p = location.join(self.path, s["name"])
-                if not location.isfile(p, storage_options):
-                    raise FormatError(p, f"shard listed in {META_NAME} is missing")
-                self.paths.append(p)
+            self.paths = [location.join(self.path, s["name"]) for s in doc["shards"]]
         else:
             if not streams:
                 where = location.join(self.path, META_NAME) if is_dir else self.path
@@ -82,13 +79,13 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
                          for s in self._streams]
         if doc is not None:
-            counts = [(s["sequences"], s["samples"]) for s in doc["shards"]]
+            counts = [(s["sequences"], s["samples"], s["size"]) for s in doc["shards"]]
         else:
-            counts = [self._count(p) for p in self.paths]
+            counts = [self._count(p) + (self._size(p),) for p in self.paths]
         self._chunks = []
         self._first = [0]
-        for i, (p, (nseq, nsamp)) in enumerate(zip(self.paths, counts)):
-            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, self._size(p)))
+        for i, (nseq, nsamp, size) in enumerate(counts):
+            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, size))
             self._first.append(self._first[-1] + nseq)
 
     def _size(self, path) -> int:
