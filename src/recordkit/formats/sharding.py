@@ -147,7 +147,7 @@ def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], ou
         doc, shards = None, []
         for src in sources:
             path = location.join(src, META_NAME)
-            if not location.isfile(path, storage_options):
+            if not location.has_file(path, storage_options):
                 raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
             data = read_whole(path, storage_options)
             parse_description(path, data, fmt)  # checked as a reader checks it; merged as written
@@ -173,7 +173,7 @@ def read_description(directory: str, fmt: str, storage_options=None) -> dict | N
     """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none); a malformed
     one is a located ``FormatError``."""
     path = location.join(directory, META_NAME)
-    if not location.isfile(path, storage_options):
+    if not location.has_file(path, storage_options):
         return None
     return parse_description(path, read_whole(path, storage_options), fmt)
 

@@ -38,7 +38,7 @@ class MDSReader(DeserializerBase, ClosingReader):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         index_path = location.join(self.path, INDEX)
-        if not location.isfile(index_path, storage_options):
+        if not location.has_file(index_path, storage_options):
             raise FormatError(index_path, "no index.json: not an MDS data set")
         try:
             index = json.loads(read_whole(index_path, **self._storage))
@@ -81,7 +81,7 @@ class MDSReader(DeserializerBase, ClosingReader):
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise FormatError(index_path, f"bad shard entry: {e}", record=f"shard {i}") from None
             p = location.join(self.path, name)
-            if not location.isfile(p, storage_options):
+            if not location.has_file(p, storage_options):
                 raise FormatError(p, "shard listed in index.json is missing", record=f"shard {i}")
             self._shards.append((p, n, cols, int(info["raw_data"].get("bytes", 0))))
             samples = samples_by_shard[i] if samples_by_shard and isinstance(samples_by_shard[i], int) else n

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from recordkit.engine.chunk import concat_chunks
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, RecordkitError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select_streams
 from recordkit.storage import location
@@ -52,11 +52,11 @@ def parquet_part_paths(path, storage_options=None) -> list[str]:
 
 def _open_file(path, storage_options, cache_dir):
     """What pq.ParquetFile reads: the path itself (Arrow's I/O) or a recordkit byte source."""
-    from recordkit.storage.checksum import sidecar_path
-    if not location.is_url(path) and not os.path.exists(sidecar_path(path)):
-        return location.local_path(path)
+    from recordkit.storage.source import SourceFile, open_source, plain_local_path
+    plain = plain_local_path(path)
+    if plain is not None:
+        return plain
     import io
-    from recordkit.storage.source import SourceFile, open_source
     return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options, cache_dir=cache_dir)),
                              buffer_size=1 << 20)
 
@@ -102,7 +102,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
             try:
                 f = pq.ParquetFile(_open_file(p, storage_options, cache_dir))
             except (pa.ArrowException, OSError) as e:
-                if isinstance(e, (FileNotFoundError, PermissionError)):
+                if isinstance(e, (FileNotFoundError, PermissionError, RecordkitError)):
                     raise
                 raise arrow_error(p, e) from None
             self._files.append(f)

@@ -64,7 +64,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             self.paths = []
             for s in doc["shards"]:
                 p = location.join(self.path, s["name"])
-                if not location.isfile(p, storage_options):
+                if not location.has_file(p, storage_options):
                     raise FormatError(p, f"shard listed in {META_NAME} is missing")
                 self.paths.append(p)
         else:
