@@ -20,9 +20,10 @@ import numpy as np
 
 from recordkit.engine.streams import streams_from_json
 from recordkit.errors import FormatError
+from recordkit.formats.directories import DESCRIPTION
 from recordkit.storage import location, open_source
 
-META_NAME = "__recordkit__.json"
+META_NAME = DESCRIPTION
 META_VERSION = 1
 
 

@@ -105,9 +105,8 @@ def read_streams(directory, *, storage_options=None):
 
 def _no_parts(path: str, prefix: str, storage_options) -> str:
     """Why a directory is not a data set: what it lacks and what it holds instead."""
-    names = sorted(n for n in location.listdir(path, storage_options) if not n.startswith("."))
-    held = "it is empty" if not names else "it holds " + ", ".join(names[:5]) + (
-        f" and {len(names) - 5} more" if len(names) > 5 else "")
+    from recordkit.formats.directories import holdings
+    held = holdings(location.listdir(path, storage_options))
     return (f"{path}: is a directory, read as an OFRecord data set, but holds no part files named "
             f"'{prefix}<digits>' ({held}); for other names see --part-name-prefix (part_name_prefix)")
 

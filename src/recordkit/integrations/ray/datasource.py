@@ -21,7 +21,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import re
 from typing import Callable, Sequence
 
 import numpy as np
@@ -227,22 +226,12 @@ def read_ctf(paths, streams, *, num_read_tasks: int | None = None, include_paths
                         num_read_tasks=num_read_tasks, ray_remote_args=ray_remote_args, concurrency=concurrency)
 
 
-_PART = re.compile(r"(\d+)(?:\.[^.]*)?$")
-
-
 def cbf_files(path) -> list[str]:
-    """A CBF file, or the ``*.cbf`` files of a directory in part order (``part-2`` before ``part-10``)."""
+    """A CBF file, or the numbered ``*.cbf`` parts of a directory in part order (``part-2`` before
+    ``part-10``); any other directory is not one data set (``formats/directories.py``)."""
+    from recordkit.formats.cbf.parts import cbf_part_paths
     path = os.fspath(path)
-    if not os.path.isdir(path):
-        return [path]
-    names = [n for n in os.listdir(path) if n.endswith(".cbf") and not n.startswith(".")]
-    if not names:
-        raise FileNotFoundError(f"{path}: no .cbf files in the directory")
-
-    def order(name):
-        m = _PART.search(name)
-        return (name[:m.start()] if m else name, int(m.group(1)) if m else -1, name)
-    return [os.path.join(path, n) for n in sorted(names, key=order)]
+    return cbf_part_paths(path) if os.path.isdir(path) else [path]
 
 
 def cbf_datasource(paths, streams=None, *, include_paths: bool = False, **reader_options) -> ChunkDatasource:
