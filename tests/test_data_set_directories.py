@@ -115,7 +115,8 @@ def test_a_directory_holding_two_formats_is_not_one_data_set(tmp_path, capsys):
     write_parquet(d / "part-0.parquet", 0, 1)
     (d / "part-0.tar").write_bytes(b"")
     code, _, err = run(capsys, "cat", d)
-    assert code == 1 and f"{d}: holds data of several formats (parquet, webdataset)" in err
+    assert code == 1 and f"{d}: holds data of several formats (parquet, webdataset; it holds 2 entries: " \
+                         f"part-0.parquet, part-0.tar)" in err
 
 
 @pytest.mark.parametrize("target", ["cbf", "parquet", "hf", "webdataset", "tfrecord", "mds", "ofrecord"])

@@ -44,7 +44,7 @@ def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = N
 def _sniff_directory(path, names, part_name_prefix) -> str:
     from recordkit.errors import NotADataSetError
     from recordkit.formats import registry
-    from recordkit.formats.directories import not_a_data_set, visible
+    from recordkit.formats.directories import holdings, not_a_data_set, visible
     names = set(names)
     found = [fmt.name for fmt in registry.FORMATS.values()
              if fmt.directory_probe and registry._load(fmt.directory_probe)(names)]
@@ -53,8 +53,8 @@ def _sniff_directory(path, names, part_name_prefix) -> str:
         if any(re.fullmatch(re.escape(part_name_prefix) + r"\d+", n) for n in names):
             found = ["ofrecord"]
     if len(found) > 1:
-        raise NotADataSetError(f"{path}: holds data of several formats ({', '.join(found)}): not one data set; "
-                               f"name one file, or give each data set a directory of its own")
+        raise NotADataSetError(f"{path}: holds data of several formats ({', '.join(found)}; {holdings(names)}): "
+                               f"not one data set; name one file, or give each data set a directory of its own")
     if not found:
         # the format the hint names parts of: the directory's own extension's (`out.cbf/`), else its files'
         formats = [registry.by_extension(n) for n in [path, *sorted(visible(names))]]
