@@ -92,7 +92,8 @@ def test_a_directory_without_parts_says_so(tmp_path, capsys):
     (d / "notes.txt").write_text("hi")
     code, _, err = run(capsys, "cat", d)
     assert code == 1
-    assert "empty.cbf: no .cbf part files in the directory" in err
+    assert "empty.cbf: is a directory but not one data set (it holds 1 entry: notes.txt)" in err
+    assert "part-00000.cbf, part-00001.cbf" in err
 
 
 def test_inspect_describes_a_part_directory(capsys, data):

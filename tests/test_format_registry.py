@@ -95,7 +95,9 @@ def test_detection_by_content_for_each_registered_layout(tmp_path):
     assert sniff(shard) == "singa" and sniff_format(shard) == "kvfile"
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert sniff(empty) == "ofrecord"  # whose reader then says no part files are there
+    from recordkit.errors import NotADataSetError
+    with pytest.raises(NotADataSetError, match="empty directory, not a data set"):
+        sniff(empty)  # a directory is a data set only when it says so
 
 
 def test_factories_get_only_the_options_they_name():

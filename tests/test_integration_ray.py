@@ -229,6 +229,14 @@ def test_unknown_cbf_stream_is_a_usage_error_naming_the_file(cluster, data, tmp_
         rk.read_cbf(path, ["z=dense:3:nope"])
 
 
+def test_read_cbf_refuses_a_directory_that_is_not_one_data_set(tmp_path):
+    from recordkit.errors import NotADataSetError
+    for name in ("train.cbf", "test.cbf"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(NotADataSetError, match="holds 2 entries: test.cbf, train.cbf"):
+        rk.read_cbf(tmp_path)
+
+
 def test_bad_data_found_in_a_task_reaches_the_driver_as_format_error(cluster, tmp_path):
     path = tmp_path / "bad.ctf"
     path.write_text("0 |x 1 2 |y 1:1\n1 |x 3 4 |y 9:1\n")  # index 9 >= dim 5, found by the parse in the task

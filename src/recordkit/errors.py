@@ -29,6 +29,12 @@ class NotRegularFileError(RecordkitError, OSError):
     (opening a FIFO blocks until a writer comes; a device reads forever or nothing)."""
 
 
+class NotADataSetError(RecordkitError, IsADirectoryError):
+    """A directory given as a data set that does not say it is one (no description, no numbered
+    parts: ``train.parquet`` beside ``test.parquet``): refused, never read as whatever files
+    happen to share an extension (``formats/directories.py``)."""
+
+
 class UnrepresentableError(RecordkitError, ValueError):
     """A value the target format cannot hold (inf/nan in CTF text, an empty sequence...): says
     which stream, sequence (its key) and sample, so the user finds it in the source."""

@@ -31,7 +31,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    kind = "singa" if args.store else sniff(args.path, args.storage_options)
+    kind = "singa" if args.store else sniff(args.path, args.storage_options,
+                                                 part_name_prefix=args.part_name_prefix)
     if kind == "singa":
         return cat_store(args)
     if kind == "ofrecord":

@@ -88,8 +88,10 @@ def check_arguments(parser, args) -> None:
 
 def read_header_file(path: str) -> list[StreamSpec]:
     """Streams from a ctf2bin header file: ``name alias dense|sparse dim`` per line."""
+    import io
+    from recordkit.storage.location import open_local
     streams = []
-    with open(path) as f:
+    with io.TextIOWrapper(open_local(path)) as f:  # a FIFO is refused, never opened
         for n, line in enumerate(f, 1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue

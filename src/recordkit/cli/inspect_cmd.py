@@ -41,7 +41,7 @@ def run(args) -> int:
     from recordkit.formats.detect import sniff
     from recordkit.storage import location
     opts = args.storage_options
-    kind = sniff(args.path, opts)
+    kind = sniff(args.path, opts, part_name_prefix=args.part_name_prefix)
     if args.plot and (kind not in ("ctf", "cbf") or location.isdir(args.path, opts)):
         from recordkit.errors import UsageError
         raise UsageError(f"{args.path}: --plot draws sequence lengths, which {kind} data does not have "

@@ -238,12 +238,15 @@ def resume(source, args) -> None:
     """``--resume``: one state file resumes exactly; several states (files, or a file holding a JSON
     list) are a job's partitions and resume elastically on this read's partition."""
     from recordkit.engine.elastic import order_states
-    from recordkit.errors import UsageError
+    from recordkit.errors import NotRegularFileError, UsageError
+    from recordkit.storage import location
     states = []
     for path in args.resume:
         try:
-            with open(path, "rb") as f:
+            with location.open_local(path) as f:
                 data = json.load(f)
+        except NotRegularFileError as e:  # refused before any open: a FIFO would block it
+            raise UsageError(f"--resume: {e}") from None
         except OSError as e:
             raise UsageError(f"--resume: {path}: {e.strerror or e}") from None
         except ValueError as e:

@@ -52,7 +52,7 @@ def run(args) -> int:
     reports = []
     for path in args.paths:
         from recordkit.formats.detect import sniff
-        kind = "singa" if args.store else sniff(path, args.storage_options)
+        kind = "singa" if args.store else sniff(path, args.storage_options, part_name_prefix=args.part_name_prefix)
         streams = sources.parse_streams(args) if kind == "ctf" else None  # CBF: the streams of its header
         size = _size(path, args.storage_options)
         with byte_progress(size, f"report {os.path.basename(path.rstrip('/'))}") as bar:

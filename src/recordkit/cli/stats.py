@@ -37,7 +37,7 @@ def table(header: list[str], rows: list[list], *, left: int = 1) -> str:
 def run(args) -> int:
     from recordkit.report.totals import stream_totals
     from recordkit.formats.detect import sniff
-    kind = sniff(args.path, args.storage_options)
+    kind = sniff(args.path, args.storage_options, part_name_prefix=args.part_name_prefix)
     if kind == "singa":
         from recordkit.errors import UsageError
         raise UsageError(f"{args.path}: stats works on CTF, CBF and OFRecord data; for a SINGA store use "

@@ -5,14 +5,17 @@ The probes are the format registry's (``formats/registry.py``), tried in registr
 from __future__ import annotations
 
 
-def sniff_format(path, storage_options=None) -> str:
+def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = None) -> str:
     """The registry name of the format an existing path (local or fsspec URL) holds.
 
-    A directory: the first format whose directory probe accepts its entry names (a SINGA 0.1
-    shard, a Hugging Face ``save_to_disk`` directory, Parquet or CBF parts, OFRecord
-    ``part-N`` files); any other directory is the format its name's extension says
-    (``out.cbf/``), else OFRecord, whose reader then says what is missing. A file: the first format whose probe accepts its first bytes (CBF's magic
-    number, Parquet's ``PAR1``, a first frame that parses as an OFRecord, SINGA's KVFile/BinFile
+    A directory: the format whose directory probe accepts its entry names (a SINGA 0.1 shard, a
+    Hugging Face ``save_to_disk`` directory, an MDS ``index.json``, a ``__recordkit__.json``
+    beside its shards, numbered part files, OFRecord ``part-N`` files: ``formats/directories.py``);
+    with ``part_name_prefix`` (OneFlow's, ``--part-name-prefix``) a directory of
+    ``PREFIX<digits>`` files is OFRecord. Any other directory, and one that two formats claim,
+    is a ``NotADataSetError`` saying what it holds: a directory is one data set only when it says
+    so. A file: the first format whose probe accepts its first bytes (CBF's magic number,
+    Parquet's ``PAR1``, a first frame that parses as an OFRecord, SINGA's KVFile/BinFile
     framing), else its extension, else CTF.
 
     The extension matters for damaged files: a ``.cbf`` whose magic number is gone should be
@@ -23,12 +26,7 @@ def sniff_format(path, storage_options=None) -> str:
     from recordkit.storage.source import open_source
     location.ensure_regular(path, storage_options)  # a FIFO or device: "not a regular file", not "no such file"
     if location.isdir(path, storage_options):
-        names = set(location.listdir(path, storage_options))
-        for fmt in registry.FORMATS.values():
-            if fmt.directory_probe and registry._load(fmt.directory_probe)(names):
-                return fmt.name
-        named = registry.by_extension(path)  # an empty `out.cbf/`: its reader says no parts are there
-        return named.name if named is not None and named.directory_probe else "ofrecord"
+        return _sniff_directory(path, location.listdir(path, storage_options), part_name_prefix)
     if not location.isfile(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file")
     src = open_source(path, storage_options=storage_options, verify=False)
@@ -43,11 +41,33 @@ def sniff_format(path, storage_options=None) -> str:
     return fmt.name if fmt is not None and fmt.file_probe is not None else "ctf"
 
 
-def sniff(path, storage_options=None) -> str:
+def _sniff_directory(path, names, part_name_prefix) -> str:
+    from recordkit.errors import NotADataSetError
+    from recordkit.formats import registry
+    from recordkit.formats.directories import holdings, not_a_data_set, visible
+    names = set(names)
+    found = [fmt.name for fmt in registry.FORMATS.values()
+             if fmt.directory_probe and registry._load(fmt.directory_probe)(names)]
+    if not found and part_name_prefix:
+        import re
+        if any(re.fullmatch(re.escape(part_name_prefix) + r"\d+", n) for n in names):
+            found = ["ofrecord"]
+    if len(found) > 1:
+        raise NotADataSetError(f"{path}: holds data of several formats ({', '.join(found)}; {holdings(names)}): "
+                               f"not one data set; name one file, or give each data set a directory of its own")
+    if not found:
+        # the format the hint names parts of: the directory's own extension's (`out.cbf/`), else its files'
+        formats = [registry.by_extension(n) for n in [path, *sorted(visible(names))]]
+        named = next((f for f in formats if f is not None and f.directory_probe), None)
+        raise not_a_data_set(path, names, named.extensions if named is not None else ())
+    return found[0]
+
+
+def sniff(path, storage_options=None, *, part_name_prefix: str | None = None) -> str:
     """'cbf', 'ofrecord', 'singa', 'ctf', 'parquet', 'hf', ...: ``sniff_format`` with SINGA's
     record stores (KVFile, BinFile, a 0.1 shard directory) reported as their family 'singa'."""
     from recordkit.formats import registry
-    return registry.get(sniff_format(path, storage_options)).kind
+    return registry.get(sniff_format(path, storage_options, part_name_prefix=part_name_prefix)).kind
 
 
 def __getattr__(name):

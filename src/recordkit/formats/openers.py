@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 import struct
 from recordkit.engine import DEFAULT_CHUNK_SIZE
+from recordkit.formats.directories import DESCRIPTION, numbered_set, visible
 
 _PART_DIGITS = re.compile(r"^part-\d+$")
+TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
 
 
 # -- probes: (path, head bytes, byte source, storage_options) for files; (names) for directories --
@@ -19,7 +21,7 @@ def probe_cbf(path, head, src, storage_options) -> bool:
 
 
 def probe_cbf_parts(names) -> bool:
-    return any(n.endswith(".cbf") and not n.startswith(".") for n in names)
+    return numbered_set(names, (".cbf",)) is not None
 
 
 def probe_parquet(path, head, src, storage_options) -> bool:
@@ -27,15 +29,23 @@ def probe_parquet(path, head, src, storage_options) -> bool:
 
 
 def probe_parquet_parts(names) -> bool:
-    return any(n.endswith(".parquet") and not n.startswith(".") for n in names)
+    return numbered_set(names, (".parquet",)) is not None
 
 
 def probe_hf(names) -> bool:
     return "state.json" in names and "dataset_info.json" in names
 
 
+def _described_or_numbered(names, extensions) -> bool:
+    """A shard format's directory: its description beside shards of the format (the description
+    lists them, whatever their names), or numbered shards."""
+    if DESCRIPTION in names and any(n.lower().endswith(extensions) for n in visible(names)):
+        return True
+    return numbered_set(names, extensions) is not None
+
+
 def probe_tfrecord_parts(names) -> bool:
-    return any(n.endswith((".tfrecord", ".tfrecords")) and not n.startswith(".") for n in names)
+    return _described_or_numbered(names, TFRECORD_EXTENSIONS)
 
 
 def probe_tfrecord(path, head, src, storage_options) -> bool:
@@ -43,7 +53,7 @@ def probe_tfrecord(path, head, src, storage_options) -> bool:
 
 
 def probe_webdataset_shards(names) -> bool:
-    return any(n.endswith(".tar") and not n.startswith(".") for n in names)
+    return _described_or_numbered(names, (".tar",))
 
 
 def probe_webdataset(path, head, src, storage_options) -> bool:

@@ -49,7 +49,8 @@ class Format:
     describes_streams: bool = True               # the data carries its stream declarations (no --stream needed)
     family: str | None = None                    # what detect.sniff() calls it (kvfile/binfile: "singa")
     file_probe: str | None = None                # "module:callable"(path, head, source, storage_options) -> bool
-    directory_probe: str | None = None           # "module:callable"(names) -> bool
+    directory_probe: str | None = None           # "module:callable"(names) -> bool: the directory says it is
+                                                 # one data set of this format (formats/directories.py)
     output_directory: bool = False               # the writer makes a directory (of parts)
     shards: bool = False                         # a bridge shard directory (formats/sharding.py description)
     validator: str | None = None                 # module with validate(path, *, checked, **options)

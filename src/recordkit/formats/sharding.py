@@ -20,9 +20,10 @@ import numpy as np
 
 from recordkit.errors import FormatError
 from recordkit.formats.descriptions import Fields, listed_files
+from recordkit.formats.directories import DESCRIPTION
 from recordkit.storage import location, open_source
 
-META_NAME = "__recordkit__.json"
+META_NAME = DESCRIPTION
 META_VERSION = 1
 
 
@@ -147,7 +148,7 @@ def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], ou
         doc, shards = None, []
         for src in sources:
             path = location.join(src, META_NAME)
-            if not location.isfile(path, storage_options):
+            if not location.has_file(path, storage_options):
                 raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
             data = read_whole(path, storage_options)
             parse_description(path, data, fmt)  # checked as a reader checks it; merged as written
@@ -176,7 +177,7 @@ def read_description(directory: str, fmt: str, storage_options=None, *, is_shard
     more sequences than its bytes can at ``sequence_bytes`` each, nor more samples than bytes.
     Each shard entry gains its file's ``size``."""
     path = location.join(directory, META_NAME)
-    if not location.isfile(path, storage_options):
+    if not location.has_file(path, storage_options):
         return None
     doc = parse_description(path, read_whole(path, storage_options), fmt)
     fields = Fields(path)

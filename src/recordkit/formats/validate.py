@@ -93,7 +93,7 @@ def validate(path, format: str | None = None, *, checked: Counter | None = None,
     Lazy: problems come as they are found, so a caller that stops early (``max_errors``) stops
     the reading too. ``checked`` (a Counter) receives what was looked at."""
     from recordkit.formats.detect import sniff
-    fmt = format or sniff(path, storage_options)
+    fmt = format or sniff(path, storage_options, part_name_prefix=options.get("part_name_prefix"))
     if checked is None:
         checked = Counter()
     return validator(fmt)(path, checked=checked, storage_options=storage_options, **options)

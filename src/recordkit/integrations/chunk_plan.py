@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
 from typing import Callable, Sequence
 
 import numpy as np
@@ -156,22 +155,14 @@ def stream_specs(streams) -> list[StreamSpec]:
     return [StreamSpec.parse(s) if isinstance(s, str) else s for s in streams]
 
 
-_PART = re.compile(r"(\d+)(?:\.[^.]*)?$")
 
 
 def cbf_files(path) -> list[str]:
-    """A CBF file, or the ``*.cbf`` files of a directory in part order (``part-2`` before ``part-10``)."""
+    """A CBF file, or the numbered ``*.cbf`` parts of a directory in part order (``part-2`` before
+    ``part-10``); any other directory is not one data set (``formats/directories.py``)."""
+    from recordkit.formats.cbf.parts import cbf_part_paths
     path = os.fspath(path)
-    if not os.path.isdir(path):
-        return [path]
-    names = [n for n in os.listdir(path) if n.endswith(".cbf") and not n.startswith(".")]
-    if not names:
-        raise FileNotFoundError(f"{path}: no .cbf files in the directory")
-
-    def order(name):
-        m = _PART.search(name)
-        return (name[:m.start()] if m else name, int(m.group(1)) if m else -1, name)
-    return [os.path.join(path, n) for n in sorted(names, key=order)]
+    return cbf_part_paths(path) if os.path.isdir(path) else [path]
 
 
 def ctf_openers(paths, streams, **reader_options) -> list[Callable]:

@@ -318,7 +318,8 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
     ``storage_options``. ``progress``: an object with ``update(bytes)``."""
     from recordkit.formats.detect import sniff
     storage_options = options.get("storage_options")
-    kind = "singa" if options.get("store") else sniff(path, storage_options)
+    kind = "singa" if options.get("store") else sniff(path, storage_options,
+                                                       part_name_prefix=options.get("part_name_prefix"))
     rep = InputReport(str(path), max_shown=max_shown)
     rep.format = kind
     if kind == "ofrecord":

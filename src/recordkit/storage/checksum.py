@@ -101,8 +101,9 @@ class _LocalFile:
     """A local file as the byte source ``compute`` reads (``pread``/``size``/``name``)."""
 
     def __init__(self, path: str):
+        from recordkit.storage.location import open_regular
         self.name = path
-        self._fd = os.open(path, os.O_RDONLY)
+        self._fd = open_regular(path)
         self.size = os.fstat(self._fd).st_size
 
     def pread(self, offset: int, n: int, **_) -> bytes:
@@ -185,8 +186,11 @@ def _read_if_exists(path: str, storage_options) -> bytes | None:
             # S3 answers 403, not 404, for a missing key when the reader may not list the bucket:
             # that must not make every file of a read-only public bucket unreadable
             return None
+    from recordkit.storage.location import has_file, open_local
+    if not has_file(path):  # a sidecar that is a FIFO is refused here, not opened (which would block)
+        return None
     try:
-        with open(path, "rb") as f:
+        with open_local(path) as f:
             return f.read()
-    except FileNotFoundError:
+    except FileNotFoundError:  # removed since
         return None

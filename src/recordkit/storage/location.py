@@ -47,8 +47,6 @@ def ensure_regular(path, storage_options=None) -> None:
     """Refuse a local FIFO, device or socket up front with "not a regular file" (``stat`` never
     blocks; ``open`` on a FIFO does). Missing paths raise ``FileNotFoundError`` naming them;
     directories and URLs are left to the caller."""
-    import stat
-    from recordkit.errors import NotRegularFileError
     if is_url(path):
         return
     name = os.fspath(path)
@@ -56,11 +54,63 @@ def ensure_regular(path, storage_options=None) -> None:
         mode = os.stat(local_path(name)).st_mode
     except FileNotFoundError:
         raise FileNotFoundError(f"{name}: no such file") from None
+    _refuse_special(name, mode)
+
+
+def _refuse_special(name: str, mode: int) -> None:
+    """NotRegularFileError naming what ``name`` is, unless its ``mode`` is a file's or a directory's."""
+    import stat
+    from recordkit.errors import NotRegularFileError
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return
     kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
             else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "special")
     raise NotRegularFileError(f"{name}: not a regular file ({kind})")
+
+
+def open_regular(path) -> int:
+    """A descriptor of the local regular file ``path``, open for reading, by a path that cannot
+    block: ``ensure_regular`` first, then an ``O_NONBLOCK`` open (should the path have turned
+    into a FIFO since, ``open`` still returns) whose ``fstat`` is checked again. Missing:
+    ``FileNotFoundError``; a directory: ``IsADirectoryError``; a FIFO, device or socket:
+    ``NotRegularFileError``, each naming the path. Every local file recordkit reads (data,
+    checksum sidecars, index caches, descriptions) is opened here or through ``LocalSource``,
+    which uses it."""
+    import stat
+    name = os.fspath(path)
+    ensure_regular(name)
+    try:
+        fd = os.open(local_path(name), os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(f"{name}: is a directory")
+        _refuse_special(name, mode)
+    return fd
+
+
+def open_local(path):
+    """``open(path, "rb")`` through ``open_regular``: never blocks on a FIFO."""
+    return os.fdopen(open_regular(path), "rb")
+
+
+def has_file(path, storage_options=None) -> bool:
+    """Whether a file is at ``path``, for a reader about to open it (a shard its description lists,
+    a checksum sidecar, a description): False when nothing (or a directory) is there, and a FIFO,
+    device or socket is ``NotRegularFileError`` at once: never called missing, never opened."""
+    if is_url(path):
+        return isfile(path, storage_options)
+    name = os.fspath(path)
+    try:
+        mode = os.stat(local_path(name)).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    _refuse_special(name, mode)
+    import stat
+    return stat.S_ISREG(mode)
 
 
 def isfile(path, storage_options=None) -> bool:
@@ -138,4 +188,5 @@ def file_size(f) -> int:
     return size
 
 
-__all__ = ["file_size", "is_url", "join", "isfile", "isdir", "listdir", "makedirs", "remove", "sidecar_path"]
+__all__ = ["file_size", "has_file", "is_url", "join", "isfile", "isdir", "listdir", "makedirs", "open_local", "open_regular",
+           "remove", "sidecar_path"]

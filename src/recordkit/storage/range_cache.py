@@ -27,8 +27,9 @@ class RangeCache:
         return os.path.join(self.directory, f"{offset:016x}-{n:x}")
 
     def get(self, offset: int, n: int) -> bytes | None:
+        from recordkit.storage.location import open_local
         try:
-            with open(self._path(offset, n), "rb") as f:
+            with open_local(self._path(offset, n)) as f:  # a FIFO in the cache is a miss, never a hang
                 data = f.read(n + 1)
         except OSError:
             return None

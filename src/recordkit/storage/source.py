@@ -18,7 +18,7 @@ import hashlib
 import io
 import os
 
-from recordkit.storage.location import ensure_regular, filesystem, is_url, local_path
+from recordkit.storage.location import ensure_regular, filesystem, is_url, local_path, open_regular
 from recordkit.storage.retry import RetryPolicy, ShortRead
 from recordkit.storage.versions import RemotePin, check_local
 
@@ -35,16 +35,8 @@ class LocalSource:
     def __init__(self, path):
         self.name = os.fspath(path)
         self.local_path = local_path(self.name)
-        ensure_regular(self.name)
-        try:
-            # O_NONBLOCK: should the path turn into a FIFO after the check, open() still returns
-            self._fd = os.open(self.local_path, os.O_RDONLY | os.O_NONBLOCK)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.name}: no such file") from None
+        self._fd = open_regular(self.name)  # a FIFO is refused, never opened blocking
         st = os.fstat(self._fd)
-        if not _is_regular(st.st_mode):
-            os.close(self._fd)
-            raise IsADirectoryError(f"{self.name}: not a regular file")
         self.size = st.st_size
         self.fingerprint = (st.st_size, st.st_mtime_ns)
         self._opened = st
@@ -184,17 +176,27 @@ class SourceFile(io.RawIOBase):
         super().close()
 
 
+def plain_local_path(path) -> str | None:
+    """The local path of ``path`` when nothing stands between a library and the file (a local file
+    without a checksum sidecar: Arrow may open or map it itself), else None (a URL, or a sidecar to
+    verify against: read through ``open_source``). The file and its sidecar both pass the
+    regular-file check first, so whatever opens the path next never blocks on a FIFO."""
+    if is_url(path):
+        return None
+    from recordkit.storage.location import has_file, sidecar_path
+    ensure_regular(path)
+    return None if has_file(sidecar_path(path)) else local_path(path)
+
+
 def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
     """``open(path, "rb")`` for local paths and URLs alike, through ``open_source``.
 
-    A local file without a checksum sidecar is the builtin file object (nothing to add);
-    otherwise reads go through the source in ``buffer_size`` ranges (one request each
-    for a URL, whole checksum blocks when verifying)."""
-    if not is_url(path):
-        from recordkit.storage.location import sidecar_path
-        ensure_regular(path)
-        if not os.path.exists(sidecar_path(path)):
-            return open(local_path(path), "rb")
+    A local file without a checksum sidecar is a plain file object (nothing to add); otherwise
+    reads go through the source in ``buffer_size`` ranges (one request each for a URL, whole
+    checksum blocks when verifying)."""
+    plain = plain_local_path(path)
+    if plain is not None:
+        return os.fdopen(open_regular(path), "rb")
     return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options)), buffer_size=buffer_size)
 
 
@@ -218,8 +220,3 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
         source.close()
         raise
     return source if table is None else checksum.VerifiedSource(source, table)
-
-
-def _is_regular(mode: int) -> bool:
-    import stat
-    return stat.S_ISREG(mode)

@@ -9,7 +9,6 @@ are ordinals) continuing from part to part, every part's streams checked against
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 
@@ -17,21 +16,13 @@ from recordkit.engine.chunk import ChunkData
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
+from recordkit.formats.directories import part_paths
 from recordkit.storage import location
 
-_PART = re.compile(r"(\d+)(?:\.[^.]*)?$")
-
-
 def cbf_part_paths(path, storage_options=None) -> list[str]:
-    """The ``*.cbf`` files of a directory in part order (hidden files, e.g. temporaries, skipped)."""
-    names = [n for n in location.listdir(path, storage_options) if n.endswith(".cbf") and not n.startswith(".")]
-    if not names:
-        raise FileNotFoundError(f"{path}: no .cbf part files in the directory")
-
-    def order(name):
-        m = _PART.search(name)
-        return (name[:m.start()] if m else name, int(m.group(1)) if m else -1, name)
-    return [location.join(path, n) for n in sorted(names, key=order)]
+    """The numbered ``*.cbf`` parts of a directory in part order (hidden files, e.g. temporaries,
+    skipped); any other directory is not one data set (``formats/directories.py``)."""
+    return part_paths(path, (".cbf",), storage_options)
 
 
 def open_cbf_data_set(path, streams=None, *, precision=None, storage_options=None, cache_dir=None, **options):

@@ -126,21 +126,31 @@ def load_cached(path: str, skip_sequence_ids: bool, *, fingerprint=None, cache_d
     remote objects: ``fingerprint``), and its arrays are consistent with that size:
     anything else is ignored (and later rebuilt).
     """
+    from recordkit.errors import NotRegularFileError
+    from recordkit.storage.location import open_local
     cpath = cache_path(path, skip_sequence_ids, cache_dir)
     try:
-        if fingerprint is None:
-            fingerprint = _local_fingerprint(path)
-            if os.stat(cpath).st_mtime_ns < fingerprint[1]:
-                return None
-        size, version = fingerprint
-        with np.load(cpath, allow_pickle=False) as z:
-            meta = z["meta"]
-            if str(z["magic"]) != CACHE_MAGIC or int(meta[0]) != CACHE_VERSION:
-                return None
-            if int(meta[1]) != size or int(meta[2]) != version:
-                return None
-            arrays = [np.asarray(z[k], dtype=np.uint64) for k in ("offsets", "sizes", "keys", "first_lines", "rows")]
-            id_mode = bool(meta[3])
+        cache = open_local(cpath)  # a FIFO in the cache's place is refused, not opened (which would block)
+    except NotRegularFileError:
+        raise
+    except OSError:  # none yet (or unreadable): rebuilt
+        return None
+    try:
+        with cache:
+            if fingerprint is None:
+                fingerprint = _local_fingerprint(path)
+                if os.fstat(cache.fileno()).st_mtime_ns < fingerprint[1]:
+                    return None
+            size, version = fingerprint
+            with np.load(cache, allow_pickle=False) as z:
+                meta = z["meta"]
+                if str(z["magic"]) != CACHE_MAGIC or int(meta[0]) != CACHE_VERSION:
+                    return None
+                if int(meta[1]) != size or int(meta[2]) != version:
+                    return None
+                arrays = [np.asarray(z[k], dtype=np.uint64)
+                          for k in ("offsets", "sizes", "keys", "first_lines", "rows")]
+                id_mode = bool(meta[3])
     except Exception:  # damaged, truncated, foreign: never trusted
         return None
     why = _untrusted_cache_problem(path, arrays, id_mode, size, local=cache_dir is None)

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import streams_to_json
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, RecordkitError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.parquet.arrow import META_STREAMS, batch_to_chunk, select_streams
 from recordkit.formats.hf.description import data_files, recorded_streams
@@ -81,24 +81,21 @@ class HFDeserializer(DeserializerBase, ClosingReader):
                     start, size, rows = j + 1, 0, 0
 
     def _open_stream(self, p):
+        from recordkit.storage.source import open_file, plain_local_path
         try:
-            if location.is_url(p):
-                from recordkit.storage.source import open_file
+            plain = plain_local_path(p)  # a FIFO is refused here: memory_map would block opening it
+            if plain is None:  # a URL, or a file verified against its sidecar
                 with open_file(p, storage_options=self._storage) as f:
                     buf = pa.py_buffer(f.read())
             else:
-                from recordkit.storage.checksum import sidecar_path
-                if os.path.exists(sidecar_path(p)):
-                    from recordkit.storage.source import open_file
-                    with open_file(p) as f:  # verified against its sidecar
-                        buf = pa.py_buffer(f.read())
-                else:
-                    buf = pa.memory_map(location.local_path(p), "r")
+                buf = pa.memory_map(plain, "r")
             self._buffers.append(buf)
             reader = pa.ipc.open_stream(buf)
             batches = list(reader)
         except FileNotFoundError:
             raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
+        except RecordkitError:
+            raise
         except (pa.ArrowException, OSError) as e:
             raise FormatError(p, f"cannot read the Arrow stream: {str(e).strip().splitlines()[0]} "
                                  f"(truncated or not an Arrow IPC stream?)") from None

@@ -38,7 +38,7 @@ class MDSReader(DeserializerBase, ClosingReader):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         index_path = location.join(self.path, INDEX)
-        if not location.isfile(index_path, storage_options):
+        if not location.has_file(index_path, storage_options):
             raise FormatError(index_path, "no index.json: not an MDS data set")
         index = read_index(self.path, storage_options, cache_dir)
         recorded = index.streams

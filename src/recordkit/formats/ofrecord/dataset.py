@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, NotRegularFileError
 from recordkit.formats.ofrecord import _kernel
 from recordkit.storage import location, open_source
 
@@ -51,7 +51,7 @@ def part_paths(path, data_part_num: int | None = None, part_name_prefix: str = "
     if data_part_num is not None:
         paths = [location.join(path, part_name(part_name_prefix, i, part_name_suffix_length))
                  for i in range(int(data_part_num))]
-        missing = [p for p in paths if not location.isfile(p, storage_options)]
+        missing = [p for p in paths if not location.has_file(p, storage_options)]
         if missing:
             raise FileNotFoundError(f"{missing[0]}: part file missing ({len(missing)} of {len(paths)} missing; "
                                     f"check part_name_prefix/part_name_suffix_length)")
@@ -88,7 +88,7 @@ def read_streams(directory, *, storage_options=None):
     if not location.isdir(directory, storage_options):
         return None
     path = location.join(directory, STREAMS_SIDECAR)
-    if not location.isfile(path, storage_options):
+    if not location.has_file(path, storage_options):
         return None
     src = open_source(path, storage_options=storage_options)
     try:
@@ -107,9 +107,8 @@ def read_streams(directory, *, storage_options=None):
 
 def _no_parts(path: str, prefix: str, storage_options) -> str:
     """Why a directory is not a data set: what it lacks and what it holds instead."""
-    names = sorted(n for n in location.listdir(path, storage_options) if not n.startswith("."))
-    held = "it is empty" if not names else "it holds " + ", ".join(names[:5]) + (
-        f" and {len(names) - 5} more" if len(names) > 5 else "")
+    from recordkit.formats.directories import holdings
+    held = holdings(location.listdir(path, storage_options))
     return (f"{path}: is a directory, read as an OFRecord data set, but holds no part files named "
             f"'{prefix}<digits>' ({held}); for other names see --part-name-prefix (part_name_prefix)")
 
@@ -228,7 +227,7 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
     size, version = src.fingerprint
     current = False
     try:
-        with np.load(side, allow_pickle=False) as z:
+        with location.open_local(side) as f, np.load(f, allow_pickle=False) as z:
             meta = z["meta"]
             current = str(z["magic"]) == INDEX_MAGIC and int(meta[0]) == size and int(meta[1]) == version
             if current:
@@ -241,6 +240,8 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
                 write = True  # replace the lying sidecar
     except FileNotFoundError:
         pass
+    except NotRegularFileError:
+        raise  # a FIFO in the sidecar's place: refused (never opened, which would block), not replaced
     except Exception:
         pass  # stale, damaged or foreign: rebuild
     index = scan_part(src)

@@ -12,8 +12,9 @@ from typing import Iterator
 
 import numpy as np
 
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, NotRegularFileError
 from recordkit.formats.validate import Problem, checksum_problems, is_checksum_error
+from recordkit.storage import location
 
 # dataset.PROBLEMS codes -> kinds
 FRAME_KINDS = {1: "frame-length-not-positive", 2: "frame-truncated", 3: "trailing-bytes", 4: "frame-too-long"}
@@ -86,10 +87,12 @@ def _sidecar(part: str, src, index) -> Iterator[Problem]:
     from recordkit.formats.ofrecord.dataset import INDEX_MAGIC, sidecar_path
     side = sidecar_path(part)
     try:
-        with np.load(side, allow_pickle=False) as z:
+        with location.open_local(side) as f, np.load(f, allow_pickle=False) as z:
             if str(z["magic"]) != INDEX_MAGIC or tuple(int(x) for x in z["meta"][:2]) != tuple(src.fingerprint):
                 return  # absent, foreign or stale: readers rebuild it without trusting it
             offsets, lengths = z["offsets"], z["lengths"]
+    except NotRegularFileError:
+        raise  # a FIFO in its place: refused, never opened
     except Exception:
         return
     if not (np.array_equal(offsets, index.offsets) and np.array_equal(lengths, index.lengths)):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 
 import numpy as np
@@ -24,39 +23,33 @@ import pyarrow.parquet as pq
 
 from recordkit.engine.chunk import concat_chunks
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, RecordkitError
 from recordkit.formats.closing import ClosingReader
+from recordkit.formats.directories import part_paths
 from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select_streams
 from recordkit.storage import location
 
-_PART = re.compile(r"(\d+)(?:\.[^.]*)?$")
 READ_BATCH = 8192  # rows per decoded batch (benchmarks/README.md: 2048 was 10-20% slower on every corpus)
 
 
 def parquet_part_paths(path, storage_options=None) -> list[str]:
-    """A Parquet file, or the ``*.parquet`` files of a directory in part order."""
+    """A Parquet file, or the numbered ``*.parquet`` parts of a directory in part order (any other
+    directory is not one data set: ``formats/directories.py``)."""
     location.ensure_regular(path, storage_options)
     if location.isfile(path, storage_options):
         return [path]
     if not location.isdir(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file or directory")
-    names = [n for n in location.listdir(path, storage_options) if n.endswith(".parquet") and not n.startswith(".")]
-    if not names:
-        raise FileNotFoundError(f"{path}: no .parquet files in the directory")
-
-    def order(name):
-        m = _PART.search(name)
-        return (name[:m.start()] if m else name, int(m.group(1)) if m else -1, name)
-    return [location.join(path, n) for n in sorted(names, key=order)]
+    return part_paths(path, (".parquet",), storage_options)
 
 
 def _open_file(path, storage_options, cache_dir):
     """What pq.ParquetFile reads: the path itself (Arrow's I/O) or a recordkit byte source."""
-    from recordkit.storage.checksum import sidecar_path
-    if not location.is_url(path) and not os.path.exists(sidecar_path(path)):
-        return location.local_path(path)
+    from recordkit.storage.source import SourceFile, open_source, plain_local_path
+    plain = plain_local_path(path)
+    if plain is not None:
+        return plain
     import io
-    from recordkit.storage.source import SourceFile, open_source
     return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options, cache_dir=cache_dir)),
                              buffer_size=1 << 20)
 
@@ -102,7 +95,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
             try:
                 f = pq.ParquetFile(_open_file(p, storage_options, cache_dir))
             except (pa.ArrowException, OSError) as e:
-                if isinstance(e, (FileNotFoundError, PermissionError)):
+                if isinstance(e, (FileNotFoundError, PermissionError, RecordkitError)):
                     raise
                 raise arrow_error(p, e) from None
             self._files.append(f)

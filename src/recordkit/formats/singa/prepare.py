@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from recordkit.storage.atomic import AtomicFile
 from recordkit.errors import FormatError
+from recordkit.storage import location
 from recordkit.formats.singa.kvfile import encode_tuple
 from recordkit.formats.singa.records import encode_image_record, encode_mean_record
 from recordkit.staged_directory import StagedDirectory
@@ -89,7 +90,7 @@ def _progress(total: int, desc: str, enabled: bool):
 
 def _cifar_count(path: Path) -> int:
     """Images in a CIFAR-10 batch file; a partial trailing image is an error, not ignored."""
-    if not path.is_file():
+    if not location.has_file(path):  # a FIFO: "not a regular file", not "missing"
         raise FormatError(path, "CIFAR-10 batch file is missing")
     size = path.stat().st_size
     whole, rest = divmod(size, _CIFAR_ROW)
@@ -106,7 +107,8 @@ def _cifar_images(path: Path, count: int):
     A label byte above 9 means the file is not CIFAR-10 (CIFAR-100 has two label bytes);
     SINGA would have stored it (as a signed char) and carried on.
     """
-    raw = np.fromfile(path, dtype=np.uint8)
+    with location.open_local(path) as f:
+        raw = np.fromfile(f, dtype=np.uint8)
     if raw.size != count * _CIFAR_ROW:
         raise FormatError(path, f"file changed size while reading ({raw.size} bytes)", offset=raw.size)
     rows = raw.reshape(count, _CIFAR_ROW)
@@ -162,10 +164,10 @@ def prepare_cifar10(src_dir, out_dir, progress: bool = True) -> dict[str, int]:
 
 def _open_idx(path: Path):
     """Open an IDX file, falling back to the ``.gz`` the MNIST site ships when it is absent."""
-    if path.is_file():
-        return open(path, "rb"), path
+    if location.has_file(path):
+        return location.open_local(path), path
     gz = path.with_name(path.name + ".gz")
-    if gz.is_file():
+    if location.has_file(gz):
         return gzip.open(gz, "rb"), gz
     raise FormatError(path, "MNIST IDX file is missing (nor is there a .gz)")
 
@@ -232,7 +234,7 @@ def prepare_mnist(src_dir, out_dir, progress: bool = True) -> dict[str, int]:
     src, out = Path(src_dir), Path(out_dir)
     for images, labels, _ in MNIST_PAIRS:  # fail before writing anything when a file is absent
         for name in (images, labels):
-            if not (src / name).is_file() and not (src / (name + ".gz")).is_file():
+            if not location.has_file(src / name) and not location.has_file(src / (name + ".gz")):
                 raise FormatError(src / name, "MNIST IDX file is missing (nor is there a .gz)")
     with StagedDirectory(out, {target for _, _, target in MNIST_PAIRS}.__contains__, foreign="keep") as staged:
         return {str(out / target): convert_mnist(src / images, src / labels, staged.path(target), progress)

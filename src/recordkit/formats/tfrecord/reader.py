@@ -21,6 +21,7 @@ from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
 from recordkit.errors import FormatError
+from recordkit.formats import directories
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
                                          sequence_lengths_of)
@@ -31,7 +32,8 @@ from recordkit.storage import location, open_source
 
 def looks_like(path, storage_options=None) -> bool:
     if location.isdir(path, storage_options):
-        return any(n.endswith((".tfrecord", ".tfrecords")) for n in location.listdir(path, storage_options))
+        from recordkit.formats.openers import probe_tfrecord_parts
+        return probe_tfrecord_parts(location.listdir(path, storage_options))
     return str(path).endswith((".tfrecord", ".tfrecords"))
 
 
@@ -40,12 +42,10 @@ def _is_part(name: str) -> bool:
 
 
 def part_paths(path, storage_options=None) -> list[str]:
+    """A TFRecord file, or the numbered parts of a directory in part order (``formats/directories.py``)."""
     if not location.isdir(path, storage_options):
         return [path]
-    names = sorted(n for n in location.listdir(path, storage_options) if _is_part(n))
-    if not names:
-        raise FormatError(path, "no .tfrecord files in the directory")
-    return [location.join(path, n) for n in names]
+    return directories.part_paths(path, (".tfrecord", ".tfrecords"), storage_options)
 
 
 def _schema():

@@ -23,6 +23,7 @@ from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
+from recordkit.formats.directories import part_paths
 from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
                                          resolve_streams, sequence_lengths_of)
 from recordkit.formats.webdataset import npy, tar
@@ -31,22 +32,18 @@ from recordkit.storage import location, open_source
 
 
 def looks_like(path, storage_options=None) -> bool:
-    """A directory holding ``*.tar`` shards (or a recordkit WebDataset description), or a ``.tar`` file."""
+    """A directory of numbered ``*.tar`` shards (or shards and their ``__recordkit__.json``), or a ``.tar`` file."""
     if location.isdir(path, storage_options):
-        names = location.listdir(path, storage_options)
-        if META_NAME in names:
-            return True
-        return any(n.endswith(".tar") for n in names)
+        from recordkit.formats.openers import probe_webdataset_shards
+        return probe_webdataset_shards(location.listdir(path, storage_options))
     return str(path).endswith(".tar")
 
 
 def shard_paths(path, storage_options=None) -> list[str]:
+    """A ``.tar`` file, or the numbered shards of a directory in shard order (``formats/directories.py``)."""
     if not location.isdir(path, storage_options):
         return [path]
-    names = sorted(n for n in location.listdir(path, storage_options) if n.endswith(".tar"))
-    if not names:
-        raise FormatError(path, "no .tar shards in the directory")
-    return [location.join(path, n) for n in names]
+    return part_paths(path, (".tar",), storage_options)
 
 
 class WebDatasetReader(DeserializerBase, ClosingReader):
