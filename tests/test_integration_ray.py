@@ -541,3 +541,13 @@ def test_ray_conversion_from_and_to_s3_reads_back_as_the_local_one(cluster, data
         assert_chunks_equal(_ordinal(got), _ordinal(all_chunks(CBFReader(local))))
     finally:
         s3.stop()
+
+
+def test_a_row_whose_nnz_falls_back_is_refused_not_read_as_another_samples_entries():
+    import pyarrow as pa
+    ni, nv, nn = rk.sparse_columns("x")
+    table = pa.table({ni: pa.array([[1, 2, 3, 4]], pa.large_list(pa.int32())),
+                      nv: pa.array([[1.0, 2.0, 3.0, 4.0]], pa.large_list(pa.float32())),
+                      nn: pa.array([[4, -4, 4]], pa.large_list(pa.int64()))})  # adds up to 4, through 0
+    with pytest.raises(UsageError, match="none negative"):
+        rk.arrow_to_chunk(table, [StreamSpec("x", "sparse", 10)])

@@ -580,23 +580,32 @@ def verify_manifest(manifest: Manifest, dst, *, max_differences: int = 10,
     for name in have:
         if name not in {s.name for s in manifest.streams}:
             result._add(Difference("stream", -1, f"stream '{name}' of DST is not in the manifest"), max_differences)
-    both = bool(manifest.meta.get("keyed")) and keyed(dst)
+    dst_keyed = keyed(dst)
+    both = bool(manifest.meta.get("keyed")) and dst_keyed
     result.keys_compared = both if compare_keys is None else bool(compare_keys)
-    if not result.keys_compared:
-        result.notes.append("keys not compared (the source or DST stores no keys of its own): sequences are matched "
-                            "by position")
     dtypes = [np.dtype(np.float64) if spec.dtype == np.float64 else np.dtype(np.float32) for spec in names]
     sel = np.asarray(cols, dtype=np.int64)
     n_total = len(manifest.keys)
     by_key = None
+    why = "the manifest says its source stores no keys of its own"
     if result.keys_compared:
         order = np.argsort(manifest.keys, kind="stable")
         sorted_keys = manifest.keys[order]
         if len(sorted_keys) and (sorted_keys[1:] == sorted_keys[:-1]).any():
-            result.notes.append("the manifest has repeated keys: sequences are matched by position")
-            result.keys_compared = False
+            why = "the manifest has repeated keys"
         else:
             by_key = (order, sorted_keys)
+    # The manifest cannot turn the key check off: where it does not match by key (it says its source
+    # stored none, or its keys repeat), the keys a keyed DST stores are still compared with the
+    # manifest's, position by position (a source without keys of its own wrote its ordinals or line
+    # numbers as the keys of a keyed output). Only the caller (compare_keys=False) skips them.
+    by_position = by_key is None and (dst_keyed if compare_keys is None else bool(compare_keys))
+    result.keys_compared = by_key is not None or by_position
+    if by_position:
+        result.notes.append(f"{why}: sequences are matched by position, their keys compared position by position")
+    elif by_key is None:
+        result.notes.append("keys not compared (DST stores no keys of its own): sequences are matched by position"
+                            if compare_keys is None else "keys not compared: sequences are matched by position")
     matched = np.zeros(n_total, bool)
     moved = 0
     pos = 0
@@ -619,10 +628,12 @@ def verify_manifest(manifest: Manifest, dst, *, max_differences: int = 10,
         if n_total:
             bad_len = (lengths != manifest.lengths[e][:, sel]) & use[:, None]
             bad_dig = (digests != manifest.digests[e][:, sel]).any(axis=2) & use[:, None]
+            bad_key = (keys != manifest.keys[e]) & use if by_position else np.zeros(n, bool)
         else:
             bad_len = bad_dig = np.zeros((n, len(names)), bool)
+            bad_key = np.zeros(n, bool)
         matched[entry[use]] = True
-        for j in np.nonzero(~use | bad_len.any(axis=1) | bad_dig.any(axis=1))[0].tolist():
+        for j in np.nonzero(~use | bad_key | bad_len.any(axis=1) | bad_dig.any(axis=1))[0].tolist():
             k = int(keys[j])
             if not ok[j]:
                 kind, msg, where = ("key", f"key {k} of DST is not in the manifest" if by_key is not None
@@ -631,6 +642,8 @@ def verify_manifest(manifest: Manifest, dst, *, max_differences: int = 10,
                 where = f"{manifest.path}: entry {int(entry[j])} (key {int(manifest.keys[entry[j]])})"
                 if twice[j]:
                     kind, msg = "key", f"key {k} appears more than once in DST"
+                elif bad_key[j]:
+                    kind, msg = "key", f"key {k} in DST, {int(manifest.keys[entry[j]])} at this position in the manifest"
                 elif bad_len[j].any():
                     s = int(np.nonzero(bad_len[j])[0][0])
                     kind, msg = "length", (f"stream '{names[s].name}': {int(manifest.lengths[entry[j], sel[s]])} "

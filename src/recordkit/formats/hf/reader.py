@@ -37,6 +37,21 @@ def _read(path, storage_options) -> bytes:
                                 f"dataset_info.json)") from None
 
 
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _check_batch(batch, path, j: int, *, full: bool) -> None:
+    """A located error unless record batch ``j`` of ``path`` is consistent. An IPC stream is read as
+    it is (memory-mapped, nothing checked): a damaged length or offset would make Arrow read outside
+    the file (a crash) or hand one row another's values. Opening checks buffer sizes against the
+    lengths (``nbytes`` reads them); loading a chunk checks every offset too (``full``)."""
+    try:
+        batch.validate(full=full)
+    except (pa.ArrowException, ValueError) as e:
+        raise FormatError(path, f"damaged Arrow data: {_first_line(e)}", record=f"record batch {j}") from None
+
+
 class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
@@ -96,9 +111,11 @@ class HFDeserializer(DeserializerBase, ClosingReader):
             raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
         except RecordkitError:
             raise
-        except (pa.ArrowException, OSError) as e:
-            raise FormatError(p, f"cannot read the Arrow stream: {str(e).strip().splitlines()[0]} "
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+            raise FormatError(p, f"cannot read the Arrow stream: {_first_line(e)} "
                                  f"(truncated or not an Arrow IPC stream?)") from None
+        for j, b in enumerate(batches):
+            _check_batch(b, p, j, full=False)
         return batches, reader.schema
 
     @property
@@ -111,6 +128,8 @@ class HFDeserializer(DeserializerBase, ClosingReader):
     def load_chunk(self, chunk_id: int, **_):
         k, a, b, first = self._where[chunk_id]
         batches = self._batches[k][a:b]
+        for j, batch in enumerate(batches, a):
+            _check_batch(batch, self.paths[k], j, full=True)
         table = pa.Table.from_batches(batches) if batches else None
         where = f"record batches {a}..{b - 1}"
         return batch_to_chunk(table, self._selected, path=self.paths[k], where=where, chunk_id=chunk_id,

@@ -5,12 +5,12 @@ be exactly the directory's ``*.mds`` files, each once, of the size ``raw_data.by
 shard's ``samples`` must fit in its bytes (the sample table takes 4 bytes a sample, each sample
 its fixed-size columns and a 4-byte size per variable-size column); the columns' three lists
 must agree. The ``recordkit`` object (stream declarations, per-shard counts) must describe the
-same shards. MosaicML's own fields that recordkit does not read (``hashes``, ``size_limit``,
+same shards. MosaicML's own fields that recordkit does not read (``size_limit``,
 ``zip_data``) are left alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from recordkit.errors import FormatError
 from recordkit.formats.descriptions import Fields, listed_files, shown
@@ -31,6 +31,7 @@ class IndexShard:
     columns: list[tuple[str, str, int | None]]    # (name, encoding, fixed size or None)
     nbytes: int                                   # raw_data.bytes, as the index says
     frames: int                                   # recordkit's sample count, else ``samples``
+    hashes: dict = field(default_factory=dict)    # raw_data.hashes: {algorithm: hex digest} (Streaming's)
 
 
 @dataclass
@@ -52,7 +53,7 @@ def read_index(directory: str, storage_options=None, cache_dir=None) -> MDSIndex
                                              for i, (name, *_) in enumerate(shards)],
                          lambda n: n.endswith(".mds"), storage_options=storage_options)
     out = []
-    for i, ((name, n, cols, nbytes), size) in enumerate(zip(shards, sizes)):
+    for i, ((name, n, cols, nbytes, hashes), size) in enumerate(zip(shards, sizes)):
         if nbytes != size:  # a shard cut short or replaced: said where the bytes are
             raise FormatError(location.join(directory, name), f"shard has {size} bytes, index.json says {nbytes} "
                                                               f"(shards[{i}].raw_data.bytes; truncated or replaced?)",
@@ -62,13 +63,13 @@ def read_index(directory: str, storage_options=None, cache_dir=None) -> MDSIndex
         # the sample count and the last offset, then per sample: its offset, its sizes, its fixed columns
         fields.count(n, f"shards[{i}].samples", unit="samples", size=size, each=4 + 4 * nvar + fixed, name=name,
                      base=8)
-        out.append(IndexShard(name, location.join(directory, name), n, cols, nbytes, n))
+        out.append(IndexShard(name, location.join(directory, name), n, cols, nbytes, n, hashes))
     streams = _recordkit(fields, doc.get("recordkit"), out, sizes) if "recordkit" in doc else None
     return MDSIndex(path, streams, out)
 
 
 def _shard(fields: Fields, info, at: str):
-    """(basename, samples, columns, bytes) of one ``shards`` entry."""
+    """(basename, samples, columns, bytes, hashes) of one ``shards`` entry."""
     fields.object(info, at)
     fields.equal(info.get("format"), f"{at}.format", FORMAT)
     if info.get("compression") is not None:
@@ -76,6 +77,9 @@ def _shard(fields: Fields, info, at: str):
     raw = fields.object(info.get("raw_data"), f"{at}.raw_data")
     name = fields.name(raw.get("basename"), f"{at}.raw_data.basename")
     nbytes = fields.int(raw.get("bytes"), f"{at}.raw_data.bytes", 0, MAX_SHARD_BYTES)
+    hashes = fields.object(raw.get("hashes", {}), f"{at}.raw_data.hashes")
+    for algo, digest in hashes.items():
+        fields.text(digest, f"{at}.raw_data.hashes.{algo}")
     n = fields.int(info.get("samples"), f"{at}.samples")
     names = fields.list(info.get("column_names"), f"{at}.column_names")
     encodings = fields.list(info.get("column_encodings"), f"{at}.column_encodings")
@@ -93,7 +97,7 @@ def _shard(fields: Fields, info, at: str):
         if size is not None:
             fields.int(size, f"{at}.column_sizes[{j}]", 0, MAX_SHARD_BYTES)
         cols.append((c, enc, size))
-    return name, n, cols, nbytes
+    return name, n, cols, nbytes, dict(hashes)
 
 
 def _recordkit(fields: Fields, rk, shards: list[IndexShard], sizes: list[int]):

@@ -4,10 +4,13 @@ Reads the layout ``writer.py`` describes (uncompressed MDS, index version 2). St
 from the ``recordkit`` object of ``index.json``; other MDS data sets need ``streams`` (alias =
 column name; sparse streams read ``ALIAS.indices`` / ``.values`` / ``.offsets``), whose columns
 must be ``ndarray`` encodings. Other columns are skipped. Errors are located ``FormatError``s
-(shard, byte offset, sample).
+(shard, byte offset, sample). The shard digests ``index.json`` may record are compared by
+``validate`` (``digest_problems``), not on every read.
 """
 from __future__ import annotations
 
+import hashlib
+import math
 import os
 
 import numpy as np
@@ -18,6 +21,7 @@ from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.mds.index import read_index
+from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
 from recordkit.formats.sharding import gather_ranges, offsets, read_whole, resolve_streams, sequence_lengths_of
 from recordkit.storage import location
@@ -26,6 +30,23 @@ _VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 3
                  64: "<u8", 65: "<i8", 66: "<f8"}
 _FIXED = {"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
           "float16": 2, "float32": 4, "float64": 8, "int": 8}
+
+
+def _digest(algo: str, data: bytes) -> str | None:
+    """The hex digest of ``data`` under a Streaming hash name (hashlib's, or xxhash's ``xxh*``), or None."""
+    if not isinstance(algo, str):
+        return None
+    if algo.startswith("xxh"):
+        try:
+            import xxhash
+        except ImportError:
+            return None
+        make = getattr(xxhash, algo, None)
+        return make(data).hexdigest() if callable(make) else None
+    try:
+        return hashlib.new(algo, data).hexdigest()
+    except (ValueError, TypeError):
+        return None
 
 
 def looks_like(path, storage_options=None) -> bool:
@@ -56,6 +77,8 @@ class MDSReader(DeserializerBase, ClosingReader):
         self._first = [0]
         for sh in index.shards:
             self._first.append(self._first[-1] + sh.samples)
+        # per shard, the digests index.json records (Streaming's ``hashes``): checked by ``digest_problems``
+        self._digests = [sh.hashes for sh in index.shards]
         needed = set()
         for s in self._streams:
             f = self._fields[s.name]
@@ -74,6 +97,28 @@ class MDSReader(DeserializerBase, ClosingReader):
     @property
     def paths(self) -> list[str]:
         return [p for p, _, _, _ in self._shards]
+
+    def digest_problems(self):
+        """A ``Problem`` for every shard whose bytes no longer match a digest ``index.json`` records
+        for it (``raw_data.hashes``: SHA-1 when written with checksums, any of Streaming's algorithms);
+        a warning for a digest it cannot compute. What ``validate`` checks; loading a chunk does not
+        (reading would hash every shard: Streaming, too, checks only when asked, ``validate_hash``)."""
+        from recordkit.formats.validate import Problem
+        for i, ((path, _, _, _), digests) in enumerate(zip(self._shards, self._digests)):
+            if not isinstance(digests, dict) or not digests:
+                continue
+            data = read_whole(path, **self._storage)
+            for algo, want in sorted(digests.items()):
+                digest = _digest(algo, data)
+                if digest is None:
+                    yield Problem(path, "mds-digest-unchecked", f"index.json records a {algo!r} digest, which "
+                                                                f"recordkit cannot compute (unknown algorithm, or "
+                                                                f"the xxhash package is missing)",
+                                  record=f"shard {i}", severity="warning")
+                elif not isinstance(want, str) or digest != want.lower():
+                    yield Problem(path, "mds-digest-mismatch", f"the shard's {algo} digest is {digest}, index.json "
+                                                               f"records {want!r}: the shard changed after it was "
+                                                               f"written", record=f"shard {i}")
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path, n, cols, nbytes = self._shards[chunk_id]
@@ -201,8 +246,11 @@ class MDSReader(DeserializerBase, ClosingReader):
             raw = np.ascontiguousarray(arr[(start[sel] + 1)[:, None] + np.arange(nd * w)])
             shapes[sel] = raw.view(f"<u{w}").reshape(len(sel), nd).astype(np.int64)
         pay = start + 1 + nd * (1 << code.astype(np.int64))
+        # a damaged shape's int64 product can wrap around to the column's size: estimated in float first
+        if np.any(shapes < 0) or np.any(np.prod(shapes.astype(np.float64), axis=1) * dtype.itemsize > 2.0 ** 62):
+            return None
         nbytes = np.prod(shapes, axis=1) * dtype.itemsize
-        if np.any(shapes < 0) or not np.array_equal(pay + nbytes, start + size):
+        if not np.array_equal(pay + nbytes, start + size):
             return None
         return shapes, gather_ranges(arr, pay, nbytes).view(dtype)
 
@@ -221,28 +269,17 @@ class MDSReader(DeserializerBase, ClosingReader):
         if si.shape[1] != 1 or sv.shape[1] != 1 or so.shape[1] != 1 or vi.dtype.kind not in "iu" \
                 or vo.dtype.kind not in "iu":
             return None
-        nnz, noff = si[:, 0], so[:, 0]
-        if not np.array_equal(nnz, sv[:, 0]) or np.any(noff < 1):
+        nnz = si[:, 0]
+        if not np.array_equal(nnz, sv[:, 0]):
             return None
-        offs_all = vo.astype(np.int64)
-        last = np.cumsum(noff) - 1
-        first = last - noff + 1
-        if np.any(offs_all[first] != 0) or np.any(offs_all[last] != nnz):
-            return None
-        d = np.diff(offs_all)
-        inside = np.ones(len(d), dtype=bool)
-        inside[last[:-1]] = False
-        if np.any(d[inside] < 0):
+        joined = join_offsets(vo, so[:, 0], nnz)
+        if joined is None:
             return None
         indices = vi.astype(np.int64)
         if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
             return None
-        base = np.concatenate([[0], np.cumsum(nnz)[:-1]])
-        rows = offs_all + np.repeat(base, noff)
-        keep = np.ones(len(rows), dtype=bool)
-        keep[last] = False
-        indptr = np.concatenate([rows[keep], [int(nnz.sum())]])
-        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(noff - 1), spec.dim)
+        indptr, counts = joined
+        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(counts), spec.dim)
 
     @staticmethod
     def _ndarray(enc, buf, pos, size, path, k, c):
@@ -266,7 +303,7 @@ class MDSReader(DeserializerBase, ClosingReader):
                 i += ndim * w
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise FormatError(path, f"column '{c}': bad ndarray header ({e})", offset=pos, record=f"sample {k}") from None
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # exactly: an int64 product of a damaged shape wraps around to a plausible size
         if i + count * dtype.itemsize != end:
             raise FormatError(path, f"column '{c}': shape {shape} of {dtype} needs {count * dtype.itemsize} bytes, "
                                     f"the column has {end - i}", offset=pos, record=f"sample {k}")
@@ -297,9 +334,10 @@ class MDSReader(DeserializerBase, ClosingReader):
             if len(ind) != len(val):
                 raise FormatError(path, f"'{f}': {len(ind)} indices, {len(val)} values", offset=pv,
                                   record=f"sample {k}")
-            if len(off) < 1 or off[0] != 0 or off[-1] != len(ind) or np.any(np.diff(off) < 0):
-                raise FormatError(path, f"'{f}.offsets' must rise from 0 to {len(ind)}", offset=po,
-                                  record=f"sample {k}")
+            problem = offsets_problem(off, len(ind))
+            if problem is not None:
+                raise FormatError(path, f"'{f}.offsets' must rise from 0 to {len(ind)} (CSR row pointers): {problem}",
+                                  offset=po, record=f"sample {k}")
             if len(ind) and (int(ind.min()) < 0 or int(ind.max()) >= spec.dim):
                 raise FormatError(path, f"'{f}.indices': index outside [0, {spec.dim})", offset=pi,
                                   record=f"sample {k}")

@@ -290,9 +290,12 @@ def select_streams(schema: pa.Schema, path: str, streams=None, precision=None):
     """(column, StreamSpec) pairs to read: the recorded declarations, or ``streams`` selecting
     columns by alias (``NAME=FORMAT:DIM:COLUMN``) and renaming them ``NAME``. Each column's type
     is checked against its declaration (a located error when it does not match)."""
+    try:
+        names = schema.names
+    except UnicodeDecodeError:
+        raise FormatError(path, "the schema's column names are not valid UTF-8 (damaged file?)") from None
     recorded = recorded_streams(schema, path)
     want = resolve_precision(precision) if precision is not None else None
-    names = schema.names
     by_name = {s.name: s for s in recorded or []}
     pairs = []
     if streams is None:

@@ -56,6 +56,9 @@ def _open_file(path, storage_options, cache_dir):
 
 def arrow_error(path, e: Exception, where: str | None = None) -> FormatError:
     """An Arrow/Parquet failure as a located FormatError."""
+    if isinstance(e, UnicodeDecodeError):  # pyarrow decodes the footer's column names
+        return FormatError(path, f"cannot read Parquet data: a column name in its footer is not valid UTF-8 "
+                                 f"({e.reason}; damaged file?)", record=where)
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     if "magic" in msg.lower() or "footer" in msg.lower() or "size" in msg.lower() and "file" in msg.lower():
         msg += " (truncated or not a Parquet file?)"
@@ -94,7 +97,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
         for p in self.paths:
             try:
                 f = pq.ParquetFile(_open_file(p, storage_options, cache_dir))
-            except (pa.ArrowException, OSError) as e:
+            except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
                 if isinstance(e, (FileNotFoundError, PermissionError, RecordkitError)):
                     raise
                 raise arrow_error(p, e) from None

@@ -13,6 +13,7 @@ import struct
 import numpy as np
 
 MAGIC = b"\x93NUMPY"
+MAX_BYTES = 1 << 62  # a header claiming more is damaged (far beyond any tar member)
 _built: dict = {}
 _parsed: dict = {}
 
@@ -79,6 +80,8 @@ def parse_text(text: bytes):
         count = 1
         for x in shape:
             count *= x
+        if count * dtype.itemsize > MAX_BYTES:  # no member holds it; and sizes stay int64 arithmetic
+            raise NpyError(f".npy shape {shape} of {dtype} claims {count * dtype.itemsize} bytes")
         got = (dtype, shape, count * dtype.itemsize)
         if len(_parsed) > 4096:
             _parsed.clear()

@@ -24,6 +24,7 @@ from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.directories import part_paths
+from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
                                          resolve_streams, sequence_lengths_of)
 from recordkit.formats.webdataset import npy, tar
@@ -215,28 +216,14 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         nnz = np.array([x[0] for x in si], dtype=np.int64)
         if not np.array_equal(nnz, np.array([x[0] for x in sv], dtype=np.int64)):
             return None
-        noff = np.array([x[0] for x in so], dtype=np.int64)
-        if np.any(noff < 1):
-            return None
-        offs_all = vo.astype(np.int64)
-        last = np.cumsum(noff) - 1
-        first = last - noff + 1
-        base = np.concatenate([[0], np.cumsum(nnz)[:-1]])
-        if np.any(offs_all[first] != 0) or np.any(offs_all[last] != nnz):
-            return None
-        d = np.diff(offs_all)
-        inside = np.ones(len(d), dtype=bool)
-        inside[last[:-1]] = False  # the step from one sample's last offset to the next one's first
-        if np.any(d[inside] < 0):
+        joined = join_offsets(vo, np.array([x[0] for x in so], dtype=np.int64), nnz)
+        if joined is None:
             return None
         indices = vi.astype(np.int64)
         if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
             return None
-        rows = offs_all + np.repeat(base, noff)
-        keep = np.ones(len(rows), dtype=bool)
-        keep[last] = False
-        indptr = np.concatenate([rows[keep], [int(nnz.sum())]])
-        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(noff - 1), spec.dim)
+        indptr, counts = joined
+        return SparseColumn(vv.astype(self.dtype), indices.astype(np.int32), indptr, offsets(counts), spec.dim)
 
     # -- the checked path: sample by sample, every problem located ------------------------------------
     def _columns_checked(self, data, keys, fields, bounds, offs, sizes, hdr_offs, path, n):
@@ -307,9 +294,10 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             (ji, ind), (jv, val), (jo, off) = got[fi], got[fv], got[fo]
             if len(ind) != len(val):
                 raise self._bad(path, hdr_offs, jv, i, keys, fv, f"{len(val)} values for {len(ind)} indices")
-            if len(off) < 1 or off[0] != 0 or off[-1] != len(ind) or (len(off) > 1 and np.any(np.diff(off) < 0)):
-                raise self._bad(path, hdr_offs, jo, i, keys, fo,
-                                f"offsets must rise from 0 to the {len(ind)} stored values (CSR row pointers)")
+            problem = offsets_problem(off, len(ind))
+            if problem is not None:
+                raise self._bad(path, hdr_offs, jo, i, keys, fo, f"offsets must rise from 0 to the {len(ind)} stored "
+                                                                 f"values (CSR row pointers): {problem}")
             if len(ind) and (int(ind.min()) < 0 or int(ind.max()) >= spec.dim):
                 raise self._bad(path, hdr_offs, ji, i, keys, fi, f"sparse index outside [0, {spec.dim})")
             ind_parts.append(ind)

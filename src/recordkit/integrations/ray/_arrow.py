@@ -196,10 +196,12 @@ def arrow_to_chunk(table, streams, *, chunk_id: int = -1, first_key: int = 0, dt
             seq_offsets, nnz = _list_parts(_column(table, nn, f"sparse stream '{spec.name}'"), nn)
             nnz = nnz.astype(np.int64)
             indptr = _offsets(nnz)
-            if (not np.array_equal(ind_off, val_off) or len(indices) != len(values)
+            # a negative count (-4 between two 4s adds up, too) would hand a sample another one's entries
+            if (not np.array_equal(ind_off, val_off) or len(indices) != len(values) or np.any(nnz < 0)
                     or not np.array_equal(indptr[seq_offsets], ind_off)):
                 raise UsageError(f"sparse stream '{spec.name}': the rows' {ni}, {nv} and {nn} do not agree "
-                                 f"(each row needs as many indices as values, and {nn} adding up to them)")
+                                 f"(each row needs as many indices as values, and {nn}, none negative, adding up "
+                                 f"to them)")
             if len(indices) and (indices.min() < 0 or indices.max() >= spec.dim):
                 raise UsageError(f"sparse stream '{spec.name}': an index outside [0, {spec.dim})")
             values = values if want is None else values.astype(want, copy=False)
