@@ -340,7 +340,7 @@ def test_inspect_shows_files_streams_and_row_groups(tmp_path, capsys, corpus):
     assert info["format"] == "parquet" and len(info["files"]) == 2 and info["sequences"] == 300
     assert [s["name"] for s in info["streams"]] == ["word", "feat", "tag"]
     assert sum(c["samples"] for c in info["chunks"]) == sum(len(r["feat"]) for r in cat(capsys, corpus, *STREAMS))
-    assert all(c["offset"] > 0 for c in info["chunks"])
+    assert all(c["bytes"] > 0 for c in info["chunks"])
 
 
 KILL_CHILD = r'''

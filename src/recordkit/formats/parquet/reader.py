@@ -123,8 +123,11 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
                     samples = None
             for g in range(meta.num_row_groups):
                 rg = meta.row_group(g)
-                size = sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))
-                offset = min((rg.column(j).data_page_offset for j in range(rg.num_columns)), default=0)
+                # only the row group's own fields: a column chunk's metadata (``rg.column(j)``) checks
+                # its size statistics in a constructor whose C++ exception pyarrow does not translate,
+                # so a damaged footer would abort the process there; reading the row group reports the
+                # same damage as an error this reader locates
+                size, offset = rg.total_byte_size, 0
                 n = rg.num_rows
                 self._chunks.append(ChunkInfo(len(self._chunks), n, samples[g] if samples else n, offset, size))
                 self._where.append((len(self._files) - 1, g, first_key))
