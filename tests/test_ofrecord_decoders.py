@@ -449,7 +449,8 @@ try:
     print("decoded")
 except FormatError as e:
     print("error:", e)
-print("peak MiB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+# VmHWM is this process's own peak (ru_maxrss would be the parent's, inherited across fork + exec)
+print("peak MiB", next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) // 1024)
 """
 
 
