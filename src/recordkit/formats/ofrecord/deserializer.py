@@ -46,10 +46,13 @@ class OFRecordDeserializer(ClosingReader):
     def __init__(self, path, streams=None, *, precision=None, records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
                  part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,
-                 trace_level: int | None = None, storage_options=None, cache_dir=None):
+                 trace_level: int | None = None, index_sidecar: bool = True, storage_options=None,
+                 cache_dir=None):
         """``streams``: None for the data set's recorded declarations; ``precision``: None for
         the recorded precision (else float). ``trace_level`` 2 (CNTK's traceLevel Info) reports
-        each chunk loaded (``RecordkitInfo``)."""
+        each chunk loaded (``RecordkitInfo``). Chunks are planned from the parts' indexes: as
+        ``OFRecordDataset``, a part scanned is indexed in its sidecar (``index_sidecar``), so
+        that the next open reads only the index."""
         self.path = str(path)
         self.trace_level = _trace_level(trace_level)
         recorded = read_streams(self.path, storage_options=storage_options)
@@ -74,7 +77,7 @@ class OFRecordDeserializer(ClosingReader):
         self._chunks, self._where = [], []
         first = 0
         for part in self.paths:
-            index = load_index(part, **self._storage)
+            index = load_index(part, write=index_sidecar, **self._storage)
             err = index.error()
             if err is not None:
                 raise err
@@ -230,9 +233,10 @@ class OFRecordDeserializer(ClosingReader):
                             indptr, _offsets(counts), spec.dim)
 
     def iter_chunks(self, threads: int = 1, **_):
-        """Every chunk in order (records decode through protobuf, which holds the GIL: one thread)."""
-        for info in self._chunks:
-            yield self.load_chunk(info.id)
+        """Every chunk in order, the next one read and decoded on a second thread meanwhile (pread
+        and the compiled decoder release the GIL)."""
+        from recordkit.formats.ofrecord.blocks import read_ahead
+        return read_ahead(self.load_chunk(info.id) for info in self._chunks)
 
     def __iter__(self):
         for chunk in self.iter_chunks():
