@@ -36,14 +36,21 @@ def frame_path_batches(d, **kw):
 def spy_reads(monkeypatch):
     """Bytes read with pread, and the threads that read them."""
     seen = {"bytes": 0, "threads": set()}
-    real = LocalSource.pread
+    real, real_into = LocalSource.pread, LocalSource.pread_into
 
     def pread(self, offset, n, **kw):
         data = real(self, offset, n, **kw)
         seen["bytes"] += len(data)
         seen["threads"].add(threading.current_thread().name)
         return data
+
+    def pread_into(self, offset, view):
+        got = real_into(self, offset, view)
+        seen["bytes"] += got
+        seen["threads"].add(threading.current_thread().name)
+        return got
     monkeypatch.setattr(LocalSource, "pread", pread)
+    monkeypatch.setattr(LocalSource, "pread_into", pread_into)
     return seen
 
 
@@ -169,3 +176,17 @@ def test_a_framing_problem_is_charged_where_the_stream_reaches_it(tmp_path):
     assert len(caught) == 1 and "part-00000" in str(caught[0].message)
     with pytest.raises(FormatError, match="part-00000"):
         list(OFRecordReader(tmp_path / "set", batch_size=4, epochs=1).batches(SPEC))
+
+
+def test_read_buffers_are_reused_only_when_nothing_refers_to_them(tmp_path, monkeypatch):
+    """Batches of records kept undecoded (compat), and records kept, still hold their own bytes
+    after many more blocks were read."""
+    import recordkit.compat.oneflow as flow
+    write_set(tmp_path / "set", n=40, parts=1)
+    monkeypatch.setattr(OFRecordReader, "READ_BLOCK", 64)
+    reader = flow.nn.OFRecordReader(str(tmp_path / "set"), batch_size=4, data_part_num=1, part_name_suffix_length=5)
+    kept = [reader() for _ in range(10)]
+    y = flow.nn.OFRecordRawDecoder("y", (1,), flow.int64)
+    assert [v for rec in kept for v in y(rec).numpy()[:, 0].tolist()] == list(range(40))
+    records = list(OFRecordReader(tmp_path / "set", batch_size=4, epochs=1).records())
+    assert [r["x"].value.tolist() for r in records] == [[float(i)] * 3 for i in range(40)]

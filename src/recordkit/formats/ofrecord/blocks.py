@@ -22,6 +22,7 @@ consumer; an exception of the reading thread is raised where the consumer reache
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from typing import Iterator
 
@@ -33,6 +34,38 @@ from recordkit.formats.ofrecord.dataset import index_of, keep_index, save_index,
 from recordkit.storage import open_source
 
 READ_BLOCK = 8 << 20
+
+
+class Buffers:
+    """Read buffers reused once nothing refers to them any more: a fresh 8 MB bytes object per
+    block costs about as much in page faults as the read itself. A buffer that a batch, a frame or
+    a record still refers to (a memoryview or array over it) is never reused, so reuse cannot
+    change what anyone holds. Sources without ``pread_into`` (remote, checksum-verified) read into
+    fresh bytes."""
+    KEEP = 4
+
+    def __init__(self):
+        self._bufs: list = []
+        self._lock = threading.Lock()
+
+    def _free(self, n: int):
+        with self._lock:
+            for b in self._bufs:
+                # referenced only by the list, this loop and getrefcount's argument: nothing exported
+                if len(b) >= n and sys.getrefcount(b) <= 3:
+                    return b
+            b = bytearray(n)
+            if len(self._bufs) < self.KEEP:
+                self._bufs.append(b)
+            return b
+
+    def pread(self, source, offset: int, n: int):
+        """``source.pread(offset, n)`` (bytes or a memoryview: fewer only at the end of the file)."""
+        into = getattr(source, "pread_into", None)
+        if into is None or n <= 0:
+            return source.pread(offset, n, cache=False)
+        view = memoryview(self._free(n))[:n]
+        return view[:into(offset, view)]
 
 
 class Run:
@@ -91,7 +124,7 @@ def cut(runs, size: int, keep_last: bool) -> Iterator[list]:
 
 
 def part_runs(path: str, first: int, end, index, *, write_index: bool, storage: dict,
-              block_size: int = READ_BLOCK, opened=None) -> Iterator[tuple]:
+              block_size: int = READ_BLOCK, opened=None, buffers: Buffers | None = None) -> Iterator[tuple]:
     """``("run", Run)`` items for the frames ``first:end`` of a part (``end`` None: to its end),
     then ``("error", FormatError)`` when the run reaches the part's end and its framing is broken.
 
@@ -99,19 +132,20 @@ def part_runs(path: str, first: int, end, index, *, write_index: bool, storage: 
     as it was when the reader opened it, ``opened`` = its (size, version) then; grown since, the
     part is read to that size, and the index found is not kept)."""
     source = open_source(path, **storage)
+    read = (buffers or Buffers()).pread
     try:
         if index is None:
             yield from _scanned_runs(source, path, write_index, storage.get("cache_dir"), block_size,
-                                     opened or source.fingerprint)
+                                     opened or source.fingerprint, read)
         else:
-            yield from _indexed_runs(source, path, first, end, index, block_size)
+            yield from _indexed_runs(source, path, first, end, index, block_size, read)
     finally:
         source.close()
 
 
-def _scanned_runs(source, path, write_index, cache_dir, block_size, opened) -> Iterator[tuple]:
+def _scanned_runs(source, path, write_index, cache_dir, block_size, opened, read) -> Iterator[tuple]:
     fingerprint = source.fingerprint
-    blocks = scan_blocks(source, block_size, size=opened[0])
+    blocks = scan_blocks(source, block_size, size=opened[0], read=read)
     offsets, lengths, count = [], [], 0
     while True:
         try:
@@ -133,7 +167,7 @@ def _scanned_runs(source, path, write_index, cache_dir, block_size, opened) -> I
         yield "error", err
 
 
-def _indexed_runs(source, path, first, end, index, block_size) -> Iterator[tuple]:
+def _indexed_runs(source, path, first, end, index, block_size, read) -> Iterator[tuple]:
     n = len(index) if end is None else min(int(end), len(index))
     offsets, lengths = index.offsets, index.lengths
     ends = offsets + lengths
@@ -143,7 +177,7 @@ def _indexed_runs(source, path, first, end, index, block_size) -> Iterator[tuple
         j = int(np.searchsorted(ends, start + block_size, side="right"))
         j = min(max(j, i + 1), n)
         stop = int(ends[j - 1])
-        block = source.pread(start, stop - start)
+        block = read(source, start, stop - start)
         if len(block) != stop - start:
             raise FormatError(path, f"file shrank while being read: expected {stop - start} bytes at "
                                     f"offset {start}, got {len(block)}", offset=start, record=f"record {i}")

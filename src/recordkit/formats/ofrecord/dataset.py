@@ -149,7 +149,7 @@ def read_part(path, storage_options=None) -> tuple["PartIndex", bytes]:
     return PartIndex(str(src.name), offsets, lengths, len(data), problem), data
 
 
-def scan_blocks(source, block_size: int | None = None, size: int | None = None):
+def scan_blocks(source, block_size: int | None = None, size: int | None = None, read=None):
     """A part read front to back in blocks with pread (no memory map, so a file truncated
     meanwhile is an error, not a SIGBUS), each block's frames found by one compiled pass.
 
@@ -158,14 +158,15 @@ def scan_blocks(source, block_size: int | None = None, size: int | None = None):
     block is read again at the start of the next); returns ``(size, problem)`` with problem as
     ``PartIndex.problem``. ``scan_part`` keeps only the offsets; a reader decodes the blocks too,
     so that a part is read once. ``size``: read only that much (the part as it was when a reader
-    opened it)."""
+    opened it); ``read(source, offset, n)``: how to read a block (default: fresh bytes)."""
     block_size = block_size or SCAN_BLOCK
+    read = read or _pread
     size = source.size if size is None else min(int(size), source.size)
     pos = count = 0
     problem = None
     while pos < size:
         want = min(block_size, size - pos)
-        block = source.pread(pos, want, cache=False)
+        block = read(source, pos, want)
         if len(block) < want:  # the file shrank: index what is whole, report the rest
             size = pos + len(block)
             if not block:
@@ -181,7 +182,7 @@ def scan_blocks(source, block_size: int | None = None, size: int | None = None):
         if code in (2, 3) and pos + len(block) < size:
             # the frame continues past this block: read again from its start, large enough for it
             if code == 2 and detail + 8 > block_size:
-                big = source.pread(at, min(detail + 8, size - at), cache=False)
+                big = read(source, at, min(detail + 8, size - at))
                 o2, n2, prob2 = _kernel.scan_frames(big[:8 + detail] if len(big) >= 8 + detail else big, at)
                 if len(o2):
                     yield big, at, o2, n2
@@ -198,6 +199,10 @@ def scan_blocks(source, block_size: int | None = None, size: int | None = None):
     return size, problem
 
 
+def _pread(source, offset: int, n: int):
+    return source.pread(offset, n, cache=False)
+
+
 def scan_part(source) -> PartIndex:
     """Index a part file by its length prefixes (``scan_blocks``, keeping only the offsets).
 
@@ -208,8 +213,9 @@ def scan_part(source) -> PartIndex:
             return scan_part(src)
         finally:
             src.close()
+    from recordkit.formats.ofrecord.blocks import Buffers
     offsets, lengths = [], []
-    blocks = scan_blocks(source)
+    blocks = scan_blocks(source, read=Buffers().pread)  # each block dropped once scanned: one buffer reused
     while True:
         try:
             _, _, o, n = next(blocks)

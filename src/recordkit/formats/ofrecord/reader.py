@@ -27,7 +27,7 @@ import numpy as np
 from recordkit.errors import ErrorBudget, FormatError, warn
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
-from recordkit.formats.ofrecord.blocks import cut, part_runs, read_ahead
+from recordkit.formats.ofrecord.blocks import Buffers, cut, part_runs, read_ahead
 from recordkit.formats.ofrecord.dataset import load_index, part_paths
 from recordkit.storage import open_source
 
@@ -157,13 +157,14 @@ class OFRecordReader(ClosingReader):
         """The stream's items in order (run on the reading thread): ``("run", Run)`` per block of
         frames, ``("error", FormatError)`` where a part's framing breaks (``blocks.part_runs``)."""
         epoch = 0
+        buffers = Buffers()
         while self.epochs is None or epoch < self.epochs:
             produced = False
             for path, first, end in self._shares(epoch):
                 index = self._index(path, scan=end is not None)  # None: scanned while read
                 for item in part_runs(path, first, end, index, write_index=self.index_sidecar,
                                       storage=self._storage, block_size=self.READ_BLOCK,
-                                      opened=self._opened[path]):
+                                      opened=self._opened[path], buffers=buffers):
                     produced = produced or (item[0] == "run" and len(item[1]) > 0)
                     yield item
             if not produced:
