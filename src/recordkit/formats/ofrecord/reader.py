@@ -162,6 +162,8 @@ class OFRecordReader(ClosingReader):
             produced = False
             for path, first, end in self._shares(epoch):
                 index = self._index(path, scan=end is not None)  # None: scanned while read
+                if end is None and index is not None and index.size != self._opened[path][0]:
+                    index = None  # an index of the part as it is now, not as it was opened: read the snapshot
                 for item in part_runs(path, first, end, index, write_index=self.index_sidecar,
                                       storage=self._storage, block_size=self.READ_BLOCK,
                                       opened=self._opened[path], buffers=buffers):
