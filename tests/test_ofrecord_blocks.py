@@ -190,3 +190,15 @@ def test_read_buffers_are_reused_only_when_nothing_refers_to_them(tmp_path, monk
     assert [v for rec in kept for v in y(rec).numpy()[:, 0].tolist()] == list(range(40))
     records = list(OFRecordReader(tmp_path / "set", batch_size=4, epochs=1).records())
     assert [r["x"].value.tolist() for r in records] == [[float(i)] * 3 for i in range(40)]
+
+
+def test_a_read_abandoned_early_stops_its_reading_thread(tmp_path, monkeypatch):
+    import time
+    write_set(tmp_path / "set", n=40, parts=2)
+    monkeypatch.setattr(OFRecordReader, "READ_BLOCK", 64)
+    for batch in OFRecordReader(tmp_path / "set", batch_size=2, epochs=None).batches(SPEC):
+        break  # an endless stream left after one batch
+    deadline = time.monotonic() + 5
+    while any(t.name == "recordkit-ofrecord-read" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(t.name == "recordkit-ofrecord-read" for t in threading.enumerate())
