@@ -118,7 +118,8 @@ def test_an_index_that_disagrees_with_the_length_prefixes_is_a_located_error(tmp
     os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns))
     dataset._KEPT.clear()
     reader = OFRecordReader(d, batch_size=4, epochs=1, rank=0, world_size=2)  # a share by records: the index
-    with pytest.raises(FormatError, match=rf"part-0: the part.s index disagrees with its length prefixes.*record {k}\)"):
+    disagree = rf"part-0: the part.s index disagrees with its length prefixes.*record {k}\)"
+    with pytest.raises(FormatError, match=disagree):
         list(reader.batches({"x": ((1,), np.float32), "y": ((1,), np.int64)}))
 
 

@@ -2,8 +2,9 @@
 
 Framing is scanned from the length prefixes of the part itself (a sidecar index is not
 trusted here: validation is what tells whether it could be), block by block as the part is
-read once; every intact frame is decoded from the block it was read in. A framing break ends what can be read of that part (the next length prefix is
-unknown), so it is reported once, after the records before it.
+read once; every intact frame is decoded from the block it was read in. A framing break ends
+what can be read of that part (the next length prefix is unknown), so it is reported once,
+after the records before it.
 """
 from __future__ import annotations
 
