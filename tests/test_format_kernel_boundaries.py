@@ -67,6 +67,19 @@ BAD_CALLS = {
     "ofrecord decode: negative length": "of.decode_numeric(record, i64(0), i64(-2), b'x', 1, 'float32', 0)",
     "ofrecord decode: arrays differ": "of.decode_numeric(record, i64(0, 0), i64(2), b'x', 1, 'float32', 0)",
     "ofrecord decode: negative K": "of.decode_numeric(record, i64(0), i64(2), b'x', -4, 'float32', 0)",
+    "ofrecord decode_rows: record past the buffer":
+        "of.decode_rows(record, i64(0), i64(900), b'x', 1, 0, np.zeros((1, 1), np.float32), 0)",
+    "ofrecord decode_rows: rows past the output":
+        "of.decode_rows(record, i64(0, 0), i64(2, 2), b'x', 1, 0, np.zeros((3, 1), np.float32), 2)",
+    "ofrecord decode_rows: negative row": "of.decode_rows(record, i64(0), i64(2), b'x', 1, 0, np.zeros((3, 1), np.float32), -1)",
+    "ofrecord decode_rows: output of another width":
+        "of.decode_rows(record, i64(0), i64(2), b'x', 4, 0, np.zeros((3, 1), np.float32), 0)",
+    "ofrecord decode_rows: output not contiguous":
+        "of.decode_rows(record, i64(0), i64(2), b'x', 1, 0, np.zeros((3, 2), np.float32)[:, :1], 0)",
+    "ofrecord decode_rows: output of another dtype":
+        "of.decode_rows(record, i64(0), i64(2), b'x', 1, 0, np.zeros((3, 1), np.int16), 0)",
+    "ofrecord decode_rows: output read-only":
+        "of.decode_rows(record, i64(0), i64(2), b'x', 1, 0, np.frombuffer(bytes(4), np.float32).reshape(1, 1), 0)",
     "ofrecord feature_kinds: past the buffer": "of.feature_kinds(record, 1, 10**9, [b'x'])",
     "ofrecord feature_kinds: negative offset": "of.feature_kinds(record, -8, 2, [b'x'])",
 }

@@ -362,19 +362,27 @@ class TensorBuffer(Tensor):
 class OFRecordBatch(Tensor):
     """A batch of records as ``OFRecordReader`` returns it (``dtype is flow.of_record``, shape ``(N,)``).
 
-    Holds the undecoded frames ``[(payload, (path, record index, byte offset))]``: the raw decoder
-    reads them with the compiled wire decoder, the other decoders parse them once, on first use.
+    Holds the undecoded frames ``[(payload, (path, record index, byte offset))]``, or the runs of
+    frames in the blocks read (``recordkit.formats.ofrecord.blocks.Run``, the reader without a
+    shuffle): the raw decoder reads them there with the compiled wire decoder; the other decoders
+    parse the records once, on first use.
     """
 
-    def __init__(self, frames, budget=None):
-        self._frames = list(frames)
+    def __init__(self, frames=None, budget=None, *, runs=None):
+        self._frames = None if frames is None else list(frames)
+        self._runs = runs
         self._records = None
         self._budget = budget
         self._array = None
 
     @property
+    def runs(self):
+        """The batch as runs of frames in their read blocks, or None (frames only)."""
+        return self._runs
+
+    @property
     def shape(self) -> Size:
-        return Size((len(self._frames),))
+        return Size((len(self),))
 
     @property
     def dtype(self) -> dtype:
@@ -393,28 +401,31 @@ class OFRecordBatch(Tensor):
         return self.numpy()
 
     def numel(self) -> int:
-        return len(self._frames)
+        return len(self)
 
     def __len__(self) -> int:
-        return len(self._frames)
+        return sum(len(r) for r in self._runs) if self._frames is None else len(self._frames)
 
     def __getitem__(self, index):
-        frames = self._frames[index] if isinstance(index, slice) else [self._frames[index]]
+        frames = self.frames()[index] if isinstance(index, slice) else [self.frames()[index]]
         return OFRecordBatch(frames, self._budget)
 
     def frames(self) -> list:
+        if self._frames is None:
+            from recordkit.formats.ofrecord.blocks import frames_of
+            self._frames = frames_of(self._runs)
         return self._frames
 
     def where(self) -> list:
         """``(part path, record index)`` of each record, for located errors."""
-        return [(path, index) for _, (path, index, _) in self._frames]
+        return [(path, index) for _, (path, index, _) in self.frames()]
 
     def records(self) -> list:
         """The records as ``{name: Feature}`` dicts (recordkit.formats.ofrecord.codec), parsed once."""
         if self._records is None:
             from recordkit.formats.ofrecord import codec
             self._records = [codec.decode(payload, path=path, offset=off, index=i)
-                             for payload, (path, i, off) in self._frames]
+                             for payload, (path, i, off) in self.frames()]
         return self._records
 
     def tolist(self):
@@ -430,7 +441,7 @@ class OFRecordBatch(Tensor):
         return self
 
     def clone(self):
-        return OFRecordBatch(self._frames, self._budget)
+        return OFRecordBatch(self._frames, self._budget, runs=self._runs)
 
     def _binary(self, other, op):
         raise TypeError("arithmetic on a batch of records (decode it first)")

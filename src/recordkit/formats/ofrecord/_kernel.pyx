@@ -316,6 +316,95 @@ cdef int _check_frames(const int64_t[::1] offsets, const int64_t[::1] lengths, i
     return 0
 
 
+cdef struct Problem:
+    int code
+    int64_t record
+    int64_t detail
+
+
+cdef void _decode_rows(const uint8_t* p, const int64_t* offsets, const int64_t* lengths, int64_t N,
+                       const uint8_t* nm, int64_t nlen, int64_t K, int code, int mode, int only_kind,
+                       uint8_t* out, int64_t esz, double* dtmp, int64_t* itmp, Problem* prob) noexcept nogil:
+    """The raw-decoder rules for records 0..N-1 (spans already checked against the buffer),
+    record r into the K values of esz bytes at out + r * K * esz, every value written (a short
+    list zero-padded); stops at the first problem."""
+    cdef int64_t row_bytes = K * esz
+    cdef int64_t r, i, cnt, ls = 0, le = 0, pos, m, bytes_count, bpos, blen
+    cdef int kind
+    cdef uint64_t tag, n
+    cdef uint8_t* row
+    prob.code = 0
+    prob.detail = 0
+    for r in range(N):
+        row = out + r * row_bytes
+        kind = find_feature(p, offsets[r], offsets[r] + lengths[r], nm, nlen, &ls, &le)
+        if kind == NOT_FOUND:
+            prob.code, prob.record = 1, r
+            return
+        if kind < 0:
+            prob.code, prob.record = 4, r
+            return
+        if kind == K_MISSING:
+            prob.code, prob.record = 5, r
+            return
+        if (only_kind == -1 and kind == K_BYTES) or (only_kind > 0 and kind != only_kind):
+            prob.code, prob.record, prob.detail = 6, r, kind
+            return
+        if kind == K_BYTES:
+            # exactly one value: field 1, wire type 2
+            pos = ls
+            bytes_count = 0
+            bpos = 0
+            blen = 0
+            while pos < le:
+                if not read_tag(p, &pos, le, &tag):
+                    prob.code, prob.record = 4, r
+                    return
+                if tag == 0x0a:
+                    if not read_varint(p, &pos, le, &n) or n > <uint64_t>(le - pos):
+                        prob.code, prob.record = 4, r
+                        return
+                    bytes_count += 1
+                    bpos = pos
+                    blen = <int64_t>n
+                    pos += <int64_t>n
+                elif not skip_field(p, &pos, le, tag & 7):
+                    prob.code, prob.record = 4, r
+                    return
+            if bytes_count != 1:
+                prob.code, prob.record, prob.detail = 2, r, bytes_count
+                return
+            m = blen if blen < K else K
+            for i in range(m):
+                store_i(row, code, i, <int64_t>(<int8_t>p[bpos + i]))
+            if m < K:
+                memset(row + m * esz, 0, (K - m) * esz)
+            continue
+        # fast path: float list -> float32, one packed run of exactly K values
+        if kind == K_FLOAT and code == O_F32:
+            pos = ls
+            if read_varint(p, &pos, le, &tag) and tag == 0x0a and read_varint(p, &pos, le, &n) \
+                    and pos + <int64_t>n == le and n == <uint64_t>(4 * K):
+                if K:
+                    memcpy(row, p + pos, 4 * K)
+                continue
+        if decode_list(p, ls, le, kind, dtmp, itmp, K, &cnt) != 0:
+            prob.code, prob.record = 4, r
+            return
+        if cnt != K and mode == 0:
+            prob.code, prob.record, prob.detail = 3, r, cnt
+            return
+        m = cnt if cnt < K else K
+        if kind == K_FLOAT or kind == K_DOUBLE:
+            for i in range(m):
+                store_f(row, code, i, dtmp[i])
+        else:
+            for i in range(m):
+                store_i(row, code, i, itmp[i])
+        if m < K:
+            memset(row + m * esz, 0, (K - m) * esz)
+
+
 def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths, bytes name,
                    int64_t K, str out_dtype, int mode, int only_kind=0):
     """Decode feature `name` of every record into an (N, K) array, OneFlow's raw-decoder rules.
@@ -329,95 +418,48 @@ def decode_numeric(const uint8_t[::1] buf, const int64_t[::1] offsets, const int
     ``only_kind``: 0 any kind (OneFlow's raw decoder), -1 numeric lists only (no bytes), 1..5 that
     kind only (e.g. 5: int64 keys).
     """
+    if K < 0:
+        raise ValueError(f"K {K} < 0")
+    out = np.zeros((offsets.shape[0], K), dtype=out_dtype)
+    problem = decode_rows(buf, offsets, lengths, name, K, mode, out, 0, only_kind)
+    return out, problem
+
+
+def decode_rows(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths, bytes name,
+                int64_t K, int mode, out, int64_t row, int only_kind=0):
+    """``decode_numeric`` into rows ``row..row + N - 1`` of ``out`` (a C-contiguous (M, K) array of
+    one of the output dtypes; every value of a decoded row is written, zero padding included)
+    straight from ``buf``: the records of a batch
+    can come from several read blocks without being copied together. Returns the problem (None or
+    (code, record within these N, detail)); rows before the problem's are filled. Every span and
+    the row range are checked first: a lying index is an error, never a read or write of other
+    memory."""
     _check_frames(offsets, lengths, buf.shape[0])
     if K < 0:
         raise ValueError(f"K {K} < 0")
-    cdef int code = OUT_CODES[out_dtype]
-    cdef int64_t N = offsets.shape[0], r, i, cnt, ls, le, pos, L, m
-    cdef int kind
-    cdef int64_t esz = np.dtype(out_dtype).itemsize
-    out = np.zeros((N, K), dtype=out_dtype)
-    cdef uint8_t[:, ::1] ov = out.view(np.uint8).reshape(N, K * esz) if K > 0 else np.zeros((N, 1), np.uint8)
+    if not isinstance(out, np.ndarray) or out.ndim != 2 or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable C-contiguous 2-D array")
+    if out.shape[1] != K or out.dtype.name not in OUT_CODES or not out.dtype.isnative:
+        raise ValueError(f"out is {out.dtype} {out.shape}: expected (M, {K}) of {', '.join(OUT_CODES)}")
+    cdef int64_t N = offsets.shape[0]
+    if row < 0 or N > out.shape[0] - row:
+        raise IndexError(f"rows [{row}, {row} + {N}) are not within the {out.shape[0]} rows of out")
+    cdef int code = OUT_CODES[out.dtype.name]
+    cdef int64_t esz = out.dtype.itemsize
+    cdef uint8_t* o = <uint8_t*>cnp.PyArray_DATA(out) + row * K * esz
     cdef const uint8_t* p = &buf[0] if buf.shape[0] > 0 else NULL
     cdef const uint8_t* nm = name
     cdef int64_t nlen = len(name)
-    cdef int pcode = 0
-    cdef int64_t prec = 0, pdetail = 0
+    cdef const int64_t* op = &offsets[0] if N > 0 else NULL
+    cdef const int64_t* lp = &lengths[0] if N > 0 else NULL
     cdef vector[double] dtmp
     cdef vector[int64_t] itmp
-    cdef uint64_t tag, n
-    cdef int64_t bytes_count, bpos, blen
+    cdef Problem prob
     dtmp.resize(K + 1)
     itmp.resize(K + 1)
     with nogil:
-        for r in range(N):
-            kind = find_feature(p, offsets[r], offsets[r] + lengths[r], nm, nlen, &ls, &le)
-            if kind == NOT_FOUND:
-                pcode, prec = 1, r
-                break
-            if kind < 0:
-                pcode, prec = 4, r
-                break
-            if kind == K_MISSING:
-                pcode, prec = 5, r
-                break
-            if (only_kind == -1 and kind == K_BYTES) or (only_kind > 0 and kind != only_kind):
-                pcode, prec, pdetail = 6, r, kind
-                break
-            if kind == K_BYTES:
-                # exactly one value: field 1, wire type 2
-                pos = ls
-                bytes_count = 0
-                bpos = 0
-                blen = 0
-                while pos < le:
-                    if not read_tag(p, &pos, le, &tag):
-                        pcode = 4
-                        break
-                    if tag == 0x0a:
-                        if not read_varint(p, &pos, le, &n) or n > <uint64_t>(le - pos):
-                            pcode = 4
-                            break
-                        bytes_count += 1
-                        bpos = pos
-                        blen = <int64_t>n
-                        pos += <int64_t>n
-                    elif not skip_field(p, &pos, le, tag & 7):
-                        pcode = 4
-                        break
-                if pcode:
-                    prec = r
-                    break
-                if bytes_count != 1:
-                    pcode, prec, pdetail = 2, r, bytes_count
-                    break
-                m = blen if blen < K else K
-                for i in range(m):
-                    store_i(&ov[r, 0], code, i, <int64_t>(<int8_t>p[bpos + i]))
-                continue
-            # fast path: float list -> float32, one packed run of exactly K values
-            if kind == K_FLOAT and code == O_F32:
-                pos = ls
-                if read_varint(p, &pos, le, &tag) and tag == 0x0a and read_varint(p, &pos, le, &n) \
-                        and pos + <int64_t>n == le and n == <uint64_t>(4 * K):
-                    if K:
-                        memcpy(&ov[r, 0], p + pos, 4 * K)
-                    continue
-            if decode_list(p, ls, le, kind, dtmp.data(), itmp.data(), K, &cnt) != 0:
-                pcode, prec = 4, r
-                break
-            if cnt != K and mode == 0:
-                pcode, prec, pdetail = 3, r, cnt
-                break
-            m = cnt if cnt < K else K
-            if kind == K_FLOAT or kind == K_DOUBLE:
-                for i in range(m):
-                    store_f(&ov[r, 0], code, i, dtmp[i])
-            else:
-                for i in range(m):
-                    store_i(&ov[r, 0], code, i, itmp[i])
-    problem = None if pcode == 0 else (pcode, prec, pdetail)
-    return out, problem
+        _decode_rows(p, op, lp, N, nm, nlen, K, code, mode, only_kind, o, esz, dtmp.data(), itmp.data(), &prob)
+    return None if prob.code == 0 else (prob.code, prob.record, prob.detail)
 
 
 def feature_kinds(const uint8_t[::1] buf, int64_t offset, int64_t length, list names):

@@ -1,9 +1,12 @@
 """Decoding a batch of OFRecord frames straight into NumPy arrays (the fast path).
 
-The frames' payloads are joined into one buffer and the compiled decoder
-(``_kernel.decode_numeric``) walks the protobuf wire format itself: a packed float
-list becomes a row of the output with one memcpy, varints are read in place, and no
-protobuf object is created per record. The rules are those of OneFlow's
+The compiled decoder (``_kernel.decode_rows``) walks the protobuf wire format itself, in the
+blocks the frames were read into (``decode_runs``: a batch is a few runs of one block each,
+decoded into the rows of one output array, nothing copied together): a packed float list
+becomes a row of the output with one memcpy, varints are read in place, and no protobuf object
+is created per record. A batch that has a problem is decoded again frame by frame
+(``decode_frames``, which joins the payloads), which locates the record and, under an error
+budget, leaves it out. The rules are those of OneFlow's
 ``OFRecordRawDecoder`` (see ``decoders.raw_decode``, the reference path over decoded
 records, which the tests compare with this one).
 """
@@ -13,6 +16,7 @@ import numpy as np
 
 from recordkit.errors import FormatError
 from recordkit.formats.ofrecord import _kernel
+from recordkit.formats.ofrecord.blocks import frames_of
 
 PROBLEMS = {1: "feature '{name}' is missing", 2: "feature '{name}' must hold exactly one bytes value, has {detail}",
             3: "feature '{name}' has {detail} values, expected {k} (use truncate or dim1_varying_length)",
@@ -66,3 +70,18 @@ def decode_frames(frames: list, spec: dict, budget=None) -> dict:
             raise bad[1]
         budget.charge(bad[1], consequence="record skipped")
         frames = frames[:bad[0]] + frames[bad[0] + 1:]
+
+
+def decode_runs(runs: list, spec: dict, budget=None) -> dict:
+    """``decode_frames`` for a batch given as ``blocks.Run`` s, decoded where they were read."""
+    n = sum(len(r) for r in runs)
+    out = {}
+    for name, (shape, dtype, mode, k) in spec.items():
+        arr = np.empty((n, k), dtype=dtype)
+        key, row = name.encode("utf-8"), 0
+        for run in runs:
+            if _kernel.decode_rows(run.data, run.offsets, run.lengths, key, k, mode, arr, row) is not None:
+                return decode_frames(frames_of(runs), spec, budget)  # locates the record, or skips it
+            row += len(run)
+        out[name] = arr.reshape((n,) + shape)
+    return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,9 +150,62 @@ def read_part(path, storage_options=None) -> tuple["PartIndex", bytes]:
     return PartIndex(str(src.name), offsets, lengths, len(data), problem), data
 
 
+def scan_blocks(source, block_size: int | None = None, size: int | None = None, read=None):
+    """A part read front to back in blocks with pread (no memory map, so a file truncated
+    meanwhile is an error, not a SIGBUS), each block's frames found by one compiled pass.
+
+    Yields ``(block, file offset of the block, payload offsets (absolute), payload lengths)``
+    for the intact frames of each block (every frame whole in one block: a frame running past a
+    block is read again at the start of the next); returns ``(size, problem)`` with problem as
+    ``PartIndex.problem``. ``scan_part`` keeps only the offsets; a reader decodes the blocks too,
+    so that a part is read once. ``size``: read only that much (the part as it was when a reader
+    opened it); ``read(source, offset, n)``: how to read a block (default: fresh bytes)."""
+    block_size = block_size or SCAN_BLOCK
+    read = read or _pread
+    size = source.size if size is None else min(int(size), source.size)
+    pos = count = 0
+    problem = None
+    while pos < size:
+        want = min(block_size, size - pos)
+        block = read(source, pos, want)
+        if len(block) < want:  # the file shrank: index what is whole, report the rest
+            size = pos + len(block)
+            if not block:
+                break
+        o, n, prob = _kernel.scan_frames(block, pos)
+        if len(o):
+            yield block, pos, o, n
+            count += len(o)
+        if prob is None:
+            pos += len(block)
+            continue
+        code, at, index, detail = prob
+        if code in (2, 3) and pos + len(block) < size:
+            # the frame continues past this block: read again from its start, large enough for it
+            if code == 2 and detail + 8 > block_size:
+                big = read(source, at, min(detail + 8, size - at))
+                o2, n2, prob2 = _kernel.scan_frames(big[:8 + detail] if len(big) >= 8 + detail else big, at)
+                if len(o2):
+                    yield big, at, o2, n2
+                if prob2 is not None:
+                    problem = (prob2[0], prob2[1], count + prob2[2], prob2[3])
+                    break
+                count += len(o2)
+                pos = at + 8 + detail
+            else:
+                pos = at
+            continue
+        problem = (code, at, count, detail)
+        break
+    return size, problem
+
+
+def _pread(source, offset: int, n: int):
+    return source.pread(offset, n, cache=False)
+
+
 def scan_part(source) -> PartIndex:
-    """Index a part file by its length prefixes: one compiled pass per block read with pread
-    (no memory map, so a file truncated meanwhile is an error, not a SIGBUS).
+    """Index a part file by its length prefixes (``scan_blocks``, keeping only the offsets).
 
     ``source``: a byte source (``recordkit.storage.open_source``) or a local path."""
     if isinstance(source, (str, os.PathLike)):
@@ -160,44 +214,60 @@ def scan_part(source) -> PartIndex:
             return scan_part(src)
         finally:
             src.close()
-    path = source.name
+    from recordkit.formats.ofrecord.blocks import Buffers
     offsets, lengths = [], []
-    problem = None
-    size = source.size
-    pos = 0
-    while pos < size:
-        want = min(SCAN_BLOCK, size - pos)
-        block = source.pread(pos, want, cache=False)
-        if len(block) < want:  # the file shrank: index what is whole, report the rest
-            size = pos + len(block)
-            if not block:
-                break
-        o, n, prob = _kernel.scan_frames(block, pos)
+    blocks = scan_blocks(source, read=Buffers().pread)  # each block dropped once scanned: one buffer reused
+    while True:
+        try:
+            _, _, o, n = next(blocks)
+        except StopIteration as done:
+            size, problem = done.value
+            break
         offsets.append(o)
         lengths.append(n)
-        if prob is None:
-            pos += len(block)
-            continue
-        code, at, index, detail = prob
-        if code in (2, 3) and pos + len(block) < size:
-            # the frame continues past this block: read again from its start, large enough for it
-            if code == 2 and detail + 8 > SCAN_BLOCK:
-                big = source.pread(at, min(detail + 8, size - at), cache=False)
-                o2, n2, prob2 = _kernel.scan_frames(big[:8 + detail] if len(big) >= 8 + detail else big, at)
-                offsets.append(o2)
-                lengths.append(n2)
-                if prob2 is not None:
-                    problem = (prob2[0], prob2[1], sum(len(x) for x in offsets) - len(o2) + prob2[2], prob2[3])
-                    break
-                pos = at + 8 + detail
-            else:
-                pos = at
-            continue
-        problem = (code, at, sum(len(x) for x in offsets), detail)
-        break
-    all_offsets = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
-    all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-    return PartIndex(path, all_offsets, all_lengths, size, problem)
+    return index_of(source.name, offsets, lengths, size, problem)
+
+
+def index_of(path, offsets: list, lengths: list, size: int, problem) -> PartIndex:
+    """A PartIndex from the per-block offset and length arrays of a scan."""
+    return PartIndex(path, np.concatenate(offsets) if offsets else np.zeros(0, np.int64),
+                     np.concatenate(lengths) if lengths else np.zeros(0, np.int64), size, problem)
+
+
+# -- indexes kept in the process ---------------------------------------------------------------------
+# A part scanned (or whose sidecar was read) once in a process is not scanned again by the next
+# reader of it: the index is kept under the part's (size, version) fingerprint, and checked like a
+# sidecar (frames tiling the part, sampled length prefixes) before it is used again.
+_KEPT: "dict[str, tuple]" = {}
+_KEPT_RECORDS = 1 << 22  # at most ~4M records (64 MB of offsets and lengths) kept, oldest dropped first
+_KEPT_LOCK = threading.Lock()
+
+
+def keep_index(index: PartIndex, fingerprint) -> None:
+    """Remember a part's index for later opens in this process (only an index without a problem:
+    a broken part is scanned again, so that its error is found where it is)."""
+    if index.problem is not None or len(index) > _KEPT_RECORDS:
+        return
+    with _KEPT_LOCK:
+        _KEPT.pop(index.path, None)
+        _KEPT[index.path] = (tuple(fingerprint), index)
+        total = sum(len(i) for _, i in _KEPT.values())
+        while total > _KEPT_RECORDS:
+            oldest = next(iter(_KEPT))
+            total -= len(_KEPT.pop(oldest)[1])
+
+
+def _kept_index(src) -> PartIndex | None:
+    with _KEPT_LOCK:
+        kept = _KEPT.get(src.name)
+    if kept is None or kept[0] != tuple(src.fingerprint):
+        return None
+    index = kept[1]
+    if _untrusted_index_problem(src, index.offsets, index.lengths, src.fingerprint[0]) is not None:
+        with _KEPT_LOCK:
+            _KEPT.pop(src.name, None)  # the part changed under the same fingerprint: scan it again
+        return None
+    return index
 
 
 def sidecar_path(path: str, cache_dir=None) -> str:
@@ -209,20 +279,23 @@ def sidecar_path(path: str, cache_dir=None) -> str:
     return os.path.join(d, f".{name}.rkidx")
 
 
-def load_index(path: str, *, write: bool = False, storage_options=None, cache_dir=None) -> PartIndex:
-    """The part's index from its sidecar when current, else a fresh scan (saved if ``write``).
+def load_index(path: str, *, write: bool = False, scan: bool = True, storage_options=None,
+               cache_dir=None) -> PartIndex | None:
+    """The part's index: from its sidecar when current, else kept from an earlier open in this
+    process, else a fresh scan (saved if ``write``); with ``scan=False`` None instead of a scan
+    (a reader that reads the whole part finds the frames while reading).
 
     A remote part's index is kept only in ``cache_dir`` (always written there when given)."""
     src = open_source(path, storage_options=storage_options, cache_dir=cache_dir)
     try:
-        return _load_index(src, write=write, cache_dir=cache_dir)
+        return _load_index(src, write=write, cache_dir=cache_dir, scan=scan)
     finally:
         src.close()
 
 
-def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
+def _load_index(src, *, write: bool, cache_dir, scan: bool = True) -> PartIndex | None:
     if src.remote and cache_dir is None:
-        return scan_part(src)
+        return _scanned(src, scan)
     side = sidecar_path(src.name, cache_dir if src.remote else None)
     size, version = src.fingerprint
     current = False
@@ -234,7 +307,9 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
                 offsets, lengths = z["offsets"], z["lengths"]
                 why = _untrusted_index_problem(src, offsets, lengths, size)
                 if why is None:
-                    return PartIndex(src.name, offsets.astype(np.int64), lengths.astype(np.int64), size)
+                    index = PartIndex(src.name, offsets.astype(np.int64), lengths.astype(np.int64), size)
+                    keep_index(index, src.fingerprint)
+                    return index
                 from recordkit.errors import warn
                 warn(f"{side}: index sidecar of {src.name} ignored and rebuilt: {why}")
                 write = True  # replace the lying sidecar
@@ -244,10 +319,34 @@ def _load_index(src, *, write: bool, cache_dir) -> PartIndex:
         raise  # a FIFO in the sidecar's place: refused (never opened, which would block), not replaced
     except Exception:
         pass  # stale, damaged or foreign: rebuild
-    index = scan_part(src)
-    if (write or src.remote) and index.problem is None:
-        _write_index(side, index, src.fingerprint)
+    kept = _kept_index(src)
+    if kept is not None:
+        if write:
+            save_index(src, kept, cache_dir)
+        return kept
+    if not scan:
+        return None
+    index = _scanned(src, True)
+    if write or src.remote:
+        save_index(src, index, cache_dir)
     return index
+
+
+def _scanned(src, scan: bool) -> PartIndex | None:
+    """The index kept in the process (checked again), else a scan (kept), else None."""
+    kept = _kept_index(src)
+    if kept is not None or not scan:
+        return kept
+    index = scan_part(src)
+    keep_index(index, src.fingerprint)
+    return index
+
+
+def save_index(src, index: PartIndex, cache_dir=None) -> None:
+    """Write the sidecar of a part's index (not of a part with a framing problem; a remote part's
+    only into ``cache_dir``)."""
+    if index.problem is None and (not src.remote or cache_dir is not None):
+        _write_index(sidecar_path(src.name, cache_dir if src.remote else None), index, src.fingerprint)
 
 
 _SAMPLED_PREFIXES = 16

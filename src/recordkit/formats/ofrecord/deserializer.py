@@ -35,6 +35,7 @@ from recordkit.engine.streams import StreamSpec, check_streams, resolve_precisio
 from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
+from recordkit.formats.ofrecord.blocks import Buffers
 from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, load_index, part_paths, read_streams
 from recordkit.storage import open_source
 
@@ -46,10 +47,13 @@ class OFRecordDeserializer(ClosingReader):
     def __init__(self, path, streams=None, *, precision=None, records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
                  part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,
-                 trace_level: int | None = None, storage_options=None, cache_dir=None):
+                 trace_level: int | None = None, index_sidecar: bool = True, storage_options=None,
+                 cache_dir=None):
         """``streams``: None for the data set's recorded declarations; ``precision``: None for
         the recorded precision (else float). ``trace_level`` 2 (CNTK's traceLevel Info) reports
-        each chunk loaded (``RecordkitInfo``)."""
+        each chunk loaded (``RecordkitInfo``). Chunks are planned from the parts' indexes: as
+        ``OFRecordDataset``, a part scanned is indexed in its sidecar (``index_sidecar``), so
+        that the next open reads only the index."""
         self.path = str(path)
         self.trace_level = _trace_level(trace_level)
         recorded = read_streams(self.path, storage_options=storage_options)
@@ -71,10 +75,11 @@ class OFRecordDeserializer(ClosingReader):
         self.paths = part_paths(path, data_part_num, part_name_prefix, part_name_suffix_length,
                                 storage_options=storage_options)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        self._buffers = Buffers()  # chunk reads reuse a buffer once no chunk data refers to it
         self._chunks, self._where = [], []
         first = 0
         for part in self.paths:
-            index = load_index(part, **self._storage)
+            index = load_index(part, write=index_sidecar, **self._storage)
             err = index.error()
             if err is not None:
                 raise err
@@ -121,7 +126,7 @@ class OFRecordDeserializer(ClosingReader):
         stop = int(index.offsets[hi - 1] + index.lengths[hi - 1])
         source = open_source(part, **self._storage)
         try:
-            block = source.pread(start, stop - start)
+            block = self._buffers.pread(source, start, stop - start)
         finally:
             source.close()
         if len(block) != stop - start:
@@ -153,7 +158,7 @@ class OFRecordDeserializer(ClosingReader):
     def _load_dense_records(self, block, start, index, lo, hi, first, chunk_id, part):
         """The common case on the wire, without record objects: every stream dense, every record one
         sample (exactly ``dim`` numeric values), keys an int64 ``key`` feature in every record or in
-        none. The compiled batch decoder (``_kernel.decode_numeric``) fills each column; anything
+        none. The compiled batch decoder (``_kernel.decode_rows``) fills each column; anything
         else (a missing feature, other lengths, bytes, mixed key kinds, a malformed record) returns
         None and the record-by-record path decodes the chunk and reports what is wrong."""
         if not self._streams or any(s.is_sparse for s in self._streams):
@@ -166,9 +171,9 @@ class OFRecordDeserializer(ClosingReader):
         out_dtype = np.dtype(self.dtype).name
         columns = {}
         for spec in self._streams:
-            values, problem = _kernel.decode_numeric(buf, offsets, lengths, spec.alias.encode("utf-8"), spec.dim,
-                                                     out_dtype, 0, -1)
-            if problem is not None:
+            values = np.empty((n, spec.dim), dtype=out_dtype)  # every value written (decode_rows), or None
+            if _kernel.decode_rows(buf, offsets, lengths, spec.alias.encode("utf-8"), spec.dim, 0, values, 0,
+                                   -1) is not None:
                 return None
             columns[spec.name] = DenseColumn(values, np.arange(n + 1, dtype=np.int64))
         keys = np.arange(first, first + n, dtype=np.uint64)
@@ -230,9 +235,10 @@ class OFRecordDeserializer(ClosingReader):
                             indptr, _offsets(counts), spec.dim)
 
     def iter_chunks(self, threads: int = 1, **_):
-        """Every chunk in order (records decode through protobuf, which holds the GIL: one thread)."""
-        for info in self._chunks:
-            yield self.load_chunk(info.id)
+        """Every chunk in order, the next one read and decoded on a second thread meanwhile (pread
+        and the compiled decoder release the GIL)."""
+        from recordkit.formats.ofrecord.blocks import read_ahead
+        return read_ahead(self.load_chunk(info.id) for info in self._chunks)
 
     def __iter__(self):
         for chunk in self.iter_chunks():

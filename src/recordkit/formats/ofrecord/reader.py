@@ -27,8 +27,9 @@ import numpy as np
 from recordkit.errors import ErrorBudget, FormatError, warn
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
-from recordkit.storage import open_source
+from recordkit.formats.ofrecord.blocks import Buffers, cut, part_runs, read_ahead
 from recordkit.formats.ofrecord.dataset import load_index, part_paths
+from recordkit.storage import open_source
 
 ONEFLOW_DATASET_SEED = 524287  # OneFlow's kOneflowDatasetSeed for the per-epoch part shuffle
 
@@ -38,6 +39,14 @@ def balanced_split(n: int, parts: int, index: int) -> range:
     base, extra = divmod(n, parts)
     start = index * base + min(index, extra)
     return range(start, start + base + (1 if index < extra else 0))
+
+
+def _fingerprint(path: str, storage: dict) -> tuple:
+    source = open_source(path, **storage)
+    try:
+        return tuple(source.fingerprint)
+    finally:
+        source.close()
 
 
 class OFRecordReader(ClosingReader):
@@ -67,15 +76,28 @@ class OFRecordReader(ClosingReader):
         self.epochs = epochs
         self.drop_last = bool(drop_last)
         self.budget = ErrorBudget(max_errors, warn=warn)
-        self._indexes = {p: load_index(p, write=index_sidecar, **self._storage) for p in self.paths}
+        self.index_sidecar = bool(index_sidecar)
+        self._indexes: dict = {}
+        self._opened = {p: _fingerprint(p, self._storage) for p in self.paths}  # parts are read as they are now
         # OneFlow splits whole parts among ranks; with fewer parts than ranks the split is by records
         self.split_records = self.world_size > len(self.paths)
         if self.split_records:
-            total = sum(len(i) for i in self._indexes.values())
+            total = sum(len(self._index(p)) for p in self.paths)
             if total < self.world_size:
                 raise ValueError(f"{total} record(s) in {len(self.paths)} part file(s) for {self.world_size} ranks: "
                                  f"every rank needs at least one record")
 
+
+    def _index(self, path: str, scan: bool = True):
+        """A part's index, loaded when first needed (``len()``, a split by records); a part read
+        whole needs none: its frames are found while it is read (``blocks``). None when ``scan``
+        is False and no index is at hand."""
+        index = self._indexes.get(path)
+        if index is None:
+            index = load_index(path, write=self.index_sidecar, scan=scan, **self._storage)
+            if index is not None:
+                self._indexes[path] = index
+        return index
 
     # -- which parts, in which order ---------------------------------------------------------------
     def _part_order(self, epoch: int) -> list[str]:
@@ -98,11 +120,14 @@ class OFRecordReader(ClosingReader):
         part and span several. Every rank computes the same order, so the shares are disjoint and
         cover the epoch exactly once.
         """
+        return [(p, lo, len(self._index(p)) if hi is None else hi) for p, lo, hi in self._shares(epoch)]
+
+    def _shares(self, epoch: int) -> list[tuple]:
+        """``shares_for_epoch`` with ``None`` as the end of a part read whole (its index not needed)."""
         order = self._part_order(epoch)
         if not self.split_records:
-            return [(p, 0, len(self._indexes[p])) for p in
-                    (order[i] for i in balanced_split(len(order), self.world_size, self.rank))]
-        counts = [len(self._indexes[p]) for p in order]
+            return [(p, 0, None) for p in (order[i] for i in balanced_split(len(order), self.world_size, self.rank))]
+        counts = [len(self._index(p)) for p in order]
         total = sum(counts)
         mine = balanced_split(total, self.world_size, self.rank)
         last = self.rank == self.world_size - 1
@@ -125,57 +150,41 @@ class OFRecordReader(ClosingReader):
         n = self.records_per_epoch() * (self.epochs or 1)
         return n // self.batch_size if (self.drop_last or self.epochs is None) else -(-n // self.batch_size)
 
-    # -- frames and records --------------------------------------------------------------------------
-    READ_BLOCK = 8 << 20
+    READ_BLOCK = 8 << 20  # bytes per pread (about: a block holds whole frames)
 
-    def _part_frames(self, path: str, first: int = 0, end: int | None = None) -> Iterator[tuple]:
-        """(payload view, (path, record index, frame offset)) for every intact frame of a part,
-        or of its records ``first:end``.
-
-        Frames are read in blocks of about READ_BLOCK bytes with pread (no memory map: a part
-        truncated while being read gives a located error instead of a SIGBUS crash). A framing
-        problem after the last intact frame is charged by the run that reaches the part's end.
-        """
-        index = self._indexes[path]
-        n = len(index) if end is None else min(int(end), len(index))
-        if n > first:
-            offsets, lengths = index.offsets, index.lengths
-            ends = offsets + lengths
-            source = open_source(path, **self._storage)
-            try:
-                i = int(first)
-                while i < n:
-                    start = int(offsets[i]) - 8
-                    j = int(np.searchsorted(ends, start + self.READ_BLOCK, side="right"))
-                    j = min(max(j, i + 1), n)
-                    stop = int(ends[j - 1])
-                    block = source.pread(start, stop - start)
-                    if len(block) != stop - start:
-                        raise FormatError(path, f"file shrank while being read: expected {stop - start} bytes at "
-                                                f"offset {start}, got {len(block)}", offset=start,
-                                          record=f"record {i}")
-                    view = memoryview(block)
-                    for k in range(i, j):
-                        off = int(offsets[k]) - start
-                        yield view[off:off + int(lengths[k])], (path, k, int(offsets[k]) - 8)
-                    i = j
-            finally:
-                source.close()
-        err = index.error()
-        if err is not None and n == len(index):
-            self.budget.charge(err, consequence="rest of the part skipped")
-
-    def _stream(self) -> Iterator[tuple]:
+    # -- runs, frames and records --------------------------------------------------------------------
+    def _produce(self) -> Iterator[tuple]:
+        """The stream's items in order (run on the reading thread): ``("run", Run)`` per block of
+        frames, ``("error", FormatError)`` where a part's framing breaks (``blocks.part_runs``)."""
         epoch = 0
+        buffers = Buffers()
         while self.epochs is None or epoch < self.epochs:
             produced = False
-            for path, first, end in self.shares_for_epoch(epoch):
-                for frame in self._part_frames(path, first, end):
-                    produced = True
-                    yield frame
+            for path, first, end in self._shares(epoch):
+                index = self._index(path, scan=end is not None)  # None: scanned while read
+                if end is None and index is not None and index.size != self._opened[path][0]:
+                    index = None  # an index of the part as it is now, not as it was opened: read the snapshot
+                for item in part_runs(path, first, end, index, write_index=self.index_sidecar,
+                                      storage=self._storage, block_size=self.READ_BLOCK,
+                                      opened=self._opened[path], buffers=buffers):
+                    produced = produced or (item[0] == "run" and len(item[1]) > 0)
+                    yield item
             if not produced:
                 return  # nothing readable: an endless stream would spin
             epoch += 1
+
+    def _runs(self) -> Iterator:
+        """Runs of frames in stream order, read one block ahead on a second thread; framing
+        problems are charged here, where the stream reaches them."""
+        for kind, item in read_ahead(self._produce()):
+            if kind == "error":
+                self.budget.charge(item, consequence="rest of the part skipped")
+            else:
+                yield item
+
+    def _stream(self) -> Iterator[tuple]:
+        for run in self._runs():
+            yield from run.frames()
 
     def frames(self) -> Iterator[tuple]:
         """Frames in stream order (through the shuffle buffer when random_shuffle)."""
@@ -222,12 +231,22 @@ class OFRecordReader(ClosingReader):
 
         ``features``: {name: (shape, dtype)} or {name: {"shape", "dtype", "truncate",
         "dim1_varying_length"}}; each batch is {name: array (n, *shape)}. The compiled decoder
-        reads the packed lists without building protobuf objects (see ``batch.decode_frames``).
+        reads the packed lists without building protobuf objects, straight from the blocks read
+        (see ``batch.decode_runs``; through the shuffle buffer, ``batch.decode_frames``).
         """
-        from recordkit.formats.ofrecord.batch import decode_frames, normalize_spec
+        from recordkit.formats.ofrecord.batch import decode_frames, decode_runs, normalize_spec
         spec = normalize_spec(features)
-        for frames in self._batched(self.frames()):
-            yield decode_frames(frames, spec, self.budget)
+        if self.random_shuffle:
+            for frames in self._batched(self.frames()):
+                yield decode_frames(frames, spec, self.budget)
+            return
+        for runs in self.batch_runs():
+            yield decode_runs(runs, spec, self.budget)
+
+    def batch_runs(self) -> Iterator[list]:
+        """Batches as lists of ``blocks.Run`` (stream order, no shuffle): the frames stay in the
+        blocks read, for decoders that read them there."""
+        return cut(self._runs(), self.batch_size, not self.drop_last and self.epochs is not None)
 
     def close(self) -> None:
         pass  # parts are opened per read

@@ -1,9 +1,10 @@
 """Validating an OFRecord data set: every part's framing, every record's protobuf, located.
 
 Framing is scanned from the length prefixes of the part itself (a sidecar index is not
-trusted here: validation is what tells whether it could be); every intact frame is then
-decoded. A framing break ends what can be read of that part (the next length prefix is
-unknown), so it is reported once, after the records before it.
+trusted here: validation is what tells whether it could be), block by block as the part is
+read once; every intact frame is decoded from the block it was read in. A framing break ends
+what can be read of that part (the next length prefix is unknown), so it is reported once,
+after the records before it.
 """
 from __future__ import annotations
 
@@ -33,44 +34,42 @@ def validate(path, *, checked: Counter, data_part_num=None, part_name_prefix="pa
 
 
 def _part(part: str, checked: Counter, storage_options, verify: bool) -> Iterator[Problem]:
+    """One pass over the part (``dataset.scan_blocks``): each block's frames found by their length
+    prefixes, then decoded from the block just read."""
     from recordkit.formats.ofrecord import codec
-    from recordkit.formats.ofrecord.dataset import scan_part
+    from recordkit.formats.ofrecord.dataset import index_of, scan_blocks
     from recordkit.storage.source import open_source
     src = open_source(part, storage_options=storage_options, verify=verify)
     try:
-        try:
-            index = scan_part(src)
-        except FormatError as e:
-            if not is_checksum_error(e):
-                yield Problem.from_error(e, "unreadable")
-            return
-        checked["bytes"] += index.size
-        offsets, lengths = index.offsets, index.lengths
-        ends = offsets + lengths
-        n, i = len(index), 0
-        while i < n:  # blocks of records, not the whole part: memory stays bounded on large parts
-            start = int(offsets[i]) - 8
-            j = min(max(int(np.searchsorted(ends, start + READ_BLOCK, side="right")), i + 1), n)
-            stop = int(ends[j - 1])
-            block = src.pread(start, stop - start, cache=False)
-            if len(block) != stop - start:
-                yield Problem(part, "file-shrank", f"file shrank while being read: expected {stop - start} bytes",
-                              offset=start, record=f"record {i}")
+        offsets, lengths, k = [], [], 0
+        blocks = scan_blocks(src, READ_BLOCK)
+        while True:
+            try:
+                block, base, o, n = next(blocks)
+            except StopIteration as done:
+                size, problem = done.value
+                break
+            except FormatError as e:
+                if not is_checksum_error(e):
+                    yield Problem.from_error(e, "unreadable")
                 return
+            offsets.append(o)
+            lengths.append(n)
             view = memoryview(block)
-            for k in range(i, j):
+            for off, ln in zip(o.tolist(), n.tolist()):
                 checked["records"] += 1
-                off = int(offsets[k]) - start
                 try:
-                    rec = codec.decode(view[off:off + int(lengths[k])], path=part, offset=off + start - 8, index=k)
+                    rec = codec.decode(view[off - base:off - base + ln], path=part, offset=off - 8, index=k)
                 except FormatError as e:
-                    yield Problem(part, "record-does-not-parse", e.message, offset=int(offsets[k]) - 8,
-                                  record=f"record {k}")
+                    yield Problem(part, "record-does-not-parse", e.message, offset=off - 8, record=f"record {k}")
+                    k += 1
                     continue
                 if not rec:
-                    yield Problem(part, "record-empty", "record has no features", offset=int(offsets[k]) - 8,
+                    yield Problem(part, "record-empty", "record has no features", offset=off - 8,
                                   record=f"record {k}")
-            i = j
+                k += 1
+        checked["bytes"] += size
+        index = index_of(part, offsets, lengths, size, problem)
         if index.problem is not None:
             err = index.error()
             yield Problem(part, FRAME_KINDS.get(index.problem[0], "framing"), err.message, offset=err.offset,

@@ -84,13 +84,16 @@ class OFRecordReader(Module):
         self._batches = None
 
     def forward(self):
-        if self._batches is None:
-            self._batches = self._reader._batched(self._reader.frames())
+        if self._batches is None:  # in read order: the frames stay in the blocks read (runs)
+            self._batches = self._reader._batched(self._reader.frames()) if self.random_shuffle \
+                else self._reader.batch_runs()
         try:
-            frames = next(self._batches)
+            batch = next(self._batches)
         except StopIteration:
             raise RuntimeError(f"{self.ofrecord_dir}: no readable records") from None
-        return T.OFRecordBatch(frames, self._reader.budget)
+        if self.random_shuffle:
+            return T.OFRecordBatch(batch, self._reader.budget)
+        return T.OFRecordBatch(budget=self._reader.budget, runs=batch)
 
 
 OfrecordReader = OFRecordReader
@@ -126,8 +129,10 @@ class OFRecordRawDecoder(Module):
                                                  "dim1_varying_length": self.dim1_varying_length}})
 
     def forward(self, input):
-        from recordkit.formats.ofrecord.batch import decode_frames
+        from recordkit.formats.ofrecord.batch import decode_frames, decode_runs
         batch = _records_input(input, "OFRecordRawDecoder")
+        if batch.runs is not None:
+            return T.Tensor(decode_runs(batch.runs, self._spec)[self.blob_name])
         return T.Tensor(decode_frames(batch.frames(), self._spec)[self.blob_name])
 
 
