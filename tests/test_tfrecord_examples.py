@@ -1,0 +1,131 @@
+"""TFRecord files of ``tf.train.Example`` (what tf.io.TFRecordWriter and the ``tfrecord`` package
+write most): streams inferred from the first records' features and checked against the rest,
+bytes features refused with the ``--stream`` list that selects the others, int64 values read
+only where exact; one-sample sequences written as Examples (``--tfrecord-kind``)."""
+import numpy as np
+import pytest
+
+from bridge_corpus import cat_records, cli
+from recordkit.errors import FormatError
+from recordkit.formats.tfrecord import TFRecordReader
+INFER_RECORDS = 16
+
+tfr = pytest.importorskip("tfrecord")
+
+
+def write(path, records):
+    """``records``: [{name: (value, kind)}] through the tfrecord package's writer."""
+    w = tfr.TFRecordWriter(str(path))
+    for r in records:
+        w.write(r)
+    w.close()
+    return path
+
+
+def plain(i):
+    return {"x": ((np.arange(4) * 0.25 + i).tolist(), "float"), "label": (i % 3, "int"), "w": (0.5 * i, "float")}
+
+
+def test_examples_written_by_the_tfrecord_package_read_without_streams(tmp_path, capsys):
+    path = write(tmp_path / "train.tfrecord", [plain(i) for i in range(30)])
+    got = cat_records(capsys, path)
+    assert [r["key"] for r in got] == list(range(30))
+    for i, r in enumerate(got):
+        assert r["x"] == [(np.arange(4) * 0.25 + i).tolist()]
+        assert r["label"] == [[i % 3]] and r["w"] == [[0.5 * i]]
+
+
+def test_inspect_prints_the_inferred_stream_list_and_stream_selects_and_renames(tmp_path, capsys):
+    path = write(tmp_path / "train.tfrecord", [plain(i) for i in range(3)])
+    code, out, _ = cli(capsys, "inspect", path)
+    assert code == 0
+    assert "--stream label=dense:1 --stream w=dense:1 --stream x=dense:4" in out
+    got = cat_records(capsys, path, "--stream", "features=dense:4:x")
+    assert got[2] == {"key": 2, "features": [[2.0, 2.25, 2.5, 2.75]]}
+
+
+def test_a_bytes_feature_is_refused_naming_it_and_the_stream_list_of_the_others(tmp_path, capsys):
+    records = [{"image": (b"\xff\xd8\xff%d" % i, "byte"), "label": (i, "int"), "x": ([1.0, float(i)], "float")}
+               for i in range(3)]
+    path = write(tmp_path / "img.tfrecord", records)
+    code, out, err = cli(capsys, "cat", path)
+    assert code != 0 and out == "" and len(err.strip().splitlines()) == 1
+    assert "'image' is a bytes_list" in err and "--stream label=dense:1 --stream x=dense:2" in err
+    got = cat_records(capsys, path, "--stream", "label=dense:1", "--stream", "x=dense:2")
+    assert [r["x"] for r in got] == [[[1.0, float(i)]] for i in range(3)] and got[2]["label"] == [[2.0]]
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda r: r.pop("w"), "no feature 'w'"),
+    (lambda r: r.update(x=([1.0, 2.0], "float")), "feature 'x': 2 values, expected dim 4"),
+    (lambda r: r.update(label=(1.5, "float")), "feature 'label' is a float_list, expected int64_list"),
+    (lambda r: r.update(extra=(1.0, "float")), "feature 'extra' is not in the first records"),
+])
+def test_a_record_after_the_inferring_ones_that_differs_is_a_located_error(tmp_path, change, match):
+    records = [plain(i) for i in range(INFER_RECORDS + 5)]
+    change(records[INFER_RECORDS + 2])
+    path = write(tmp_path / "t.tfrecord", records)
+    with pytest.raises(FormatError, match=match) as e:
+        TFRecordReader(str(path)).load_chunk(0)
+    assert e.value.record == f"record {INFER_RECORDS + 2}" and e.value.offset > 0
+
+
+def test_features_that_vary_in_the_first_records_are_refused_by_name(tmp_path):
+    records = [plain(i) for i in range(4)]
+    records[2]["x"] = ([1.0, 2.0, 3.0], "float")
+    with pytest.raises(FormatError, match="'x' has 4 values in record 0, 3 in record 2"):
+        TFRecordReader(str(write(tmp_path / "t.tfrecord", records)))
+
+
+def test_int64_values_are_read_where_the_float_holds_them_exactly_and_refused_elsewhere(tmp_path, capsys):
+    big = 2**24 + 1
+    path = write(tmp_path / "t.tfrecord", [{"id": (2**24, "int")}, {"id": (big, "int")}])
+    with pytest.raises(FormatError, match=f"int64 integer {big} has no exact float32.*--precision double") as e:
+        TFRecordReader(str(path)).load_chunk(0)
+    assert e.value.record == "record 1"
+    got = TFRecordReader(str(path), precision="double").load_chunk(0).columns["id"].values
+    assert got.ravel().tolist() == [2**24, big]
+    path = write(tmp_path / "u.tfrecord", [{"id": (2**53 + 1, "int")}])
+    with pytest.raises(FormatError, match="has no exact float64"):
+        TFRecordReader(str(path), precision="double").load_chunk(0)
+
+
+def _ctf(tmp_path, text):
+    p = tmp_path / "s.ctf"
+    p.write_text(text)
+    return p
+
+
+ONE = "0 |x 1 2 3 |y 0:1.5\n1 |x 4 5 6 |y 2:2\n2 |x 7 8 9 |y\n"
+STREAMS = ["--stream", "x=dense:3", "--stream", "y=sparse:4"]
+
+
+def test_one_sample_sequences_are_written_as_examples_that_read_back_lossless(tmp_path, capsys):
+    src = _ctf(tmp_path, ONE)
+    out = tmp_path / "ex"
+    assert cli(capsys, "convert", src, out, "--to", "tfrecord", *STREAMS)[0] == 0
+    got = list(tfr.tfrecord_loader(str(out / "part-00000.tfrecord"), None,
+                                   {"x": "float", "y.indices": "int", "y.values": "float", "key": "int"}))
+    assert [g["key"].tolist() for g in got] == [[0], [1], [2]]
+    assert got[1]["x"].tolist() == [4.0, 5.0, 6.0] and got[1]["y.indices"].tolist() == [2]
+    assert got[2]["y.indices"].tolist() == [] and got[0]["y.values"].tolist() == [1.5]
+    code, out_text, _ = cli(capsys, "verify", src, out, *STREAMS)
+    assert code == 0
+    part = out / "part-00000.tfrecord"  # a part alone still reads: its first record describes the streams
+    assert cat_records(capsys, part) == cat_records(capsys, src, *STREAMS)
+
+
+def test_sequences_stay_sequence_examples_and_the_kind_can_be_chosen(tmp_path, capsys):
+    src = _ctf(tmp_path, "0 |x 1 2 3\n0 |x 4 5 6\n1 |x 7 8 9\n")
+    out = tmp_path / "seq"
+    assert cli(capsys, "convert", src, out, "--to", "tfrecord", "--stream", "x=dense:3")[0] == 0
+    assert TFRecordReader(str(out)).kind == "sequence"
+    code, _, err = cli(capsys, "convert", src, tmp_path / "ex", "--to", "tfrecord", "--stream", "x=dense:3",
+                       "--tfrecord-kind", "example")
+    assert code != 0 and "sequence 0: 2 samples, a tf.train.Example holds one" in err
+    assert "--tfrecord-kind sequence" in err and not (tmp_path / "ex").exists()
+    one = _ctf(tmp_path, ONE)
+    assert cli(capsys, "convert", one, tmp_path / "s2", "--to", "tfrecord", *STREAMS, "--tfrecord-kind",
+               "sequence")[0] == 0
+    assert TFRecordReader(str(tmp_path / "s2")).kind == "sequence"
+    assert cat_records(capsys, tmp_path / "s2") == cat_records(capsys, one, *STREAMS)
