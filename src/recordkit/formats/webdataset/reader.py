@@ -1,10 +1,13 @@
 """WebDatasetReader: a directory of tar shards as a Deserializer (one chunk per shard).
 
 Samples map to sequences as ``writer.py`` describes. The streams come from the data set's
-``__recordkit__.json``; a WebDataset written by other tools has none, and then ``streams``
-must be given (the alias of each is the member field: ``KEY.ALIAS.npy``, or
-``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``). Members that no stream
-names (images, labels, ...) are skipped.
+``__recordkit__.json``; a WebDataset written by other tools has none, and then they are
+inferred from the first samples' ``.npy`` and ``.cls`` members (``members.py``: images and
+text refused by name), or ``streams`` are given (the alias of each is the member field:
+``KEY.ALIAS.npy``, or ``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``; an
+``.npy`` or ``.cls`` field itself, ``--stream label=dense:1:cls``). Members that no given
+stream names (images, labels, ...) are skipped; with inferred streams a member the first
+samples did not have is an error.
 
 Every problem is a ``FormatError`` naming the shard, the byte offset of the member's header
 and the sample: a truncated shard, a damaged header (checksum), a sample without one of its
@@ -27,7 +30,7 @@ from recordkit.formats.directories import part_paths
 from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
                                          resolve_streams, sequence_lengths_of)
-from recordkit.formats.webdataset import npy, tar
+from recordkit.formats.webdataset import members, npy, tar
 from recordkit.formats.webdataset.writer import FORMAT
 from recordkit.storage import location, open_source
 
@@ -63,12 +66,13 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             stored = doc["streams"]
             self.paths = [location.join(self.path, s["name"]) for s in doc["shards"]]
         else:
-            if not streams:
-                where = location.join(self.path, META_NAME) if is_dir else self.path
-                raise FormatError(where, f"no {META_NAME} stream description (not written by recordkit?): "
-                                         "declare the streams (--stream NAME=FORMAT:DIM[:FIELD])")
             self.paths = shard_paths(self.path, storage_options)
-        self._streams, self._fields, self.keeps_alias = resolve_streams(self.path, stored, streams)
+        self.inferred = doc is None and not streams  # streams inferred from the members (``members.py``)
+        if self.inferred:
+            self._streams = self._infer()
+            self._fields, self.keeps_alias = {s.name: s.alias for s in self._streams}, True
+        else:
+            self._streams, self._fields, self.keeps_alias = resolve_streams(self.path, stored, streams)
         if precision is not None:
             self.dtype = resolve_precision(precision)
         else:
@@ -92,6 +96,26 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             return src.size
         finally:
             src.close()
+
+    def _infer(self):
+        """The streams of the first shard's first samples (``members.infer``)."""
+        path = self.paths[0]
+        data = read_whole(path, **self._storage)
+        names, offs, sizes, hdr_offs = tar.scan(data, path)
+        keys, fields = _split(names)
+        bounds = _group_starts(keys)
+        samples = []
+        for i in range(min(len(bounds) - 1, members.INFER_SAMPLES)):
+            a, b = bounds[i], bounds[i + 1]
+            got = {fields[j]: data[int(offs[j]):int(offs[j]) + int(sizes[j])] for j in range(a, b)}
+            samples.append((keys[a].decode(errors="replace"), got, int(hdr_offs[a]), i))
+        if not samples:
+            raise FormatError(path, f"no {META_NAME} stream description and no samples to infer the streams from "
+                                    f"(--stream NAME=FORMAT:DIM[:FIELD])", offset=0)
+        return members.infer(path, samples)
+
+    def _member_field(self, spec, present) -> str:
+        return members.member_of(self._fields[spec.name], present)
 
     def _count(self, path) -> tuple[int, int]:
         """Samples in a shard without a description: scan it (samples counted as sequences;
@@ -143,6 +167,9 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         farr = fields if isinstance(fields, np.ndarray) else np.array([f.encode() for f in fields], dtype=object)
         barr = np.asarray(bounds, dtype=np.int64)
         cols, counts = {}, {}
+        present = {f.decode("utf-8", "replace") if isinstance(f, bytes) else f for f in set(farr.tolist())}
+        if self.inferred and not present <= set(self._fields.values()):
+            return None, None  # a member the first samples did not have: the checked path names it
         try:
             for spec in self._streams:
                 f = self._fields[spec.name]
@@ -153,7 +180,10 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                         return None, None
                     col = self._sparse_fast(spec, *got, n)
                 else:
-                    got = self._arrays(arr, data, farr, barr, n, f + ".npy", offs, sizes)
+                    member = self._member_field(spec, present)
+                    if members.extension(member) != "npy":
+                        return None, None  # .cls labels: parsed sample by sample
+                    got = self._arrays(arr, data, farr, barr, n, member, offs, sizes)
                     if got is None:
                         return None, None
                     col = self._dense_fast(spec, *got)
@@ -202,7 +232,10 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                 counts[i] = 1
             else:
                 return None
-        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+        values, bad = members.to_floats(values, self.dtype)
+        if bad is not None:
+            return None  # an integer without an exact float: the checked path locates it
+        return DenseColumn(values.reshape(-1, spec.dim), offsets(counts))
 
     def _sparse_fast(self, spec, ind, val, off, n):
         (di, si, vi), (dv, sv, vv), (do, so, vo) = ind, val, off
@@ -230,6 +263,16 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         # field -> member index, per sample
         samples = [dict(zip(fields[bounds[i]:bounds[i + 1]], range(bounds[i], bounds[i + 1]))) for i in range(n)]
         buf = memoryview(data)
+        if self.inferred:
+            known = set(self._fields.values())
+            for i, sample in enumerate(samples):
+                extra = sorted(set(sample) - known)
+                if extra:
+                    j = sample[extra[0]]
+                    raise FormatError(path, f"sample '{keys[j].decode(errors='replace')}' has member '{extra[0]}', "
+                                            f"which the first samples did not have (the streams inferred from them: "
+                                            f"{', '.join(sorted(known))})", offset=int(hdr_offs[j]),
+                                      record=f"sample {i}")
         cols, counts = {}, {}
         for spec in self._streams:
             if spec.is_sparse:
@@ -257,10 +300,31 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         return FormatError(path, f"member '{keys[j].decode(errors='replace')}.{field}': {what}",
                            offset=int(hdr_offs[j]), record=f"sample {i}")
 
+    def _cls(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
+        """A ``.cls`` member: one sample of dim 1."""
+        j = samples[i].get(field)
+        if j is None:
+            raise FormatError(path, f"sample '{keys[bounds[i]].decode(errors='replace')}' has no member "
+                                    f"'{field}' (stream '{spec.name}')", offset=int(hdr_offs[bounds[i]]),
+                              record=f"sample {i}")
+        try:
+            value = members.cls_value(bytes(buf[int(offs[j]):int(offs[j]) + int(sizes[j])]))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise self._bad(path, hdr_offs, j, i, keys, field, f"not a class label: {e}") from None
+        return j, np.array([value], dtype=np.int64)
+
     def _dense(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> DenseColumn:
-        field = self._fields[spec.name] + ".npy"
+        field = members.member_of(self._fields[spec.name], {f for s in samples for f in s})
         parts, counts = [], np.zeros(len(samples), dtype=np.int64)
         for i in range(len(samples)):
+            if members.extension(field) == "cls":
+                j, arr = self._cls(spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path)
+                if spec.dim != 1:
+                    raise self._bad(path, hdr_offs, j, i, keys, field, f"a class label is dim 1, stream "
+                                                                       f"'{spec.name}' is declared dim {spec.dim}")
+                parts.append(self._exact(arr, path, hdr_offs, j, i, keys, field))
+                counts[i] = 1
+                continue
             j, dtype, shape, start, nbytes = self._member(spec, field, samples, i, keys, bounds, buf, offs, sizes,
                                                           hdr_offs, path)
             if dtype.kind not in "fiu":
@@ -271,10 +335,18 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                 raise self._bad(path, hdr_offs, j, i, keys, field,
                                 f"shape {shape}, expected (samples, {spec.dim}) for dense stream '{spec.name}'")
             arr = np.frombuffer(buf, dtype=dtype, count=shape[0] * shape[1], offset=start)
-            parts.append(arr)
+            parts.append(self._exact(arr, path, hdr_offs, j, i, keys, field))
             counts[i] = shape[0]
         flat = np.concatenate(parts).astype(self.dtype, copy=False) if parts else np.zeros(0, self.dtype)
         return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+
+    def _exact(self, arr, path, hdr_offs, j, i, keys, field):
+        """``arr`` as the stream's floats; an integer they do not hold exactly is a located error."""
+        from recordkit.formats.integers import refusal
+        out, bad = members.to_floats(arr, self.dtype)
+        if bad is not None:
+            raise self._bad(path, hdr_offs, j, i, keys, field, refusal(int(arr.flat[bad]), self.dtype))
+        return out
 
     def _sparse(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> SparseColumn:
         f = self._fields[spec.name]
