@@ -8,7 +8,7 @@ import pytest
 from bridge_corpus import cat_records, cli
 from recordkit.errors import FormatError
 from recordkit.formats.tfrecord import TFRecordReader
-INFER_RECORDS = 16
+from recordkit.formats.tfrecord.examples import INFER_RECORDS
 
 tfr = pytest.importorskip("tfrecord")
 

@@ -7,7 +7,7 @@ import pytest
 from bridge_corpus import cat_records, cli
 from recordkit.errors import FormatError
 from recordkit.formats.webdataset import WebDatasetReader
-INFER_SAMPLES = 16
+from recordkit.formats.webdataset.members import INFER_SAMPLES
 
 wds = pytest.importorskip("webdataset")
 
