@@ -129,3 +129,21 @@ def test_sequences_stay_sequence_examples_and_the_kind_can_be_chosen(tmp_path, c
                "sequence")[0] == 0
     assert TFRecordReader(str(tmp_path / "s2")).kind == "sequence"
     assert cat_records(capsys, tmp_path / "s2") == cat_records(capsys, one, *STREAMS)
+
+
+def test_sets_of_examples_and_of_sequence_examples_do_not_join(tmp_path):
+    from recordkit import StreamSpec
+    from recordkit.engine.chunk import ChunkData, DenseColumn
+    from recordkit.errors import UsageError
+    from recordkit.formats.tfrecord import TFRecordWriter
+    from recordkit.formats.tfrecord.writer import join_sets
+    chunk = ChunkData(0, np.arange(2, dtype=np.uint64), np.ones(2, np.int64),
+                      {"x": DenseColumn(np.ones((2, 3), np.float32), np.arange(3))})
+    for name, kind in (("a", "example"), ("b", "sequence"), ("c", "auto")):
+        with TFRecordWriter(str(tmp_path / name), [StreamSpec("x", "dense", 3)], tfrecord_kind=kind) as w:
+            w.write_chunk(chunk)
+    with pytest.raises(UsageError, match="some hold tf.train.Example records, others SequenceExamples"):
+        join_sets([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "j"))
+    join_sets([str(tmp_path / "a"), str(tmp_path / "c")], str(tmp_path / "j"))
+    assert TFRecordReader(str(tmp_path / "j")).kind == "example"
+    assert len(TFRecordReader(str(tmp_path / "j")).load_chunk(1)) == 2

@@ -359,5 +359,21 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
     parts renumbered (each keeps its first record's description), descriptions merged, the whole
     published at once (``--engine ray``'s write tasks each write one). Returns the part names."""
     from recordkit.formats.sharding import join_described
+    kinds = {_recorded_kind(s, storage_options) for s in sources} - {None}
+    if len(kinds) > 1:  # each write task chose by its own first chunk (--tfrecord-kind auto)
+        raise UsageError(f"{', '.join(map(str, sources))}: some hold tf.train.Example records, others "
+                         f"SequenceExamples: only sets of one kind join (convert with --tfrecord-kind)")
     return join_described(FORMAT, part_name, owns, "TFRecord directory", sources, output,
                           storage_options=storage_options, checksums=checksums)
+
+
+def _recorded_kind(directory, storage_options=None) -> str | None:
+    """The record kind a data set's description records (None when it has no readable one: the
+    join reports that)."""
+    from recordkit.formats.sharding import read_whole
+    from recordkit.storage import location
+    try:
+        doc = json.loads(read_whole(location.join(directory, META_NAME), storage_options))
+    except (OSError, ValueError):
+        return None
+    return doc.get("kind", SEQUENCE) if isinstance(doc, dict) else None
