@@ -147,3 +147,15 @@ def test_sets_of_examples_and_of_sequence_examples_do_not_join(tmp_path):
     join_sets([str(tmp_path / "a"), str(tmp_path / "c")], str(tmp_path / "j"))
     assert TFRecordReader(str(tmp_path / "j")).kind == "example"
     assert len(TFRecordReader(str(tmp_path / "j")).load_chunk(1)) == 2
+
+
+@pytest.mark.parametrize("to", ["tfrecord", "webdataset"])
+def test_records_converted_feature_by_feature_read_back_without_streams(tmp_path, capsys, to):
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(str(tmp_path / "of")) as w:
+        for i in range(3):
+            w.write({"label": np.array([i], np.int32), "f": np.array([1.5, i], np.float32)})
+    out = tmp_path / "out"
+    assert cli(capsys, "convert", tmp_path / "of", out, "--to", to)[0] == 0
+    got = cat_records(capsys, out)
+    assert [(r["label"], r["f"]) for r in got] == [([[i]], [[1.5, i]]) for i in range(3)]

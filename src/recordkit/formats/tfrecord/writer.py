@@ -340,8 +340,9 @@ class TFRecordWriter(AtomicWriter):
             if self._shard < 0:
                 self._switch(0)  # no sequences: one empty part
             self._close_shard()
-            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts,
-                                                     kind=self.kind or SEQUENCE))
+            if self._streams:  # records converted feature by feature declare no streams: readers infer them
+                self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts,
+                                                         kind=self.kind or SEQUENCE))
             self._dir.commit()
         except BaseException:
             self.abort()
