@@ -2,10 +2,13 @@
 write most): streams inferred from the first records' features and checked against the rest,
 bytes features refused with the ``--stream`` list that selects the others, int64 values read
 only where exact; one-sample sequences written as Examples (``--tfrecord-kind``)."""
+import os
+
 import numpy as np
 import pytest
 
 from bridge_corpus import cat_records, cli
+from recordkit import StreamSpec
 from recordkit.errors import FormatError
 from recordkit.formats.tfrecord import TFRecordReader
 from recordkit.formats.tfrecord.examples import INFER_RECORDS
@@ -159,3 +162,25 @@ def test_records_converted_feature_by_feature_read_back_without_streams(tmp_path
     assert cli(capsys, "convert", tmp_path / "of", out, "--to", to)[0] == 0
     got = cat_records(capsys, out)
     assert [(r["label"], r["f"]) for r in got] == [([[i]], [[1.5, i]]) for i in range(3)]
+
+
+def test_the_column_wise_example_decoder_and_protobuf_give_the_same_chunks(tmp_path, monkeypatch):
+    from recordkit.formats.tfrecord import examples, fastread
+    records = [dict(plain(i), key=(1000 + i, "int")) for i in range(20)]
+    path = write(tmp_path / "k.tfrecord", records)
+    world = os.path.join(os.path.dirname(__file__), "data", "world", "tf_example.tfrecord")
+    cases = [(path, None), (world, None), (world, [StreamSpec("label", "dense", 1), StreamSpec("v", "dense", 4, "x")])]
+    fast = [TFRecordReader(p, s).load_chunk(0) for p, s in cases]
+    used = []
+    monkeypatch.setattr(examples.ExampleColumns, "columns_fast",
+                        lambda *a: used.append(1) or (_ for _ in ()).throw(fastread.NotCanonical()))
+    slow = [TFRecordReader(p, s).load_chunk(0) for p, s in cases]
+    assert len(used) == 3
+    for a, b in zip(fast, slow):
+        assert a.keys.tolist() == b.keys.tolist() and a.lengths.tolist() == b.lengths.tolist()
+        assert sorted(a.columns) == sorted(b.columns)
+        for name in a.columns:
+            assert a.columns[name].values.dtype == b.columns[name].values.dtype
+            np.testing.assert_array_equal(a.columns[name].values, b.columns[name].values)
+            np.testing.assert_array_equal(a.columns[name].seq_offsets, b.columns[name].seq_offsets)
+    assert fast[0].keys.tolist() == list(range(1000, 1020))

@@ -100,9 +100,9 @@ def infer(path, records, skip=()) -> tuple[list[StreamSpec], dict]:
 class ExampleColumns:
     """The columns of a chunk of Example records (messages already parsed)."""
 
-    def __init__(self, streams, fields: dict, kinds: dict | None, dtype, skip=()):
+    def __init__(self, streams, fields: dict, kinds: dict | None, dtype, skip=(), key: str = "key"):
         self.streams, self.fields, self.kinds, self.dtype = streams, fields, kinds, np.dtype(dtype)
-        self.skip = set(skip)
+        self.skip, self.key = set(skip), key
         self.known = {f for s in streams for f in ([fields[s.name] + ".indices", fields[s.name] + ".values"]
                                                    if s.is_sparse else [fields[s.name]])}
 
@@ -111,6 +111,62 @@ class ExampleColumns:
             self._check_record(msg, where[k])
         return {s.name: (self._sparse(s, msgs, where) if s.is_sparse else self._dense(s, msgs, where))
                 for s in self.streams}
+
+    def columns_fast(self, data, offs, lens):
+        """(columns, keys or None) of a whole file column-wise (``fastread.example_features``): dense
+        streams of canonical records only; anything else raises ``fastread.NotCanonical`` and
+        ``columns`` (protobuf, located errors) takes over."""
+        from recordkit.formats.tfrecord import fastread
+        from recordkit.formats.tfrecord.fastread import NotCanonical
+        arr = np.frombuffer(data, dtype=np.uint8)
+        n = len(offs)
+        if any(s.is_sparse for s in self.streams) or n == 0:
+            raise NotCanonical
+        names = sorted(self.known | self.skip)
+        feats, all_known = fastread.example_features(arr, offs, lens, [x.encode() for x in names])
+        if self.kinds is not None and not all_known:
+            raise NotCanonical  # a feature the first records did not have: located by the protobuf path
+        every = np.arange(n)
+        cols = {}
+        for spec in self.streams:
+            kind, values, per = self._packed(fastread, arr, feats[self.fields[spec.name].encode()], every)
+            expected = self.kinds.get(spec.name) if self.kinds is not None else None
+            if np.any(per != spec.dim) or (expected is not None and kind != expected):
+                raise NotCanonical
+            if kind == "float_list":
+                values = values.astype(self.dtype, copy=False)
+            else:
+                values, bad = exact_floats(values, self.dtype)
+                if bad is not None:
+                    raise NotCanonical
+            cols[spec.name] = DenseColumn(values.reshape(n, spec.dim), offsets(np.ones(n, dtype=np.int64)))
+        keys = None
+        owners = feats[self.key.encode()][0] if self.key in self.skip else []
+        if len(owners):
+            kind, keys, per = self._packed(fastread, arr, feats[self.key.encode()], every)
+            if kind != "int64_list" or np.any(per != 1):
+                raise NotCanonical
+            keys = keys.view(np.uint64)
+        return cols, keys
+
+    @staticmethod
+    def _packed(fastread, arr, found, every):
+        """(kind, values, values per record) of one feature that every record holds once, all of one
+        kind and packed."""
+        owners, vs, ve = found
+        if not np.array_equal(owners, every) or np.any(ve <= vs):
+            raise fastread.NotCanonical  # missing, repeated or empty: the protobuf path decides
+        tags = arr[vs]
+        if np.all(tags == 0x12):
+            ps, pl = fastread.feature_payloads(arr, vs, ve, 0x12)
+            if np.any(pl % 4):
+                raise fastread.NotCanonical
+            return "float_list", fastread.gather(arr, ps, pl).view("<f4"), pl // 4
+        if np.all(tags == 0x1A):
+            ps, pl = fastread.feature_payloads(arr, vs, ve, 0x1A)
+            values, per = fastread.decode_varints(fastread.gather(arr, ps, pl), pl)
+            return "int64_list", values.view(np.int64), per
+        raise fastread.NotCanonical
 
     def _check_record(self, msg, where) -> None:
         path, offset, k = where
@@ -150,15 +206,33 @@ class ExampleColumns:
         return out
 
     def _dense(self, spec, msgs, where) -> DenseColumn:
+        """Values gathered per kind across the chunk and converted once (per record, NumPy's call
+        overhead would cost more than the values)."""
         name = self.fields[spec.name]
         flat = np.empty((len(msgs), spec.dim), dtype=self.dtype)
+        rows = {"float_list": ([], []), "int64_list": ([], [])}  # kind -> (records, values)
         for k, msg in enumerate(msgs):
             kind, v = self._values(msg, name, NUMERIC, where[k], spec)
             if len(v) != spec.dim:
                 path, offset, kk = where[k]
                 raise FormatError(path, f"feature '{name}': {len(v)} values, expected dim {spec.dim} (stream "
                                         f"'{spec.name}')", offset=offset, record=f"record {kk}")
-            flat[k] = self._numbers(kind, v, name, where[k])
+            records, values = rows[kind]
+            records.append(k)
+            values.extend(v)
+        for kind, (records, values) in rows.items():
+            if not records:
+                continue
+            if kind == "float_list":
+                flat[records] = np.asarray(values, dtype=np.float32).reshape(-1, spec.dim)
+                continue
+            ints = np.asarray(values, dtype=np.int64)
+            out, bad = exact_floats(ints, self.dtype)
+            if bad is not None:
+                path, offset, k = where[records[bad // spec.dim]]
+                raise FormatError(path, f"feature '{name}': int64 {refusal(int(ints[bad]), self.dtype)}",
+                                  offset=offset, record=f"record {k}")
+            flat[records] = out.reshape(-1, spec.dim)
         return DenseColumn(flat, offsets(np.ones(len(msgs), dtype=np.int64)))
 
     def _sparse(self, spec, msgs, where) -> SparseColumn:

@@ -100,7 +100,8 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self.dtype = resolve_precision(precision) if precision is not None else np.dtype(np.float32)
         self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
                          for s in streams]
-        self._examples = examples.ExampleColumns(self._streams, self._fields, kinds, self.dtype, skip=SKIP) \
+        self._examples = examples.ExampleColumns(self._streams, self._fields, kinds, self.dtype, skip=SKIP,
+                                                 key=KEY_FEATURE) \
             if self.kind == EXAMPLE else None
         if counts is None:
             counts = []
@@ -148,11 +149,14 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         if self.description is not None and n != expected:
             raise FormatError(path, f"the file holds {n} records, {META_NAME} says {expected} "
                                     f"(file replaced or truncated?)", offset=len(data))
-        if self._examples is None:
-            try:
+        try:
+            if self._examples is None:
                 return self._load_fast(chunk_id, data, offs, lens, first)
-            except fastread.NotCanonical:
-                pass  # not the canonical layout, or damaged: protobuf decodes it (and locates problems)
+            cols, keys = self._examples.columns_fast(data, offs, lens)
+            keys = np.arange(first, first + n, dtype=np.uint64) if keys is None else keys
+            return ChunkData(chunk_id, keys, np.ones(n, dtype=np.int64), cols)
+        except fastread.NotCanonical:
+            pass  # not the canonical layout, or damaged: protobuf decodes it (and locates problems)
         schema = _schema()
         buf = memoryview(data)
         msgs = []

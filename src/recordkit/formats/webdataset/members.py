@@ -50,7 +50,10 @@ def cls_value(data: bytes) -> int:
     text = data.decode("ascii").strip()
     if not text or not (text.lstrip("+-").isdigit()):
         raise ValueError(f"{data[:40]!r} is not an integer")
-    return int(text)
+    value = int(text)
+    if not -2**63 <= value < 2**63:
+        raise ValueError(f"{text[:40]} is outside int64")
+    return value
 
 
 def _what(ext: str) -> str:

@@ -181,12 +181,13 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                     col = self._sparse_fast(spec, *got, n)
                 else:
                     member = self._member_field(spec, present)
-                    if members.extension(member) != "npy":
-                        return None, None  # .cls labels: parsed sample by sample
-                    got = self._arrays(arr, data, farr, barr, n, member, offs, sizes)
-                    if got is None:
-                        return None, None
-                    col = self._dense_fast(spec, *got)
+                    if members.extension(member) == "cls":
+                        col = self._cls_fast(spec, data, farr, barr, n, member, offs, sizes)
+                    else:
+                        got = self._arrays(arr, data, farr, barr, n, member, offs, sizes)
+                        if got is None:
+                            return None, None
+                        col = self._dense_fast(spec, *got)
                 if col is None:
                     return None, None
                 cols[spec.name] = col
@@ -220,6 +221,22 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             return None
         values = gather_ranges(arr, starts, nbytes).view(dtype)
         return dtype, [p[1] for p in parsed], values
+
+    def _cls_fast(self, spec, data, farr, barr, n, field, offs, sizes):
+        """The ``.cls`` labels of every sample (one member each), or None (the checked path locates)."""
+        idx = np.flatnonzero(farr == field.encode())
+        if spec.dim != 1 or len(idx) != n or (n and not np.array_equal(np.searchsorted(barr, idx, side="right") - 1,
+                                                                         np.arange(n))):
+            return None
+        try:
+            labels = np.array([members.cls_value(data[a:a + b]) for a, b in zip(offs[idx].tolist(),
+                                                                                 sizes[idx].tolist())], dtype=np.int64)
+        except (ValueError, UnicodeDecodeError, OverflowError):
+            return None
+        values, bad = members.to_floats(labels, self.dtype)
+        if bad is not None:
+            return None
+        return DenseColumn(values.reshape(-1, 1), offsets(np.ones(n, dtype=np.int64)))
 
     def _dense_fast(self, spec, dtype, shapes, values):
         if shapes and dtype is not None and dtype.kind not in "fiu":
