@@ -86,3 +86,15 @@ def test_integer_members_without_an_exact_float_are_refused(tmp_path):
     path = write(tmp_path / "u.tar", [{"__key__": "0", "ids.npy": np.array([1, 2**40 + 1], np.int64)}])
     with pytest.raises(FormatError, match=r"member '0.ids.npy': integer 1099511627777 has no exact float32"):
         WebDatasetReader(str(path)).load_chunk(0)
+
+
+def test_tarwriter_shards_with_pax_headers_scan_column_wise_as_member_by_member(tmp_path):
+    from recordkit.formats.webdataset import tar
+    path = write(tmp_path / "p.tar", [sample(i) for i in range(5)])
+    data = path.read_bytes()
+    assert data[156:157] == b"x"  # TarWriter's float mtime: a pax header before every member
+    fast, slow = tar.scan_fast(data, str(path)), tar.scan(data, str(path))
+    assert fast is not None
+    assert [bytes(n) for n in fast[0]] == slow[0]
+    for a, b in zip(fast[1:], slow[1:]):
+        assert a.tolist() == b.tolist()
