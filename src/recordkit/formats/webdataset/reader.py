@@ -84,6 +84,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             counts = [(s["sequences"], s["samples"], s["size"]) for s in doc["shards"]]
         else:
             counts = [self._count(p) + (self._size(p),) for p in self.paths]
+        self._kept_scan = None  # no shard's bytes stay with the reader
         self._chunks = []
         self._first = [0]
         for i, (nseq, nsamp, size) in enumerate(counts):
@@ -100,10 +101,14 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
     def _infer(self):
         """The streams of the first shard's first samples (``members.infer``)."""
         path = self.paths[0]
-        data = read_whole(path, **self._storage)
-        names, offs, sizes, hdr_offs = tar.scan(data, path)
-        keys, fields = _split(names)
-        bounds = _group_starts(keys)
+        data, (names, offs, sizes, hdr_offs) = self._scan_once(path)
+        limit = 64 * (members.INFER_SAMPLES + 1)
+        while True:  # only the first samples' names are split (a shard may have millions)
+            keys, fields = _split(list(names[:limit]))
+            bounds = _group_starts(keys)
+            if len(bounds) > members.INFER_SAMPLES + 1 or limit >= len(names):
+                break
+            limit *= 4
         samples = []
         for i in range(min(len(bounds) - 1, members.INFER_SAMPLES)):
             a, b = bounds[i], bounds[i + 1]
@@ -120,10 +125,22 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
     def _count(self, path) -> tuple[int, int]:
         """Samples in a shard without a description: scan it (samples counted as sequences;
         sample counts are those of one stream, known only after decoding: use the sequences)."""
-        names, _, _, _ = tar.scan(read_whole(path, **self._storage), path)
-        keys = _split(names)[0]
-        n = len(_group_starts(keys)) - 1
+        names = self._scan_once(path)[1][0]
+        split = _split_fast(names) if isinstance(names, np.ndarray) else None
+        n = len(split[2]) - 1 if split is not None else len(_group_starts(_split(names)[0])) - 1
         return n, n
+
+    def _scan_once(self, path):
+        """(data, ``_scan``) of a shard, kept for the next call on the same shard (opening a data set
+        infers from its first shard, then counts it)."""
+        kept = getattr(self, "_kept_scan", None)
+        if kept is not None and kept[0] == path:
+            self._kept_scan = None
+            return kept[1]
+        data = read_whole(path, **self._storage)
+        got = (data, _scan(data, path))
+        self._kept_scan = (path, got)
+        return got
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
@@ -402,6 +419,12 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
 
     def close(self) -> None:
         pass
+
+
+def _scan(data, path):
+    """``tar.scan``'s members, column-wise where the shard allows (``tar.scan_fast``: names a NumPy array)."""
+    fast = tar.scan_fast(data, path)
+    return tar.scan(data, path) if fast is None else fast
 
 
 _SPLIT = re.compile(rb"^((?:.*/)?[^/.]*)\.(.*)$", re.S)
