@@ -14,7 +14,7 @@ def exact_floats(values: np.ndarray, dtype) -> tuple[np.ndarray, int | None]:
     """Integer ``values`` as ``dtype`` and the index of the first one it does not hold exactly (or None)."""
     values = np.asarray(values)
     out = values.astype(dtype)
-    if values.dtype.kind not in "iu" or (values.dtype.itemsize <= 2 and values.dtype.kind in "iu"):
+    if values.dtype.kind not in "iu" or values.dtype.itemsize <= 2:
         return out, None  # 8/16-bit integers: every value is exact in float32
     ok = out.astype(np.float64) == values.astype(np.float64)  # exact comparison while |v| <= 2^53
     big = np.flatnonzero((values > 2**53) | (values < -2**53)) if values.dtype.kind == "i" else \

@@ -35,7 +35,8 @@ NUMERIC = ("float_list", "int64_list")
 
 def first_messages(src, path, count: int = INFER_RECORDS):
     """The first ``count`` records of an open source, parsed as ``SequenceExample``:
-    [(message, frame offset, index)]. Damage stops the list (the chunk's load locates it)."""
+    [(message, frame offset, index)]; only the first when it is a SequenceExample. Damage stops
+    the list (the chunk's load locates it)."""
     from recordkit.formats.tfrecord import schema
     out, pos = [], 0
     while len(out) < count and pos + 12 <= src.size:
@@ -48,6 +49,8 @@ def first_messages(src, path, count: int = INFER_RECORDS):
         except Exception:  # noqa: BLE001 - reported located when the chunk loads
             break
         out.append((msg, pos, len(out)))
+        if not is_example(msg):
+            break  # a SequenceExample: only its first record's description is looked at
         pos += 16 + n
     return out
 
