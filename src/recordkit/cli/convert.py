@@ -65,6 +65,10 @@ def register(sub) -> None:
                    help="Parquet output: cut data pages by content (pyarrow >= 21), so a data set that changes a "
                         "little keeps most pages byte for byte (deduplicated uploads to the Hugging Face Hub); "
                         "default on for hf:// outputs where pyarrow supports it")
+    p.add_argument("--tfrecord-kind", dest="tfrecord_kind", choices=["auto", "example", "sequence"], default=None,
+                   help="TFRecord output: one tf.train.Example per sequence (sequences of one sample) or one "
+                        "tf.train.SequenceExample; auto (default): Examples when the first chunk's sequences are "
+                        "all one sample")
     p.add_argument("--allow-densify", action="store_true",
                    help="convert even when the output is estimated above 10x the input (e.g. sparse streams "
                         "written dense into a format without sparse data)")
@@ -152,8 +156,9 @@ def run(args) -> int:
 
 def _writer_options(args) -> dict:
     """The output format's options given on the command line (only those given)."""
-    cdc = getattr(args, "content_defined_chunking", None)
-    return {} if cdc is None else {"content_defined_chunking": cdc}
+    given = {"content_defined_chunking": getattr(args, "content_defined_chunking", None),
+             "tfrecord_kind": getattr(args, "tfrecord_kind", None)}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _input_size(path, storage_options) -> int:

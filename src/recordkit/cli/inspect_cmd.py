@@ -120,6 +120,9 @@ def inspect_bridge(args, kind: str) -> int:
             "samples": sum(c.num_samples for c in reader.chunks),
             "shards": [{"path": p, "bytes": c.size, "sequences": c.num_sequences, "samples": c.num_samples}
                        for p, c in zip(reader.paths if hasattr(reader, "paths") else [], reader.chunks)]}
+    if getattr(reader, "inferred", False):  # no description: the streams the reader inferred from the data
+        from recordkit.engine.streams import stream_arguments
+        info["inferred"] = stream_arguments(reader.streams)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         return 0
@@ -128,6 +131,8 @@ def inspect_bridge(args, kind: str) -> int:
     for s in info["streams"]:
         out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}"
                    + (f" (alias {s['alias']})" if s["alias"] != s["name"] else ""))
+    if "inferred" in info:
+        out.append(f"  inferred (no stream description): {info['inferred']}")
     out.append(f"  {'shard':<40} {'bytes':>12} {'sequences':>10} {'samples':>10}")
     for sh in info["shards"]:
         out.append(f"  {os.path.basename(sh['path']):<40} {sh['bytes']:>12} {sh['sequences']:>10} {sh['samples']:>10}")

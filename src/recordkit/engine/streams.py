@@ -123,6 +123,13 @@ class StreamSpec:
         return cls(name=name, format=parts[0], dim=parts[1], alias=alias)
 
 
+def stream_arguments(streams) -> str:
+    """The ``--stream NAME=FORMAT:DIM[:ALIAS]`` arguments that declare ``streams`` (the inverse of
+    ``StreamSpec.parse``): what ``recordkit inspect`` prints for streams it inferred."""
+    return " ".join(f"--stream {s.name}={s.format}:{s.dim}" + (f":{s.alias}" if s.alias != s.name else "")
+                    for s in streams)
+
+
 def check_streams(streams) -> list[StreamSpec]:
     """Validate a list of streams as a set: unique names and aliases, at most one definesMBSize."""
     streams = list(streams)

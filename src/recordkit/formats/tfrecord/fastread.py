@@ -179,31 +179,7 @@ def sample_payloads(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, list_
         fend = p1 + flen.astype(np.int64)
         if np.any(fend > lim):
             raise NotCanonical
-        nonempty = fend > p1
-        pay_s = np.array(p1)
-        pay_l = np.zeros(len(p), dtype=np.int64)
-        if nonempty.any():
-            q = p1[nonempty]
-            qe = fend[nonempty]
-            if np.any(arr[q] != list_tag):
-                raise NotCanonical
-            ilen, q1 = _varints_at(arr, q + 1, qe)
-            if np.any(q1 + ilen.astype(np.int64) != qe):
-                raise NotCanonical
-            has = qe > q1
-            s = q1.copy()
-            ln = np.zeros(len(q), dtype=np.int64)
-            if has.any():
-                r = q1[has]
-                if np.any(arr[r] != 0x0A):
-                    raise NotCanonical  # unpacked values: leave them to protobuf
-                plen, r1 = _varints_at(arr, r + 1, qe[has])
-                if np.any(r1 + plen.astype(np.int64) != qe[has]):
-                    raise NotCanonical
-                s[has] = r1
-                ln[has] = plen.astype(np.int64)
-            pay_s[nonempty] = s
-            pay_l[nonempty] = ln
+        pay_s, pay_l = feature_payloads(arr, p1, fend, list_tag)
         rec_parts.append(active)
         p_start.append(pay_s)
         p_len.append(pay_l)
@@ -215,6 +191,56 @@ def sample_payloads(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, list_
     order = np.argsort(rec, kind="stable")
     counts = np.bincount(rec, minlength=n).astype(np.int64)
     return counts, np.concatenate(p_start)[order], np.concatenate(p_len)[order]
+
+
+def feature_payloads(arr: np.ndarray, p1: np.ndarray, fend: np.ndarray, list_tag: int):
+    """The packed values of the ``Feature`` bodies ``[p1, fend)``, each ``<list_tag> {packed values}``
+    (or an empty Feature/list): (payload starts, payload lengths)."""
+    nonempty = fend > p1
+    pay_s = np.array(p1)
+    pay_l = np.zeros(len(p1), dtype=np.int64)
+    if nonempty.any():
+        q = p1[nonempty]
+        qe = fend[nonempty]
+        if np.any(arr[q] != list_tag):
+            raise NotCanonical
+        ilen, q1 = _varints_at(arr, q + 1, qe)
+        if np.any(q1 + ilen.astype(np.int64) != qe):
+            raise NotCanonical
+        has = qe > q1
+        s = q1.copy()
+        ln = np.zeros(len(q), dtype=np.int64)
+        if has.any():
+            r = q1[has]
+            if np.any(arr[r] != 0x0A):
+                raise NotCanonical  # unpacked values: leave them to protobuf
+            plen, r1 = _varints_at(arr, r + 1, qe[has])
+            if np.any(r1 + plen.astype(np.int64) != qe[has]):
+                raise NotCanonical
+            s[has] = r1
+            ln[has] = plen.astype(np.int64)
+        pay_s[nonempty] = s
+        pay_l[nonempty] = ln
+    return pay_s, pay_l
+
+
+def example_features(arr, offs, lens, names: list[bytes]):
+    """The ``tf.train.Example`` records' features named ``names``, for all records at once:
+    ({name: (records holding it, Feature body starts, ends)}, every feature of every record is
+    one of ``names``). Only the canonical layout (one ``features`` field per record, map entries
+    key then value); else ``NotCanonical``."""
+    n = len(offs)
+    rec, tag, bs, be = _fields_lockstep(arr, offs.astype(np.int64), (offs + lens).astype(np.int64))
+    if np.any(tag != 0x0A) or len(rec) != n or not np.array_equal(rec, np.arange(n)):
+        raise NotCanonical  # feature lists (a SequenceExample), no features, or features twice
+    owner, ns, ne, vs, ve = _map_entries(arr, bs, be)
+    matched = np.zeros(len(owner), dtype=bool)
+    out = {}
+    for name in names:
+        hit = np.flatnonzero(_names_equal(arr, ns, ne, name))
+        matched[hit] = True
+        out[name] = (owner[hit], vs[hit], ve[hit])
+    return out, bool(matched.all())
 
 
 def gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:

@@ -1,14 +1,18 @@
-"""TFRecordReader: a directory of TFRecord files of ``tf.train.SequenceExample`` as a Deserializer.
+"""TFRecordReader: a directory of TFRecord files of ``tf.train.SequenceExample`` or
+``tf.train.Example`` records as a Deserializer.
 
 One chunk per file. Streams come from ``__recordkit__.json`` beside the parts, else from the
-``__recordkit__`` context feature of the first record (``writer.py``); files written by other
-tools need ``streams`` (alias = the feature list name; sparse streams read ``ALIAS.indices``
-and ``ALIAS.values``). The sequence key is the context feature ``key`` (int64_list of one
-value) where every record has one, else the record's position in the data set.
+``__recordkit__`` context feature of the first record (``writer.py``); files of Examples
+written by other tools have their streams inferred from their first records' features
+(``examples.py``); SequenceExamples written by other tools need ``streams`` (alias = the
+feature list name; sparse streams read ``ALIAS.indices`` and ``ALIAS.values``), which also
+select and rename an Example's features. The sequence key is the context feature ``key``
+(an Example's feature ``key``; int64_list of one value) where every record has one, else the
+record's position in the data set. An Example is a sequence of one sample.
 
 Both CRCs of every record are checked. A truncated file, a wrong CRC, a record that is not a
-SequenceExample, a missing feature list, a sample of the wrong length: each is a
-``FormatError`` with the file, the record's byte offset and its index.
+SequenceExample (or Example), a missing feature list or feature, a sample of the wrong length:
+each is a ``FormatError`` with the file, the record's byte offset and its index.
 """
 from __future__ import annotations
 
@@ -25,8 +29,10 @@ from recordkit.formats import directories
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
                                          sequence_lengths_of)
-from recordkit.formats.tfrecord import fastread, framing
-from recordkit.formats.tfrecord.writer import FORMAT, KEY_FEATURE, META_FEATURE
+from recordkit.formats.tfrecord import examples, fastread, framing
+from recordkit.formats.tfrecord.writer import EXAMPLE, FORMAT, KEY_FEATURE, KINDS, META_FEATURE, SEQUENCE
+
+SKIP = (KEY_FEATURE, META_FEATURE)  # features that are no streams
 from recordkit.storage import location, open_source
 
 
@@ -66,14 +72,25 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         doc = read_description(self.path, FORMAT, storage_options, is_shard=_is_part,
                                sequence_bytes=framing.FRAME_BYTES) if is_dir else None
         self.description = doc
+        self.inferred = False  # streams inferred from tf.train.Example features (``examples.py``)
+        kinds = None
         if doc is not None:
             self.paths = [location.join(self.path, s["name"]) for s in doc["shards"]]
             recorded = doc["streams"]
             counts = [(s["sequences"], s["samples"], s["size"]) for s in doc["shards"]]
+            self.kind = doc.get("kind", SEQUENCE)
+            if self.kind not in KINDS:
+                raise FormatError(location.join(self.path, META_NAME), f"kind: expected one of {', '.join(KINDS)}, "
+                                                                       f"found {self.kind!r}")
         else:
             self.paths = part_paths(self.path, storage_options)
-            recorded = self._streams_in_first_record()
+            first = self._first_records()
+            self.kind = EXAMPLE if first and examples.is_example(first[0][0]) else SEQUENCE
+            recorded = self._streams_in_first_record(first[0][0]) if first else None
             counts = None
+            if streams is None and recorded is None and self.kind == EXAMPLE:
+                recorded, kinds = examples.infer(self.paths[0], first, skip=SKIP)
+                self.inferred = True
         if streams is None and recorded is None:
             raise FormatError(self.paths[0], f"no stream description ({META_NAME} or a '{META_FEATURE}' context "
                                              f"feature; not written by recordkit?): declare the streams "
@@ -83,6 +100,9 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self.dtype = resolve_precision(precision) if precision is not None else np.dtype(np.float32)
         self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
                          for s in streams]
+        self._examples = examples.ExampleColumns(self._streams, self._fields, kinds, self.dtype, skip=SKIP,
+                                                 key=KEY_FEATURE) \
+            if self.kind == EXAMPLE else None
         if counts is None:
             counts = []
             for p in self.paths:
@@ -100,25 +120,17 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         finally:
             src.close()
 
-    def _streams_in_first_record(self):
-        """The declarations in the first record's ``__recordkit__`` context feature, if any."""
-        path = self.paths[0]
-        src = open_source(path, **self._storage)
+    def _first_records(self):
+        """The first records of the first part, parsed (``examples.first_messages``)."""
+        src = open_source(self.paths[0], **self._storage)
         try:
-            head = src.pread(0, 12)
-            if len(head) < 12:
-                return None
-            n = int.from_bytes(head[:8], "little")
-            if n > min(src.size, 64 << 20):
-                return None
-            data = src.pread(12, n)
+            return examples.first_messages(src, self.paths[0])
         finally:
             src.close()
-        msg = _schema().SequenceExample()
-        try:
-            msg.ParseFromString(data)
-        except Exception:  # noqa: BLE001 - a damaged first record is reported when its chunk loads
-            return None
+
+    def _streams_in_first_record(self, msg):
+        """The declarations in the first record's ``__recordkit__`` context feature, if any."""
+        path = self.paths[0]
         f = msg.context.feature.get(META_FEATURE) if META_FEATURE in msg.context.feature else None
         if f is None or f.WhichOneof("kind") != "bytes_list" or len(f.bytes_list.value) != 1:
             return None
@@ -138,7 +150,11 @@ class TFRecordReader(DeserializerBase, ClosingReader):
             raise FormatError(path, f"the file holds {n} records, {META_NAME} says {expected} "
                                     f"(file replaced or truncated?)", offset=len(data))
         try:
-            return self._load_fast(chunk_id, data, offs, lens, first)
+            if self._examples is None:
+                return self._load_fast(chunk_id, data, offs, lens, first)
+            cols, keys = self._examples.columns_fast(data, offs, lens)
+            keys = np.arange(first, first + n, dtype=np.uint64) if keys is None else keys
+            return ChunkData(chunk_id, keys, np.ones(n, dtype=np.int64), cols)
         except fastread.NotCanonical:
             pass  # not the canonical layout, or damaged: protobuf decodes it (and locates problems)
         schema = _schema()
@@ -150,10 +166,15 @@ class TFRecordReader(DeserializerBase, ClosingReader):
             try:
                 msg.ParseFromString(buf[o:o + int(lens[k])])
             except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
-                raise FormatError(path, f"record is not a tf.train.SequenceExample: {e}", offset=o - 12,
+                what = "Example" if self._examples is not None else "SequenceExample"
+                raise FormatError(path, f"record is not a tf.train.{what}: {e}", offset=o - 12,
                                   record=f"record {k}") from None
             msgs.append(msg)
         where = [(path, int(offs[k]) - 12, k) for k in range(n)]
+        if self._examples is not None:
+            cols = self._examples.columns(msgs, where)
+            lengths = np.ones(n, dtype=np.int64)
+            return ChunkData(chunk_id, self._keys(msgs, first), lengths, cols)
         cols, counts = {}, {}
         for spec in self._streams:
             col = self._sparse(spec, msgs, where) if spec.is_sparse else self._dense(spec, msgs, where)

@@ -8,6 +8,15 @@ One ``tf.train.SequenceExample`` per sequence:
 * sparse stream NAME: feature lists ``NAME.indices`` (int64_list per sample) and ``NAME.values``
   (float_list per sample).
 
+With ``tfrecord_kind="example"`` one ``tf.train.Example`` per sequence instead, for data sets
+whose sequences are one sample each (classification data): dense stream NAME is the feature
+``NAME`` (a float_list of DIM values), sparse stream NAME the features ``NAME.indices`` /
+``NAME.values``, the key the int64 feature ``key``: what ``tf.io.parse_single_example`` and
+most TensorFlow input pipelines expect. ``"auto"`` (the default) writes Examples when every
+sequence of the first chunk is one sample in every stream, else SequenceExamples; a sequence
+of another length after Examples were chosen is an ``UnrepresentableError`` naming it (never
+a silently joined or dropped sample). The description records the kind.
+
 TFRecord's float_list is float32: float64 data is narrowed, with a warning before writing.
 The first record of every part also carries the context feature ``__recordkit__`` (a
 bytes_list holding the stream declarations as JSON), so a part alone still reads back
@@ -30,7 +39,7 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
-from recordkit.errors import RecordkitWarning
+from recordkit.errors import RecordkitWarning, UnrepresentableError, UsageError
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import META_NAME, ShardCutter, describe
 from recordkit.staged_directory import StagedDirectory
@@ -38,6 +47,8 @@ from recordkit.formats.tfrecord import wire
 from recordkit.formats.tfrecord.framing import FrameEncoder
 
 FORMAT = "tfrecord"
+SEQUENCE, EXAMPLE = "sequence", "example"
+KINDS = (SEQUENCE, EXAMPLE)
 META_FEATURE = "__recordkit__"
 KEY_FEATURE = "key"
 DEFAULT_SHARD_SIZE = 256 << 20
@@ -80,7 +91,12 @@ def feature_list_names(spec) -> list[str]:
 
 class TFRecordWriter(AtomicWriter):
     def __init__(self, path, streams=None, *, parts: int | None = None, shard_size: int | None = None,
-                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None):
+                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None,
+                 tfrecord_kind: str = "auto"):
+        if tfrecord_kind not in ("auto",) + KINDS:
+            raise UsageError(f"tfrecord_kind must be auto, {' or '.join(KINDS)}, not {tfrecord_kind!r}")
+        self.kind = None if tfrecord_kind == "auto" else tfrecord_kind  # auto: decided by the first chunk
+        self._auto = tfrecord_kind == "auto"
         self._streams = check_streams(streams) if streams else []  # none: records via write_example
         self.source_dtype = resolve_precision(precision)
         if self.source_dtype == np.float64:
@@ -96,8 +112,7 @@ class TFRecordWriter(AtomicWriter):
         self._shard = -1
         self._file = None
         self._counts: list[dict] = []
-        self._meta_feature = json.dumps({"format": FORMAT, "streams": streams_to_json(self._streams, "float")},
-                                        separators=(",", ":")).encode()
+        self._meta_feature = self._meta()
         self._names = [[n.encode() for n in feature_list_names(s)] for s in self._streams]
         self.sequences_written = 0
         self._fresh = False  # the next record is the first of its part
@@ -139,10 +154,42 @@ class TFRecordWriter(AtomicWriter):
                 out.append((names[0], body, off))
         return out
 
+    def _meta(self) -> bytes:
+        doc = {"format": FORMAT, "streams": streams_to_json(self._streams, "float")}
+        if self.kind == EXAMPLE:
+            doc["kind"] = EXAMPLE
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def _choose_kind(self, chunk: ChunkData) -> None:
+        """``auto``: Examples when every sequence of the first chunk is one sample in every stream."""
+        single = all(np.all(chunk.columns[s.name].sample_counts() == 1) for s in self._streams
+                     if s.name in chunk.columns)
+        self.kind = EXAMPLE if single and self._streams else SEQUENCE
+        self._meta_feature = self._meta()
+
+    def _check_one_sample(self, chunk: ChunkData) -> None:
+        for spec in self._streams:
+            col = chunk.columns.get(spec.name)
+            if col is None:
+                raise ValueError(f"chunk has no stream '{spec.name}'")
+            counts = col.sample_counts()
+            bad = np.flatnonzero(counts != 1)
+            if len(bad):
+                i = int(bad[0])
+                why = ("the first chunk's sequences were all one sample, so the data set holds tf.train.Example "
+                       "records" if self._auto else "--tfrecord-kind example")
+                raise UnrepresentableError(f"stream '{spec.name}', sequence {int(chunk.keys[i])}: {int(counts[i])} "
+                                           f"samples, a tf.train.Example holds one ({why}): convert with "
+                                           f"--tfrecord-kind sequence")
+
     def write_chunk(self, chunk: ChunkData) -> None:
         n = len(chunk)
         if n == 0:
             return
+        if self.kind is None:
+            self._choose_kind(chunk)
+        if self.kind == EXAMPLE:
+            return self._write_examples(chunk)
         bodies = self._bodies(chunk)
         approx = np.full(n, 40, dtype=np.int64)
         for _, _, off in bodies:
@@ -209,6 +256,67 @@ class TFRecordWriter(AtomicWriter):
             ctx += wire.entry(META_FEATURE.encode(), len(mf)) + mf
         return ctx
 
+    def _write_examples(self, chunk: ChunkData) -> None:
+        """One ``tf.train.Example`` per (one-sample) sequence, encoded column by column: per record only
+        the key's varint and a join of the streams' ready-made Feature entries."""
+        self._check_one_sample(chunk)
+        n = len(chunk)
+        entries = []  # per stream field: (entry head + Feature bytes) of every record
+        for name, kind, rows in self._example_features(chunk):
+            entries.append([_entry_head(name, len(f)) + f for f in rows])
+        keys = chunk.keys.astype(np.uint64).tolist()
+        records = []
+        for i in range(n):
+            kv = varint(keys[i])
+            kf = _key_feature_prefix(len(kv)) + kv
+            body = [_entry_head(KEY_FEATURE.encode(), len(kf)), kf]
+            body += [e[i] for e in entries]
+            records.append(b"".join(body))
+        sizes = np.array([len(r) + 24 for r in records], dtype=np.int64)
+        lengths = np.ones(n, dtype=np.int64)
+        for shard, a, b in self._cutter.assign(sizes):
+            self._switch(shard)
+            out = []
+            for i in range(a, b):
+                body = records[i]
+                if self._fresh:
+                    mf = wire.bytes_feature(self._meta_feature)
+                    body += wire.entry(META_FEATURE.encode(), len(mf)) + mf
+                    self._fresh = False
+                out.append(self._frames.frame(b"\x0a" + varint(len(body)) + body))
+            self._file.write(b"".join(out))
+            self._counts[-1]["sequences"] += b - a
+            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+        self.sequences_written += n
+
+    def _example_features(self, chunk: ChunkData):
+        """(feature name, kind, [Feature bytes per record]) of every stream's one-sample sequences."""
+        for spec, names in zip(self._streams, self._names):
+            col = chunk.columns[spec.name]
+            if spec.is_sparse:
+                ptr = np.asarray(col.indptr, dtype=np.int64)[np.asarray(col.seq_offsets, dtype=np.int64)]
+                idx = np.asarray(col.indices, dtype=np.int64)
+                if len(idx) and idx.min() < 0:
+                    raise ValueError(f"stream '{spec.name}': negative sparse index")
+                vals = np.ascontiguousarray(col.values, dtype="<f4").tobytes()
+                ind_rows, val_rows = [], []
+                for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+                    iv = b"".join(varint(int(x)) for x in idx[a:b].tolist())
+                    inner = b"\x0a" + varint(len(iv)) + iv if b > a else b""
+                    ind_rows.append(b"\x1a" + varint(len(inner)) + inner)
+                    fv = vals[4 * a:4 * b]
+                    inner = b"\x0a" + varint(len(fv)) + fv if b > a else b""
+                    val_rows.append(b"\x12" + varint(len(inner)) + inner)
+                yield names[0], "int64_list", ind_rows
+                yield names[1], "float_list", val_rows
+            else:
+                payload = 4 * spec.dim
+                inner = 1 + len(varint(payload)) + payload
+                head = b"\x12" + varint(inner) + b"\x0a" + varint(payload)
+                data = np.ascontiguousarray(col.values, dtype="<f4").tobytes()
+                yield names[0], "float_list", [head + data[k:k + payload]
+                                               for k in range(0, len(data), payload)]
+
     def write_example(self, features: dict, *, samples: int = 1) -> None:
         """One ``tf.train.Example`` record: ``{name: (kind, values)}`` with kind ``bytes_list``,
         ``float_list`` or ``int64_list`` (records converted feature by feature)."""
@@ -221,6 +329,7 @@ class TFRecordWriter(AtomicWriter):
         for shard, _, _ in self._cutter.assign(np.array([len(data) + 16])):
             self._switch(shard)
         self._fresh = False
+        self.kind = EXAMPLE
         self._file.write(self._frames.frame(data))
         self._counts[-1]["sequences"] += 1
         self._counts[-1]["samples"] += samples
@@ -231,7 +340,9 @@ class TFRecordWriter(AtomicWriter):
             if self._shard < 0:
                 self._switch(0)  # no sequences: one empty part
             self._close_shard()
-            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts))
+            if self._streams:  # records converted feature by feature declare no streams: readers infer them
+                self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts,
+                                                         kind=self.kind or SEQUENCE))
             self._dir.commit()
         except BaseException:
             self.abort()
@@ -249,5 +360,21 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
     parts renumbered (each keeps its first record's description), descriptions merged, the whole
     published at once (``--engine ray``'s write tasks each write one). Returns the part names."""
     from recordkit.formats.sharding import join_described
+    kinds = {_recorded_kind(s, storage_options) for s in sources} - {None}
+    if len(kinds) > 1:  # each write task chose by its own first chunk (--tfrecord-kind auto)
+        raise UsageError(f"{', '.join(map(str, sources))}: some hold tf.train.Example records, others "
+                         f"SequenceExamples: only sets of one kind join (convert with --tfrecord-kind)")
     return join_described(FORMAT, part_name, owns, "TFRecord directory", sources, output,
                           storage_options=storage_options, checksums=checksums)
+
+
+def _recorded_kind(directory, storage_options=None) -> str | None:
+    """The record kind a data set's description records (None when it has no readable one: the
+    join reports that)."""
+    from recordkit.formats.sharding import read_whole
+    from recordkit.storage import location
+    try:
+        doc = json.loads(read_whole(location.join(directory, META_NAME), storage_options))
+    except (OSError, ValueError):
+        return None
+    return doc.get("kind", SEQUENCE) if isinstance(doc, dict) else None

@@ -1,10 +1,13 @@
 """WebDatasetReader: a directory of tar shards as a Deserializer (one chunk per shard).
 
 Samples map to sequences as ``writer.py`` describes. The streams come from the data set's
-``__recordkit__.json``; a WebDataset written by other tools has none, and then ``streams``
-must be given (the alias of each is the member field: ``KEY.ALIAS.npy``, or
-``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``). Members that no stream
-names (images, labels, ...) are skipped.
+``__recordkit__.json``; a WebDataset written by other tools has none, and then they are
+inferred from the first samples' ``.npy`` and ``.cls`` members (``members.py``: images and
+text refused by name), or ``streams`` are given (the alias of each is the member field:
+``KEY.ALIAS.npy``, or ``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``; an
+``.npy`` or ``.cls`` field itself, ``--stream label=dense:1:cls``). Members that no given
+stream names (images, labels, ...) are skipped; with inferred streams a member the first
+samples did not have is an error.
 
 Every problem is a ``FormatError`` naming the shard, the byte offset of the member's header
 and the sample: a truncated shard, a damaged header (checksum), a sample without one of its
@@ -27,7 +30,7 @@ from recordkit.formats.directories import part_paths
 from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
                                          resolve_streams, sequence_lengths_of)
-from recordkit.formats.webdataset import npy, tar
+from recordkit.formats.webdataset import members, npy, tar
 from recordkit.formats.webdataset.writer import FORMAT
 from recordkit.storage import location, open_source
 
@@ -63,12 +66,13 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             stored = doc["streams"]
             self.paths = [location.join(self.path, s["name"]) for s in doc["shards"]]
         else:
-            if not streams:
-                where = location.join(self.path, META_NAME) if is_dir else self.path
-                raise FormatError(where, f"no {META_NAME} stream description (not written by recordkit?): "
-                                         "declare the streams (--stream NAME=FORMAT:DIM[:FIELD])")
             self.paths = shard_paths(self.path, storage_options)
-        self._streams, self._fields, self.keeps_alias = resolve_streams(self.path, stored, streams)
+        self.inferred = doc is None and not streams  # streams inferred from the members (``members.py``)
+        if self.inferred:
+            self._streams = self._infer()
+            self._fields, self.keeps_alias = {s.name: s.alias for s in self._streams}, True
+        else:
+            self._streams, self._fields, self.keeps_alias = resolve_streams(self.path, stored, streams)
         if precision is not None:
             self.dtype = resolve_precision(precision)
         else:
@@ -80,6 +84,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             counts = [(s["sequences"], s["samples"], s["size"]) for s in doc["shards"]]
         else:
             counts = [self._count(p) + (self._size(p),) for p in self.paths]
+        self._kept_scan = None  # no shard's bytes stay with the reader
         self._chunks = []
         self._first = [0]
         for i, (nseq, nsamp, size) in enumerate(counts):
@@ -93,13 +98,49 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         finally:
             src.close()
 
+    def _infer(self):
+        """The streams of the first shard's first samples (``members.infer``)."""
+        path = self.paths[0]
+        data, (names, offs, sizes, hdr_offs) = self._scan_once(path)
+        limit = 64 * (members.INFER_SAMPLES + 1)
+        while True:  # only the first samples' names are split (a shard may have millions)
+            keys, fields = _split(list(names[:limit]))
+            bounds = _group_starts(keys)
+            if len(bounds) > members.INFER_SAMPLES + 1 or limit >= len(names):
+                break
+            limit *= 4
+        samples = []
+        for i in range(min(len(bounds) - 1, members.INFER_SAMPLES)):
+            a, b = bounds[i], bounds[i + 1]
+            got = {fields[j]: data[int(offs[j]):int(offs[j]) + int(sizes[j])] for j in range(a, b)}
+            samples.append((keys[a].decode(errors="replace"), got, int(hdr_offs[a]), i))
+        if not samples:
+            raise FormatError(path, f"no {META_NAME} stream description and no samples to infer the streams from "
+                                    f"(--stream NAME=FORMAT:DIM[:FIELD])", offset=0)
+        return members.infer(path, samples)
+
+    def _member_field(self, spec, present) -> str:
+        return members.member_of(self._fields[spec.name], present)
+
     def _count(self, path) -> tuple[int, int]:
         """Samples in a shard without a description: scan it (samples counted as sequences;
         sample counts are those of one stream, known only after decoding: use the sequences)."""
-        names, _, _, _ = tar.scan(read_whole(path, **self._storage), path)
-        keys = _split(names)[0]
-        n = len(_group_starts(keys)) - 1
+        names = self._scan_once(path)[1][0]
+        split = _split_fast(names) if isinstance(names, np.ndarray) else None
+        n = len(split[2]) - 1 if split is not None else len(_group_starts(_split(names)[0])) - 1
         return n, n
+
+    def _scan_once(self, path):
+        """(data, ``_scan``) of a shard, kept for the next call on the same shard (opening a data set
+        infers from its first shard, then counts it)."""
+        kept = getattr(self, "_kept_scan", None)
+        if kept is not None and kept[0] == path:
+            self._kept_scan = None
+            return kept[1]
+        data = read_whole(path, **self._storage)
+        got = (data, _scan(data, path))
+        self._kept_scan = (path, got)
+        return got
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
@@ -143,6 +184,9 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         farr = fields if isinstance(fields, np.ndarray) else np.array([f.encode() for f in fields], dtype=object)
         barr = np.asarray(bounds, dtype=np.int64)
         cols, counts = {}, {}
+        present = {f.decode("utf-8", "replace") if isinstance(f, bytes) else f for f in set(farr.tolist())}
+        if self.inferred and not present <= set(self._fields.values()):
+            return None, None  # a member the first samples did not have: the checked path names it
         try:
             for spec in self._streams:
                 f = self._fields[spec.name]
@@ -153,10 +197,14 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                         return None, None
                     col = self._sparse_fast(spec, *got, n)
                 else:
-                    got = self._arrays(arr, data, farr, barr, n, f + ".npy", offs, sizes)
-                    if got is None:
-                        return None, None
-                    col = self._dense_fast(spec, *got)
+                    member = self._member_field(spec, present)
+                    if members.extension(member) == "cls":
+                        col = self._cls_fast(spec, data, farr, barr, n, member, offs, sizes)
+                    else:
+                        got = self._arrays(arr, data, farr, barr, n, member, offs, sizes)
+                        if got is None:
+                            return None, None
+                        col = self._dense_fast(spec, *got)
                 if col is None:
                     return None, None
                 cols[spec.name] = col
@@ -191,6 +239,22 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         values = gather_ranges(arr, starts, nbytes).view(dtype)
         return dtype, [p[1] for p in parsed], values
 
+    def _cls_fast(self, spec, data, farr, barr, n, field, offs, sizes):
+        """The ``.cls`` labels of every sample (one member each), or None (the checked path locates)."""
+        idx = np.flatnonzero(farr == field.encode())
+        if spec.dim != 1 or len(idx) != n or (n and not np.array_equal(np.searchsorted(barr, idx, side="right") - 1,
+                                                                         np.arange(n))):
+            return None
+        try:
+            labels = np.array([members.cls_value(data[a:a + b]) for a, b in zip(offs[idx].tolist(),
+                                                                                 sizes[idx].tolist())], dtype=np.int64)
+        except (ValueError, UnicodeDecodeError, OverflowError):
+            return None
+        values, bad = members.to_floats(labels, self.dtype)
+        if bad is not None:
+            return None
+        return DenseColumn(values.reshape(-1, 1), offsets(np.ones(n, dtype=np.int64)))
+
     def _dense_fast(self, spec, dtype, shapes, values):
         if shapes and dtype is not None and dtype.kind not in "fiu":
             return None
@@ -202,7 +266,10 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                 counts[i] = 1
             else:
                 return None
-        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+        values, bad = members.to_floats(values, self.dtype)
+        if bad is not None:
+            return None  # an integer without an exact float: the checked path locates it
+        return DenseColumn(values.reshape(-1, spec.dim), offsets(counts))
 
     def _sparse_fast(self, spec, ind, val, off, n):
         (di, si, vi), (dv, sv, vv), (do, so, vo) = ind, val, off
@@ -230,6 +297,16 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         # field -> member index, per sample
         samples = [dict(zip(fields[bounds[i]:bounds[i + 1]], range(bounds[i], bounds[i + 1]))) for i in range(n)]
         buf = memoryview(data)
+        if self.inferred:
+            known = set(self._fields.values())
+            for i, sample in enumerate(samples):
+                extra = sorted(set(sample) - known)
+                if extra:
+                    j = sample[extra[0]]
+                    raise FormatError(path, f"sample '{keys[j].decode(errors='replace')}' has member '{extra[0]}', "
+                                            f"which the first samples did not have (the streams inferred from them: "
+                                            f"{', '.join(sorted(known))})", offset=int(hdr_offs[j]),
+                                      record=f"sample {i}")
         cols, counts = {}, {}
         for spec in self._streams:
             if spec.is_sparse:
@@ -257,10 +334,31 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         return FormatError(path, f"member '{keys[j].decode(errors='replace')}.{field}': {what}",
                            offset=int(hdr_offs[j]), record=f"sample {i}")
 
+    def _cls(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
+        """A ``.cls`` member: one sample of dim 1."""
+        j = samples[i].get(field)
+        if j is None:
+            raise FormatError(path, f"sample '{keys[bounds[i]].decode(errors='replace')}' has no member "
+                                    f"'{field}' (stream '{spec.name}')", offset=int(hdr_offs[bounds[i]]),
+                              record=f"sample {i}")
+        try:
+            value = members.cls_value(bytes(buf[int(offs[j]):int(offs[j]) + int(sizes[j])]))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise self._bad(path, hdr_offs, j, i, keys, field, f"not a class label: {e}") from None
+        return j, np.array([value], dtype=np.int64)
+
     def _dense(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> DenseColumn:
-        field = self._fields[spec.name] + ".npy"
+        field = members.member_of(self._fields[spec.name], {f for s in samples for f in s})
         parts, counts = [], np.zeros(len(samples), dtype=np.int64)
         for i in range(len(samples)):
+            if members.extension(field) == "cls":
+                j, arr = self._cls(spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path)
+                if spec.dim != 1:
+                    raise self._bad(path, hdr_offs, j, i, keys, field, f"a class label is dim 1, stream "
+                                                                       f"'{spec.name}' is declared dim {spec.dim}")
+                parts.append(self._exact(arr, path, hdr_offs, j, i, keys, field))
+                counts[i] = 1
+                continue
             j, dtype, shape, start, nbytes = self._member(spec, field, samples, i, keys, bounds, buf, offs, sizes,
                                                           hdr_offs, path)
             if dtype.kind not in "fiu":
@@ -271,10 +369,18 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                 raise self._bad(path, hdr_offs, j, i, keys, field,
                                 f"shape {shape}, expected (samples, {spec.dim}) for dense stream '{spec.name}'")
             arr = np.frombuffer(buf, dtype=dtype, count=shape[0] * shape[1], offset=start)
-            parts.append(arr)
+            parts.append(self._exact(arr, path, hdr_offs, j, i, keys, field))
             counts[i] = shape[0]
         flat = np.concatenate(parts).astype(self.dtype, copy=False) if parts else np.zeros(0, self.dtype)
         return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+
+    def _exact(self, arr, path, hdr_offs, j, i, keys, field):
+        """``arr`` as the stream's floats; an integer they do not hold exactly is a located error."""
+        from recordkit.formats.integers import refusal
+        out, bad = members.to_floats(arr, self.dtype)
+        if bad is not None:
+            raise self._bad(path, hdr_offs, j, i, keys, field, refusal(int(arr.flat[bad]), self.dtype))
+        return out
 
     def _sparse(self, spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path) -> SparseColumn:
         f = self._fields[spec.name]
@@ -313,6 +419,12 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
 
     def close(self) -> None:
         pass
+
+
+def _scan(data, path):
+    """``tar.scan``'s members, column-wise where the shard allows (``tar.scan_fast``: names a NumPy array)."""
+    fast = tar.scan_fast(data, path)
+    return tar.scan(data, path) if fast is None else fast
 
 
 _SPLIT = re.compile(rb"^((?:.*/)?[^/.]*)\.(.*)$", re.S)

@@ -205,7 +205,7 @@ def scan_fast(data, path):
     """``scan`` for plain shards, without a Python step per member: every block whose magic says
     ustar is taken as a header, and the result is used only if those headers chain exactly (each
     one's size leads to the next, the last to an end-of-archive block), all regular files with
-    plain names. Otherwise None, and the caller uses ``scan`` (which locates problems).
+    plain names, each maybe after a pax header that does not rename it. Otherwise None, and the caller uses ``scan`` (which locates problems).
     Returns (names as a NumPy bytes array, data offsets, sizes, header offsets)."""
     nblocks = len(data) // BLOCK
     if nblocks < 2:
@@ -215,7 +215,7 @@ def scan_fast(data, path):
     if len(cand) == 0 or cand[0] != 0:
         return None
     hdr = blocks[cand]
-    if not np.isin(hdr[:, 156], (48, 0)).all() or hdr[:, 345].any() or np.any(hdr[:, 263:265] != 48):
+    if not np.isin(hdr[:, 156], (48, 0, 120)).all() or hdr[:, 345].any() or np.any(hdr[:, 263:265] != 48):
         return None
     digits = hdr[:, 124:135].astype(np.int64) - 48
     if ((digits < 0) | (digits > 7)).any():
@@ -225,5 +225,14 @@ def scan_fast(data, path):
     if not np.array_equal(nxt[:-1], cand[1:]) or nxt[-1] >= nblocks or blocks[nxt[-1]].any():
         return None
     _check_sums(memoryview(data), (cand * BLOCK).tolist(), path)
+    pax = hdr[:, 156] == 120
+    if pax.any():  # pax headers (``tarfile``'s, webdataset.TarWriter's: a float mtime) before members
+        px = np.flatnonzero(pax)
+        if px[-1] == len(cand) - 1 or pax[px + 1].any():
+            return None
+        for a, n in zip(((cand[px] + 1) * BLOCK).tolist(), sizes[px].tolist()):
+            if b"path=" in data[a:a + n]:
+                return None  # a pax path renames the member: ``scan`` applies it
+        cand, hdr, sizes = cand[~pax], hdr[~pax], sizes[~pax]
     names = np.ascontiguousarray(hdr[:, :NAME_MAX]).view(f"S{NAME_MAX}").ravel()
     return names, cand * BLOCK + BLOCK, sizes, cand * BLOCK

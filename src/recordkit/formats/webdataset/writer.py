@@ -60,7 +60,6 @@ class WebDatasetWriter(AtomicWriter):
         self._file = None
         self._counts: list[dict] = []
         self.sequences_written = 0
-        self._extra_fields: set[str] = set()
 
     @property
     def streams(self):
@@ -189,7 +188,6 @@ class WebDatasetWriter(AtomicWriter):
                 blob = bytes(value)
             names.append(keyb + b"." + field.encode())
             blobs.append(blob)
-            self._extra_fields.add(field)
         sizes = np.array([len(x) for x in blobs], dtype=np.int64)
         total = int((tar.BLOCK + tar.padded(sizes)).sum())
         for shard, _, _ in self._cutter.assign(np.array([total])):
@@ -211,8 +209,8 @@ class WebDatasetWriter(AtomicWriter):
             if self._shard < 0:
                 self._switch(0)  # an empty data set is one empty shard, still a valid tar
             self._close_shard()
-            extra = {"fields": sorted(self._extra_fields)} if self._extra_fields else {}
-            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, self.dtype, self._counts, **extra))
+            if self._streams:  # records converted feature by feature declare no streams: readers infer them
+                self._dir.write_file(META_NAME, describe(FORMAT, self._streams, self.dtype, self._counts))
             self._dir.commit()
         except BaseException:
             self.abort()
