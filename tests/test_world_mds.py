@@ -113,3 +113,17 @@ def test_an_integer_with_no_exact_float_is_refused(tmp_path, capsys):
     code, _, err = run(capsys, "cat", tmp_path / "n")
     assert code == 1 and "column 'uint64': value 16777217" in err and "--precision double" in err
     assert cat(capsys, tmp_path / "n", "--precision", "double")[0]["uint64"] == [[2**24 + 1]]
+
+
+def test_recordkit_sparse_columns_without_their_description_are_named_not_split(tmp_path, capsys):
+    (tmp_path / "a.ctf").write_text("0 |f 1 2 |l 3:1\n0 |f 3 4\n1 |f 5 6 |l 0:2 4:1\n")
+    streams = ["--stream", "feat=dense:2:f", "--stream", "lab=sparse:5:l"]
+    assert run(capsys, "convert", tmp_path / "a.ctf", tmp_path / "m", "--to", "mds", *streams)[0] == 0
+    index = json.loads((tmp_path / "m" / "index.json").read_text())
+    del index["recordkit"]
+    (tmp_path / "m" / "index.json").write_text(json.dumps(index))
+    code, _, err = run(capsys, "cat", tmp_path / "m")
+    assert code == 1 and "columns 'lab.indices/.values/.offsets' are a sparse stream" in err
+    assert "--stream lab=sparse:DIM" in err and "select them: --stream feat=dense:2" in err
+    assert cat(capsys, tmp_path / "m", "--stream", "feat=dense:2", "--stream", "lab=sparse:5")[1]["lab"] == [
+        {"indices": [0, 4], "values": [2.0, 1.0]}]

@@ -9,6 +9,8 @@
   as an Arrow list is: 2-D arrays ``(samples, D)`` are sequences of dim D; 1-D arrays that all hold
   D values one sample a row of dim D, of varying length a sequence of dim 1. A later sample that
   does not fit is a located error (shard, byte offset, sample), never read another way;
+* ``NAME.indices`` / ``.values`` / ``.offsets`` (a sparse stream as recordkit writes it): its dim is
+  not in the data, so it needs ``--stream NAME=sparse:DIM``;
 * ``str``, ``bytes``, ``jpeg``, ``png``, ``pil``, ``json`` hold no numbers; ``pkl`` is never read
   (unpickling runs code the data set carries). With such columns the other columns are read when
   selected with ``--stream``, and the error names them.
@@ -23,6 +25,7 @@ from recordkit.errors import FormatError
 # Streaming's fixed-size scalar encodings: little-endian, one value a sample
 SCALARS = {"int": "<i8", "int8": "i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "u1",
            "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "float16": "<f2", "float32": "<f4", "float64": "<f8"}
+SPARSE_PARTS = (".indices", ".values", ".offsets")  # a sparse stream, as recordkit's MDSWriter lays it out
 NO_NUMBERS = ("str", "bytes", "jpeg", "png", "pil", "json")
 
 
@@ -75,8 +78,14 @@ def infer_streams(index_path: str, columns, probe, skip=()) -> list[StreamSpec]:
     encodings without a fixed shape."""
     from recordkit.formats.arrow_layouts import refusal
     streams, bad = [], []
+    names = {name for name, _, _ in columns}
+    sparse = {n.rsplit(".", 1)[0] for n in names
+              if all(n.rsplit(".", 1)[0] + part in names for part in SPARSE_PARTS)}
+    for base in sorted(sparse):
+        bad.append((base, f"columns '{base}.indices/.values/.offsets' are a sparse stream, whose dim the data "
+                          f"does not tell (declare it: --stream {base}=sparse:DIM)"))
     for name, enc, _ in columns:
-        if name in skip:
+        if name in skip or (name.rsplit(".", 1)[0] in sparse and "." + name.rsplit(".", 1)[-1] in SPARSE_PARTS):
             continue
         why = refused(enc)
         if why is None:
