@@ -140,9 +140,9 @@ def infer_streams(schema: pa.Schema, path: str, probe=None, skip=(KEY,)) -> list
 
 
 def stream_flags(streams) -> str:
-    """Streams as the ``--stream`` options that declare them."""
-    return " ".join(f"--stream {s.name}={s.format}:{s.dim}" + (f":{s.alias}" if s.alias != s.name else "")
-                    for s in streams)
+    """Streams as the ``--stream`` options that select them from the data set (its columns are named
+    after the streams; an alias is the name a conversion back to CTF writes, not a column)."""
+    return " ".join(f"--stream {s.name}={s.format}:{s.dim}" for s in streams)
 
 
 def refusal(path: str, refused: list[tuple[str, str]], readable) -> FormatError:
