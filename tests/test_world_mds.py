@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from recordkit.cli.main import main
 

@@ -159,9 +159,9 @@ def check_layout(spec: StreamSpec, t: pa.DataType) -> str | None:
     the mapping's (None: nothing, or ``t`` is the mapping's and ``check_column_type`` judges it)."""
     kind = layout(t)
     if kind in (SCALAR, ROW, LIST) and spec.is_sparse:
-        return f"a sparse stream needs list<struct<indices: list<int32>, values: list<float>>>"
+        return "a sparse stream needs list<struct<indices: list<int32>, values: list<float>>>"
     if kind == SCALAR and spec.dim != 1:
-        return f"a number per row: dense dim 1"
+        return "a number per row: dense dim 1"
     if kind == ROW and spec.dim != t.list_size:
         return f"dense dim {t.list_size} (one sample a row; the column's samples hold {t.list_size} values)"
     if kind == BYTES:
