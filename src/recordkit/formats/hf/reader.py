@@ -53,6 +53,15 @@ def _check_batch(batch, path, j: int, *, full: bool) -> None:
         raise FormatError(path, f"damaged Arrow data: {_first_line(e)}", record=f"record batch {j}") from None
 
 
+def _first_rows(batches, columns, path):
+    """The first record batch's ``columns`` (what tells a list column's dim), its offsets checked
+    first: the probe reads them before any chunk is loaded."""
+    if not batches:
+        return None
+    _check_batch(batches[0], path, 0, full=True)
+    return batches[0].select(columns)
+
+
 class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
@@ -82,7 +91,7 @@ class HFDeserializer(DeserializerBase, ClosingReader):
                     meta[META_STREAMS] = json.dumps(info_streams).encode()
                     schema = schema.with_metadata(meta)
                 self._selected = select_streams(schema, p, streams, precision,
-                                                probe=lambda c, b=batches: b[0].select(c) if b else None)
+                                                probe=lambda c, b=batches, p=p: _first_rows(b, c, p))
                 self.keys_are_ids = "key" in schema.names
             elif not schema.remove_metadata().equals(schema0.remove_metadata()):
                 raise FormatError(p, f"this file's schema differs from that of {self.paths[0]}", offset=0)
