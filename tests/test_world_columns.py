@@ -131,7 +131,7 @@ def test_a_null_scalar_is_located_by_row_group_row_and_column(tmp_path, capsys):
 def test_integers_convert_only_where_exact(tmp_path, capsys):
     pq.write_table(pa.table({"id": pa.array([1, 2**24 + 1], pa.int64())}), tmp_path / "i.parquet")
     code, _, err = run(capsys, "cat", tmp_path / "i.parquet")
-    assert code == 1 and "column 'id': value 16777217" in err and "--precision double" in err
+    assert code == 1 and "column 'id': value 16777217 (row 1 of row group 0)" in err and "--precision double" in err
     assert cat(capsys, tmp_path / "i.parquet", "--precision", "double")[1]["id"] == [[2**24 + 1]]
     pq.write_table(pa.table({"id": pa.array([2**53 + 1], pa.uint64())}), tmp_path / "u.parquet")
     code, _, err = run(capsys, "cat", tmp_path / "u.parquet", "--precision", "double")

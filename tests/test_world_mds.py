@@ -110,7 +110,8 @@ def test_an_integer_with_no_exact_float_is_refused(tmp_path, capsys):
     (tmp_path / "n" / "index.json").write_text(json.dumps(index))
     (tmp_path / "n" / shard["raw_data"]["basename"]).write_bytes(bytes(data))
     code, _, err = run(capsys, "cat", tmp_path / "n")
-    assert code == 1 and "column 'uint64': value 16777217" in err and "--precision double" in err
+    assert code == 1 and "column 'uint64': value 16777217 (sample 0 of the shard)" in err and "shard.00000" in err
+    assert "--precision double" in err
     assert cat(capsys, tmp_path / "n", "--precision", "double")[0]["uint64"] == [[2**24 + 1]]
 
 

@@ -209,9 +209,9 @@ def to_mapping(arr: pa.Array, spec: StreamSpec, *, path: str, column: str, where
     return pa.ListArray.from_arrays(_one_a_row(len(arr)), pa.FixedSizeListArray.from_arrays(flat, spec.dim))
 
 
-def exact_values(values: np.ndarray, dtype, *, path: str, column: str, where: str) -> np.ndarray:
+def exact_values(values: np.ndarray, dtype, *, path: str, column: str, where: str, row_of=None) -> np.ndarray:
     """``values`` as ``dtype``; integers only where every one converts exactly (a located error
-    naming the first that would not)."""
+    naming the first that would not; ``row_of(k)``: where value k is, e.g. ``row 3 of row group 0``)."""
     dtype = np.dtype(dtype)
     if values.dtype.kind not in "iu" or len(values) == 0:
         return values.astype(dtype, copy=False)
@@ -226,6 +226,7 @@ def exact_values(values: np.ndarray, dtype, *, path: str, column: str, where: st
     if len(bad):
         k = int(bad[0])
         hint = " (read with --precision double: float64 holds integers up to 2**53)" if dtype == np.float32 else ""
-        raise FormatError(path, f"column '{column}': value {int(values[k])} (value {k} of {where}) has no exact "
-                                f"{dtype} form{hint}", record=f"{where}, column '{column}'")
+        at = row_of(k) if row_of is not None else f"value {k} of {where}"
+        raise FormatError(path, f"column '{column}': value {int(values[k])} ({at}) has no exact {dtype} form{hint}",
+                          record=f"{at}, column '{column}'")
     return out

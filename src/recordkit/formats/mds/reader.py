@@ -52,6 +52,11 @@ def _digest(algo: str, data: bytes) -> str | None:
         return None
 
 
+def _sample_of(seq_offsets, k: int, dim: int) -> str:
+    """The MDS sample (row) holding value ``k`` of a dense column (for messages)."""
+    return f"sample {int(np.searchsorted(seq_offsets, k // dim, 'right')) - 1} of the shard"
+
+
 def _sample_columns(data, offs, cols, n: int, path):
     """(sample, column, encoding, byte offset, size) of every column of the first ``n`` samples of a
     shard, in order; a located error where a sample's sizes do not fit it."""
@@ -308,8 +313,10 @@ class MDSReader(DeserializerBase, ClosingReader):
             counts = np.ones(len(shapes), dtype=np.int64)
         else:
             return None
-        values = exact_values(values, spec.dtype or self.dtype, path=path, column=field, where="the shard")
-        return DenseColumn(values.reshape(-1, spec.dim), offsets(counts))
+        so = offsets(counts)
+        values = exact_values(values, spec.dtype or self.dtype, path=path, column=field, where="the shard",
+                              row_of=lambda k: _sample_of(so, k, spec.dim))
+        return DenseColumn(values.reshape(-1, spec.dim), so)
 
     def _sparse_fast(self, spec, ind, val, off):
         (si, vi), (sv, vv), (so, vo) = ind, val, off
@@ -375,9 +382,11 @@ class MDSReader(DeserializerBase, ClosingReader):
                                         f"({spec.dim},){hint}", offset=pos, record=f"sample {k}")
             parts.append(rows.reshape(-1))
             counts[k] = rows.shape[0]
+        so = offsets(counts)
         flat = (exact_values(np.concatenate(parts), spec.dtype or self.dtype, path=path, column=field,
-                             where="the shard") if parts else np.zeros(0, spec.dtype or self.dtype))
-        return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+                             where="the shard", row_of=lambda k: _sample_of(so, k, spec.dim))
+                if parts else np.zeros(0, spec.dtype or self.dtype))
+        return DenseColumn(flat.reshape(-1, spec.dim), so)
 
     def _sparse(self, spec, per, path) -> SparseColumn:
         f = self._fields[spec.name]

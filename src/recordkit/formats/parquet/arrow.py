@@ -219,7 +219,8 @@ def _dense_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> De
                                     f"is {spec.dim}", record=where)
         flat = samples.flatten()
     _nulls(flat, path, column, where)
-    values = exact_values(to_numpy(flat), dtype, path=path, column=column, where=where)
+    values = exact_values(to_numpy(flat), dtype, path=path, column=column, where=where,
+                          row_of=lambda k: f"row {row0 + int(np.searchsorted(so, k // spec.dim, 'right')) - 1} of {where}")
     return DenseColumn(values.reshape(-1, spec.dim), so)
 
 
