@@ -84,6 +84,7 @@ def run(args) -> int:
         out.append(f"{len(info['files'])} file(s); {len(info['streams'])} streams:")
         for s in info["streams"]:
             out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}")
+        out += stream_lines(info)
     elif info["format"] == "cbf":
         out.append(f"version {info['version']}, header at offset {info['header_offset']}")
         out.append(f"{len(info['streams'])} streams:")
@@ -109,13 +110,22 @@ def run(args) -> int:
     return 0
 
 
+def stream_lines(info) -> list[str]:
+    """The streams as ``--stream`` options, and what the data says of its columns (class names)."""
+    lines = [f"read as: {info['stream_flags']}"] if info.get("stream_flags") else []
+    return lines + [f"  {name}: {note}" for name, note in sorted((info.get("notes") or {}).items())]
+
+
 def inspect_bridge(args, kind: str) -> int:
     """A WebDataset/TFRecord/MDS directory: its streams and shards (from its own description)."""
     from recordkit.cli import sources
+    from recordkit.report.describe import stream_flags
     reader = sources.open_reader(args)
     info = {"format": kind, "path": str(args.path),
             "streams": [{"name": s.name, "alias": s.alias, "format": s.format, "dim": s.dim,
                          "dtype": str(s.dtype)} for s in reader.streams],
+            "stream_flags": stream_flags(reader.streams),
+            "notes": dict(getattr(reader, "column_notes", None) or {}),
             "sequences": sum(c.num_sequences for c in reader.chunks),
             "samples": sum(c.num_samples for c in reader.chunks),
             "shards": [{"path": p, "bytes": c.size, "sequences": c.num_sequences, "samples": c.num_samples}
@@ -131,6 +141,7 @@ def inspect_bridge(args, kind: str) -> int:
     for s in info["streams"]:
         out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}"
                    + (f" (alias {s['alias']})" if s["alias"] != s["name"] else ""))
+    out += stream_lines(info)
     if "inferred" in info:
         out.append(f"  inferred (no stream description): {info['inferred']}")
     out.append(f"  {'shard':<40} {'bytes':>12} {'sequences':>10} {'samples':>10}")

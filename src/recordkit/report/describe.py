@@ -90,6 +90,13 @@ def describe_ctf(path, chunk_size, skip_ids, storage_options=None, lengths_out: 
             "chunks": chunks, "sequence_lengths": length_distribution(idx.rows.astype(np.int64))}
 
 
+def stream_flags(streams) -> str:
+    """A reader's streams as the ``--stream`` options that read them (what ``inspect`` prints, so
+    the streams recordkit inferred or found recorded can be copied, edited and passed back)."""
+    from recordkit.formats.arrow_layouts import stream_flags as flags
+    return flags(streams)
+
+
 def describe_data_set(path, kind: str, storage_options=None) -> dict:
     """Any registered format that records its own streams (Parquet, Hugging Face, a directory of CBF
     parts): its files, streams and chunks, from its reader's chunk table."""
@@ -106,6 +113,7 @@ def describe_data_set(path, kind: str, storage_options=None) -> dict:
                    if known and all(k is not None for k in known) else np.zeros(0, np.int64))
         streams = [{"name": s.name, "alias": s.alias, "format": s.format, "dtype": str(s.dtype), "dim": s.dim}
                    for s in reader.streams]
+        flags, notes = stream_flags(reader.streams), dict(getattr(reader, "column_notes", None) or {})
     size = 0
     for f in files:
         try:
@@ -114,5 +122,5 @@ def describe_data_set(path, kind: str, storage_options=None) -> dict:
         except Exception:  # noqa: BLE001 - a size we cannot learn is left out
             pass
     return {"format": kind, "path": str(path), "bytes": size, "files": files, "streams": streams,
-            "sequences": sum(c["sequences"] for c in chunks), "samples": sum(c["samples"] for c in chunks),
+            "stream_flags": flags, "notes": notes, "sequences": sum(c["sequences"] for c in chunks), "samples": sum(c["samples"] for c in chunks),
             "chunks": chunks, "sequence_lengths": length_distribution(lengths)}

@@ -42,3 +42,20 @@ def recorded_streams(path: str, data: bytes) -> list | None:
     if "sequences" in rk:
         fields.int(rk["sequences"], f"{INFO_KEY}.sequences")  # the total: bookkeeping, not read
     return rk["streams"]
+
+
+def class_labels(data: bytes) -> dict[str, str]:
+    """``ClassLabel`` features of ``dataset_info.json`` (its text ``data``) as notes, column name ->
+    ``ClassLabel names 0=cat, 1=dog``: a label column is read as its numbers, the names kept here.
+    ``datasets``' own fields: anything malformed is left out, never an error."""
+    import json
+    try:
+        features = json.loads(data).get("features")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return {}
+    notes = {}
+    for name, f in (features.items() if isinstance(features, dict) else ()):
+        names = f.get("names") if isinstance(f, dict) and f.get("_type") == "ClassLabel" else None
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            notes[name] = "ClassLabel names " + ", ".join(f"{i}={n}" for i, n in enumerate(names))
+    return notes

@@ -5,7 +5,8 @@ batches are views of the file, nothing is copied until a chunk is decoded). Cons
 batches of a file are grouped into chunks of about ``chunk_size`` bytes (``datasets`` writes
 batches of 1000 rows). Streams come from the Arrow schema metadata or ``dataset_info.json``
 (``recordkit`` field) that ``HFWriter`` records; a data set written by ``datasets`` itself is
-read with declared streams (``--stream``) over columns of the Parquet mapping's types.
+read with the streams its features imply (``formats/arrow_layouts.py``; a ``ClassLabel``'s names
+are kept in ``column_notes``) or with declared streams (``--stream``) selecting columns.
 Works without ``datasets`` installed (only pyarrow is needed to read).
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from recordkit.engine.streams import streams_to_json
 from recordkit.errors import FormatError, RecordkitError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.parquet.arrow import META_STREAMS, batch_to_chunk, select_streams
-from recordkit.formats.hf.description import data_files, recorded_streams
+from recordkit.formats.hf.description import class_labels, data_files, recorded_streams
 from recordkit.storage import location
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
@@ -52,6 +53,15 @@ def _check_batch(batch, path, j: int, *, full: bool) -> None:
         raise FormatError(path, f"damaged Arrow data: {_first_line(e)}", record=f"record batch {j}") from None
 
 
+def _first_rows(batches, columns, path):
+    """The first record batch's ``columns`` (what tells a list column's dim), its offsets checked
+    first: the probe reads them before any chunk is loaded."""
+    if not batches:
+        return None
+    _check_batch(batches[0], path, 0, full=True)
+    return batches[0].select(columns)
+
+
 class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
@@ -67,6 +77,7 @@ class HFDeserializer(DeserializerBase, ClosingReader):
         state, info = _read(state_path, storage_options), _read(info_path, storage_options)
         self.paths = data_files(self.path, state_path, state, storage_options)
         info_streams = recorded_streams(info_path, info)
+        self.column_notes = class_labels(info)
         self._buffers, self._batches = [], []  # per file: its batches
         self._chunks, self._where = [], []
         schema0 = None
@@ -79,7 +90,8 @@ class HFDeserializer(DeserializerBase, ClosingReader):
                     meta = dict(schema.metadata or {})
                     meta[META_STREAMS] = json.dumps(info_streams).encode()
                     schema = schema.with_metadata(meta)
-                self._selected = select_streams(schema, p, streams, precision)
+                self._selected = select_streams(schema, p, streams, precision,
+                                                probe=lambda c, b=batches, p=p: _first_rows(b, c, p))
                 self.keys_are_ids = "key" in schema.names
             elif not schema.remove_metadata().equals(schema0.remove_metadata()):
                 raise FormatError(p, f"this file's schema differs from that of {self.paths[0]}", offset=0)

@@ -4,7 +4,7 @@ A chunk is a fragment (a data file of the set), split into row ranges of about `
 bytes when a fragment is larger (the bytes of a row estimated from the fragment's file sizes).
 Streams come from the schema metadata recordkit writes (``recordkit.streams``, as for Parquet);
 a data set written by other tools is read with declared streams (``--stream``) or, without,
-with the streams its column types imply (``columns.py``). Keys are the ``key`` column where the
+with the streams its column types imply (``formats/arrow_layouts.py``). Keys are the ``key`` column where the
 data has one, else the row's position in the data set.
 
 ``take_sequences(rows)`` decodes just the rows asked for (Lance's ``take``): what the random
@@ -24,9 +24,9 @@ import pyarrow as pa  # noqa: E402
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase  # noqa: E402
 from recordkit.errors import FormatError  # noqa: E402
+from recordkit.formats.arrow_layouts import PROBE_ROWS  # noqa: E402
 from recordkit.formats.closing import ClosingReader  # noqa: E402
-from recordkit.formats.lance.columns import infer_streams, layout, mapping_schema, table_to_mapping, MAPPING  # noqa: E402
-from recordkit.formats.parquet.arrow import KEY, batch_to_chunk, recorded_streams, select_streams, to_numpy  # noqa: E402
+from recordkit.formats.parquet.arrow import KEY, batch_to_chunk, select_streams, to_numpy  # noqa: E402
 from recordkit.storage import location  # noqa: E402
 
 META_SAMPLES = b"recordkit.fragment_samples"
@@ -59,10 +59,7 @@ class LanceDeserializer(DeserializerBase, ClosingReader):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._ds = open_dataset(self.path)
         schema = self._ds.schema
-        if streams is None and recorded_streams(schema, self.path) is None:
-            streams = infer_streams(schema, self.path)
-        self._selected = select_streams(mapping_schema(schema), self.path, streams, precision)
-        self._adapt = [c for c, _ in self._selected if layout(schema.field(c).type) != MAPPING]
+        self._selected = select_streams(schema, self.path, streams, precision, probe=self._probe)
         self.keys_are_ids = KEY in schema.names
         self._columns = [c for c, _ in self._selected] + ([KEY] if self.keys_are_ids else [])
         self._chunks, self._where = [], []
@@ -94,6 +91,13 @@ class LanceDeserializer(DeserializerBase, ClosingReader):
                 self._where.append((frag, a, first + a))
             first += rows
 
+    def _probe(self, columns):
+        """The first rows of ``columns`` (what tells the dim of a list column)."""
+        try:
+            return self._ds.head(PROBE_ROWS, columns=columns)
+        except (ValueError, OSError, pa.ArrowException) as e:
+            raise lance_error(self.path, e, "the first rows") from None
+
     @property
     def streams(self):
         return [s for _, s in self._selected]
@@ -103,7 +107,6 @@ class LanceDeserializer(DeserializerBase, ClosingReader):
         return sum(c.num_sequences for c in self._chunks)
 
     def _decode(self, table, where: str, chunk_id: int, first_key: int):
-        table = table_to_mapping(table, self._adapt)
         return batch_to_chunk(table if table.num_rows else None, self._selected, path=self.path, where=where,
                               chunk_id=chunk_id, first_key=first_key)
 

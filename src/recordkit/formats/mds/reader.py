@@ -1,9 +1,10 @@
 """MDSReader: a MosaicML Streaming (MDS) directory as a Deserializer (one chunk per shard).
 
 Reads the layout ``writer.py`` describes (uncompressed MDS, index version 2). Streams come
-from the ``recordkit`` object of ``index.json``; other MDS data sets need ``streams`` (alias =
-column name; sparse streams read ``ALIAS.indices`` / ``.values`` / ``.offsets``), whose columns
-must be ``ndarray`` encodings. Other columns are skipped. Errors are located ``FormatError``s
+from the ``recordkit`` object of ``index.json``; other MDS data sets are read with the streams
+their ``column_encodings`` imply (``columns.py``: scalars, ndarrays) or with ``streams`` (alias =
+column name; sparse streams read ``ALIAS.indices`` / ``.values`` / ``.offsets``) selecting
+columns. Other columns are skipped. Errors are located ``FormatError``s
 (shard, byte offset, sample). The shard digests ``index.json`` may record are compared by
 ``validate`` (``digest_problems``), not on every read.
 """
@@ -20,6 +21,8 @@ from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
+from recordkit.formats.arrow_layouts import PROBE_ROWS, exact_values
+from recordkit.formats.mds.columns import SCALARS, infer_streams, refused, sample_rows, static_shape
 from recordkit.formats.mds.index import read_index
 from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
@@ -49,6 +52,34 @@ def _digest(algo: str, data: bytes) -> str | None:
         return None
 
 
+def _sample_of(seq_offsets, k: int, dim: int) -> str:
+    """The MDS sample (row) holding value ``k`` of a dense column (for messages)."""
+    return f"sample {int(np.searchsorted(seq_offsets, k // dim, 'right')) - 1} of the shard"
+
+
+def _sample_columns(data, offs, cols, n: int, path):
+    """(sample, column, encoding, byte offset, size) of every column of the first ``n`` samples of a
+    shard, in order; a located error where a sample's sizes do not fit it."""
+    var = [i for i, (_, _, size) in enumerate(cols) if size is None]
+    fixed = {i: int(size) for i, (_, _, size) in enumerate(cols) if size is not None}
+    for k in range(n):
+        a, b = int(offs[k]), int(offs[k + 1])
+        if b - a < 4 * len(var):
+            raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
+        sizes = np.frombuffer(data, "<u4", len(var), a).astype(np.int64)
+        pos = a + 4 * len(var)
+        vi = 0
+        for i, (c, enc, _) in enumerate(cols):
+            size = fixed.get(i)
+            if size is None:
+                size = int(sizes[vi])
+                vi += 1
+            if pos + size > b:
+                raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
+            yield k, c, enc, pos, size
+            pos += size
+
+
 def looks_like(path, storage_options=None) -> bool:
     return location.isdir(path, storage_options) and location.isfile(location.join(path, INDEX), storage_options)
 
@@ -63,16 +94,19 @@ class MDSReader(DeserializerBase, ClosingReader):
             raise FormatError(index_path, "no index.json: not an MDS data set")
         index = read_index(self.path, storage_options, cache_dir)
         recorded = index.streams
-        if streams is None and recorded is None:
-            raise FormatError(index_path, "no 'recordkit' stream description in index.json (not written by "
-                                          "recordkit?): declare the streams (--stream NAME=FORMAT:DIM[:COLUMN])")
+        self._shards = [(sh.path, sh.samples, sh.columns, sh.nbytes) for sh in index.shards]
+        inferred = None
+        if streams is None and recorded is None:  # written by Streaming's MDSWriter: the encodings tell
+            inferred = infer_streams(index_path, index.shards[0].columns if index.shards else [], self._probe,
+                                     skip={KEY_COLUMN})
+            streams = inferred
         streams, self._fields, self.keeps_alias = resolve_streams(self.path, recorded, streams)
         self.dtype = resolve_precision(precision) if precision is not None else (
             ({s.dtype for s in recorded if s.dtype is not None} or {np.dtype(np.float32)}).pop()
             if recorded else np.dtype(np.float32))
-        self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size, dtype=self.dtype)
+        self._streams = [StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size,
+                                    dtype=s.dtype if inferred and precision is None else self.dtype)
                          for s in streams]
-        self._shards = [(sh.path, sh.samples, sh.columns, sh.nbytes) for sh in index.shards]
         self._chunks = [ChunkInfo(i, sh.samples, sh.frames, 0, sh.nbytes) for i, sh in enumerate(index.shards)]
         self._first = [0]
         for sh in index.shards:
@@ -90,9 +124,40 @@ class MDSReader(DeserializerBase, ClosingReader):
                 raise FormatError(index_path, f"shards[{i}].column_names: shard {os.path.basename(p)} has no "
                                               f"column(s) {', '.join(missing)}")
             for j, (c, enc, _) in enumerate(cols):
-                if c in needed and not enc.startswith("ndarray"):
-                    raise FormatError(index_path, f"shards[{i}].column_encodings[{j}]: column '{c}' is encoded "
-                                                  f"{enc!r}, expected an ndarray")
+                why = refused(enc) if c in needed else None
+                if why is not None:
+                    raise FormatError(index_path, f"shards[{i}].column_encodings[{j}]: column '{c}' {why}")
+
+    def _shard_bytes(self, chunk_id: int):
+        """(bytes, sample offsets) of a shard, its sizes checked against index.json."""
+        path, n, cols, nbytes = self._shards[chunk_id]
+        data = read_whole(path, **self._storage)
+        if nbytes and len(data) != nbytes:
+            raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
+                              offset=min(len(data), nbytes))
+        if len(data) < 4 + 4 * (n + 1):
+            raise FormatError(path, "shard too short for its sample table", offset=0)
+        stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
+        if stored_n != n:
+            raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
+        offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+        if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
+            raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
+                                    "(truncated shard?)", offset=4)
+        return data, offs
+
+    def _probe(self, column: str):
+        """(shapes, dtype) of ``column`` in the first samples of the first shard: what tells the dim of
+        an ndarray encoded without a fixed shape (``columns.infer_streams``)."""
+        path, n, cols, _ = self._shards[0]
+        data, offs = self._shard_bytes(0)
+        buf, shapes, dtype = memoryview(data), [], None
+        for k, c, enc, pos, size in _sample_columns(data, offs, cols, min(n, PROBE_ROWS), path):
+            if c == column:
+                arr, _ = self._ndarray(enc, buf, pos, size, path, k, c)
+                shapes.append(arr.shape)
+                dtype = arr.dtype
+        return shapes, dtype
 
     @property
     def paths(self) -> list[str]:
@@ -122,21 +187,7 @@ class MDSReader(DeserializerBase, ClosingReader):
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path, n, cols, nbytes = self._shards[chunk_id]
-        data = read_whole(path, **self._storage)
-        if nbytes and len(data) != nbytes:
-            raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
-                              offset=min(len(data), nbytes))
-        if len(data) < 4 + 4 * (n + 1):
-            raise FormatError(path, "shard too short for its sample table", offset=0)
-        stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
-        if stored_n != n:
-            raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
-        offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
-        if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
-            raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
-                                    "(truncated shard?)", offset=4)
-        var = [i for i, (_, _, size) in enumerate(cols) if size is None]
-        fixed = {i: int(size) for i, (_, _, size) in enumerate(cols) if size is not None}
+        data, offs = self._shard_bytes(chunk_id)
         where = {c: i for i, (c, _, _) in enumerate(cols)}
         wanted = {c for s in self._streams for f in [self._fields[s.name]]
                   for c in ([f + ".indices", f + ".values", f + ".offsets"] if s.is_sparse else [f])}
@@ -147,25 +198,11 @@ class MDSReader(DeserializerBase, ClosingReader):
         per = {c: [] for c in wanted}
         keys = []
         has_key = KEY_COLUMN in where and cols[where[KEY_COLUMN]][1] in ("uint64", "int64", "int")
-        for k in range(n):
-            a, b = int(offs[k]), int(offs[k + 1])
-            if b - a < 4 * len(var):
-                raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
-            sizes = np.frombuffer(data, "<u4", len(var), a).astype(np.int64)
-            pos = a + 4 * len(var)
-            vi = 0
-            for i, (c, enc, _) in enumerate(cols):
-                size = fixed.get(i)
-                if size is None:
-                    size = int(sizes[vi])
-                    vi += 1
-                if pos + size > b:
-                    raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
-                if c in wanted:
-                    per[c].append(self._ndarray(enc, buf, pos, size, path, k, c))
-                elif has_key and c == KEY_COLUMN:
-                    keys.append(bytes(buf[pos:pos + 8]))
-                pos += size
+        for k, c, enc, pos, size in _sample_columns(data, offs, cols, n, path):
+            if c in wanted:
+                per[c].append(self._ndarray(enc, buf, pos, size, path, k, c))
+            elif has_key and c == KEY_COLUMN:
+                keys.append(bytes(buf[pos:pos + 8]))
         cols_out, counts = {}, {}
         for spec in self._streams:
             if spec.is_sparse:
@@ -205,9 +242,18 @@ class MDSReader(DeserializerBase, ClosingReader):
             got = {}
             for c in wanted:
                 i = where[c]
-                parts = str(cols[i][1]).split(":")
+                enc = str(cols[i][1])
+                parts = enc.split(":")
+                if enc in SCALARS or len(parts) >= 3:  # one value, or a fixed shape: no header
+                    shape = () if enc in SCALARS else static_shape(enc)
+                    dtype = np.dtype(SCALARS[enc] if enc in SCALARS else np.dtype(parts[1]).newbyteorder("<"))
+                    if not np.all(sizes[:, i] == math.prod(shape) * dtype.itemsize):
+                        return None
+                    got[c] = (np.tile(np.asarray(shape, np.int64), (n, 1)),
+                              gather_ranges(arr, starts[:, i], sizes[:, i]).view(dtype))
+                    continue
                 if len(parts) != 2 or not parts[1]:
-                    return None  # dynamic dtype or static shape: the general path
+                    return None  # dynamic dtype: the general path
                 got[c] = self._column_fast(arr, np.dtype(parts[1]).newbyteorder("<"), starts[:, i], sizes[:, i])
                 if got[c] is None:
                     return None
@@ -219,7 +265,7 @@ class MDSReader(DeserializerBase, ClosingReader):
             for spec in self._streams:
                 f = self._fields[spec.name]
                 col = (self._sparse_fast(spec, got[f + ".indices"], got[f + ".values"], got[f + ".offsets"])
-                       if spec.is_sparse else self._dense_fast(spec, got[f]))
+                       if spec.is_sparse else self._dense_fast(spec, got[f], self._shards[chunk_id][0], f))
                 if col is None:
                     return None
                 cols_out[spec.name] = col
@@ -254,15 +300,23 @@ class MDSReader(DeserializerBase, ClosingReader):
             return None
         return shapes, gather_ranges(arr, pay, nbytes).view(dtype)
 
-    def _dense_fast(self, spec, got):
+    def _dense_fast(self, spec, got, path, field):
+        """A dense column from every sample's shape at once (``columns.sample_rows``'s rule), or None."""
         shapes, values = got
         if shapes.shape[1] == 2 and np.all(shapes[:, 1] == spec.dim):
             counts = shapes[:, 0]
         elif shapes.shape[1] == 1 and np.all(shapes[:, 0] == spec.dim):
             counts = np.ones(len(shapes), dtype=np.int64)
+        elif shapes.shape[1] == 1 and spec.dim == 1:
+            counts = shapes[:, 0]
+        elif shapes.shape[1] == 0 and spec.dim == 1:
+            counts = np.ones(len(shapes), dtype=np.int64)
         else:
             return None
-        return DenseColumn(values.astype(self.dtype).reshape(-1, spec.dim), offsets(counts))
+        so = offsets(counts)
+        values = exact_values(values, spec.dtype or self.dtype, path=path, column=field, where="the shard",
+                              row_of=lambda k: _sample_of(so, k, spec.dim))
+        return DenseColumn(values.reshape(-1, spec.dim), so)
 
     def _sparse_fast(self, spec, ind, val, off):
         (si, vi), (sv, vv), (so, vo) = ind, val, off
@@ -283,6 +337,13 @@ class MDSReader(DeserializerBase, ClosingReader):
 
     @staticmethod
     def _ndarray(enc, buf, pos, size, path, k, c):
+        """Column ``c`` of sample ``k`` (an ndarray or a scalar encoding) as (array, byte offset)."""
+        if enc in SCALARS:
+            dtype = np.dtype(SCALARS[enc])
+            if size != dtype.itemsize:
+                raise FormatError(path, f"column '{c}': {size} bytes, a {enc} is {dtype.itemsize}", offset=pos,
+                                  record=f"sample {k}")
+            return np.frombuffer(buf, dtype, 1, pos).reshape(()), pos
         parts = enc.split(":")
         i = pos
         end = pos + size
@@ -313,15 +374,19 @@ class MDSReader(DeserializerBase, ClosingReader):
         field = self._fields[spec.name]
         parts, counts = [], np.zeros(len(items), dtype=np.int64)
         for k, (arr, pos) in enumerate(items):
-            if arr.ndim == 1 and arr.shape[0] == spec.dim:
-                arr = arr.reshape(1, -1)
-            if arr.ndim != 2 or arr.shape[1] != spec.dim:
-                raise FormatError(path, f"column '{field}': shape {arr.shape}, expected (samples, {spec.dim})",
-                                  offset=pos, record=f"sample {k}")
-            parts.append(arr.reshape(-1))
-            counts[k] = arr.shape[0]
-        flat = np.concatenate(parts).astype(self.dtype) if parts else np.zeros(0, self.dtype)
-        return DenseColumn(flat.reshape(-1, spec.dim), offsets(counts))
+            rows = sample_rows(arr, spec.dim)
+            if rows is None:
+                hint = (f"; to read 1-D arrays as sequences declare --stream {spec.name}=dense:1:{field}"
+                        if arr.ndim == 1 else "")
+                raise FormatError(path, f"column '{field}': shape {arr.shape}, expected (samples, {spec.dim}) or "
+                                        f"({spec.dim},){hint}", offset=pos, record=f"sample {k}")
+            parts.append(rows.reshape(-1))
+            counts[k] = rows.shape[0]
+        so = offsets(counts)
+        flat = (exact_values(np.concatenate(parts), spec.dtype or self.dtype, path=path, column=field,
+                             where="the shard", row_of=lambda k: _sample_of(so, k, spec.dim))
+                if parts else np.zeros(0, spec.dtype or self.dtype))
+        return DenseColumn(flat.reshape(-1, spec.dim), so)
 
     def _sparse(self, spec, per, path) -> SparseColumn:
         f = self._fields[spec.name]

@@ -25,8 +25,8 @@ import pyarrow as pa
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json, streams_to_json
 from recordkit.errors import FormatError
-
-KEY = "key"
+from recordkit.formats.arrow_layouts import KEY, LIST, ROW, SCALAR, check_layout, exact_values, infer_streams, \
+    layout, leaf_dtype, number, to_mapping
 META_STREAMS = b"recordkit.streams"
 META_SAMPLES = b"recordkit.row_group_samples"
 INT32_MAX = 2**31 - 1
@@ -148,15 +148,16 @@ def recorded_streams(schema: pa.Schema, path: str):
                                 f"declaration list: {e}") from None
 
 
-def _numeric(t) -> bool:
-    return pa.types.is_floating(t) or pa.types.is_integer(t)
-
-
 def check_column_type(path: str, spec: StreamSpec, column: str, t: pa.DataType) -> None:
     """A located error unless ``t`` holds stream ``spec`` in the mapping (or a list form of it)."""
     def bad(expected):
         return FormatError(path, f"column '{column}' (stream '{spec.name}', {spec.format} dim {spec.dim}) is {t}: "
                                  f"expected {expected}", record=f"column '{column}'")
+    problem = check_layout(spec, t)  # one sample a row, or a list of numbers (arrow_layouts.py)
+    if problem is not None:
+        raise bad(problem)
+    if layout(t) in (SCALAR, ROW, LIST):
+        return
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         raise bad("a list per sequence")
     inner = t.value_type
@@ -166,7 +167,7 @@ def check_column_type(path: str, spec: StreamSpec, column: str, t: pa.DataType) 
             raise bad("list<struct<indices: list<int32>, values: list<float>>>")
         for name in ("indices", "values"):
             ft = inner.field(name).type
-            if not (pa.types.is_list(ft) or pa.types.is_large_list(ft)) or not _numeric(ft.value_type):
+            if not (pa.types.is_list(ft) or pa.types.is_large_list(ft)) or not number(ft.value_type):
                 raise bad(f"list<struct<indices: list<int32>, values: list<float>>> ({name} is {ft})")
         if not pa.types.is_integer(inner.field("indices").type.value_type):
             raise bad("integer sparse indices")
@@ -174,9 +175,9 @@ def check_column_type(path: str, spec: StreamSpec, column: str, t: pa.DataType) 
         if pa.types.is_fixed_size_list(inner):
             if inner.list_size != spec.dim:
                 raise bad(f"list<fixed_size_list<float>[{spec.dim}]> (the column's samples hold {inner.list_size})")
-            if not _numeric(inner.value_type):
+            if not number(inner.value_type):
                 raise bad(f"list<fixed_size_list<float>[{spec.dim}]>")
-        elif not ((pa.types.is_list(inner) or pa.types.is_large_list(inner)) and _numeric(inner.value_type)):
+        elif not ((pa.types.is_list(inner) or pa.types.is_large_list(inner)) and number(inner.value_type)):
             raise bad(f"list<fixed_size_list<float>[{spec.dim}]>")
 
 
@@ -203,6 +204,7 @@ def _nulls(arr, path, column, where, row0=0):
 
 
 def _dense_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> DenseColumn:
+    arr = to_mapping(arr, spec, path=path, column=column, where=where, first_row=row0)
     _nulls(arr, path, column, where, row0)
     so = _offsets(arr)
     samples = arr.flatten()
@@ -217,7 +219,8 @@ def _dense_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> De
                                     f"is {spec.dim}", record=where)
         flat = samples.flatten()
     _nulls(flat, path, column, where)
-    values = to_numpy(flat).astype(dtype, copy=False)
+    values = exact_values(to_numpy(flat), dtype, path=path, column=column, where=where,
+                          row_of=lambda k: f"row {row0 + int(np.searchsorted(so, k // spec.dim, 'right')) - 1} of {where}")
     return DenseColumn(values.reshape(-1, spec.dim), so)
 
 
@@ -286,10 +289,12 @@ def batch_to_chunk(batch, selected, *, path: str, where: str, chunk_id: int, fir
     return ChunkData(chunk_id, keys, np.asarray(lengths, dtype=np.int64), cols)
 
 
-def select_streams(schema: pa.Schema, path: str, streams=None, precision=None):
+def select_streams(schema: pa.Schema, path: str, streams=None, precision=None, probe=None):
     """(column, StreamSpec) pairs to read: the recorded declarations, or ``streams`` selecting
-    columns by alias (``NAME=FORMAT:DIM:COLUMN``) and renaming them ``NAME``. Each column's type
-    is checked against its declaration (a located error when it does not match)."""
+    columns by alias (``NAME=FORMAT:DIM:COLUMN``) and renaming them ``NAME``, or with neither, the
+    streams the column types imply (``arrow_layouts.infer_streams``; ``probe(names)``: the first
+    rows of those columns). Each column's type is checked against its declaration (a located
+    error when it does not match)."""
     try:
         names = schema.names
     except UnicodeDecodeError:
@@ -298,12 +303,10 @@ def select_streams(schema: pa.Schema, path: str, streams=None, precision=None):
     want = resolve_precision(precision) if precision is not None else None
     by_name = {s.name: s for s in recorded or []}
     pairs = []
+    if streams is None and recorded is None:
+        streams = infer_streams(schema, path, probe)
+        recorded = None
     if streams is None:
-        if recorded is None:
-            raise FormatError(path, f"no stream declarations in the schema metadata (key "
-                                    f"'{META_STREAMS.decode()}'): not written by recordkit; declare the columns "
-                                    f"to read with --stream NAME=dense:DIM or NAME=sparse:DIM (columns: "
-                                    f"{', '.join(n for n in names if n != KEY) or 'none'})")
         for s in recorded:
             pairs.append((s.name, StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size,
                                              want or s.dtype or np.float32)))
@@ -317,13 +320,7 @@ def select_streams(schema: pa.Schema, path: str, streams=None, precision=None):
                                  f"data's stream '{column}' is {rec.format} dim {rec.dim}")
             dtype = want or (rec.dtype if rec is not None else None)
             if dtype is None and column in names:
-                t = schema.field(column).type
-                leaf = t
-                while not (pa.types.is_floating(leaf) or pa.types.is_integer(leaf)) and hasattr(leaf, "value_type"):
-                    leaf = leaf.value_type
-                if pa.types.is_struct(leaf):
-                    leaf = leaf.field("values").type.value_type if leaf.get_field_index("values") >= 0 else leaf
-                dtype = np.float64 if leaf == pa.float64() else np.float32
+                dtype = leaf_dtype(schema.field(column).type)
             alias = rec.alias if rec is not None else column
             pairs.append((column, StreamSpec(spec.name, spec.format, spec.dim, alias, spec.defines_mb_size,
                                              dtype or np.float32)))

@@ -3,8 +3,8 @@
 A chunk is a row group; a directory's ``*.parquet`` files are read in part order (the number
 in the name), keys continuing across files where the data has no ``key`` column. The streams
 come from the schema metadata recordkit writes (``recordkit.streams``); files written by other
-tools are read with declared streams (``--stream NAME=FORMAT:DIM[:COLUMN]``), whose columns
-must have the mapping's types (``arrow.py``). Everything wrong is a ``FormatError`` naming the
+tools are read with the streams their column types imply (``formats/arrow_layouts.py``) or with
+declared streams (``--stream NAME=FORMAT:DIM[:COLUMN]``) selecting and renaming columns. Everything wrong is a ``FormatError`` naming the
 file and the row group or column: a truncated file, a foreign schema, a null, a sparse index
 out of range.
 
@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from recordkit.engine.chunk import concat_chunks
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.errors import FormatError, RecordkitError
+from recordkit.formats.arrow_layouts import PROBE_ROWS
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.directories import part_paths
 from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select_streams
@@ -63,6 +64,17 @@ def arrow_error(path, e: Exception, where: str | None = None) -> FormatError:
     if "magic" in msg.lower() or "footer" in msg.lower() or "size" in msg.lower() and "file" in msg.lower():
         msg += " (truncated or not a Parquet file?)"
     return FormatError(path, f"cannot read Parquet data: {msg}", record=where)
+
+
+def first_rows(f, columns, path):
+    """The first rows of ``columns`` of Parquet file ``f`` (None when it has none): what tells the dim
+    of a list column (``arrow_layouts.infer_streams``)."""
+    if f.metadata.num_row_groups == 0:
+        return None
+    try:
+        return next(iter(f.iter_batches(batch_size=PROBE_ROWS, row_groups=[0], columns=columns)), None)
+    except (pa.ArrowException, OSError) as e:
+        raise arrow_error(path, e, "row group 0") from None
 
 
 class ParquetDeserializer(DeserializerBase, ClosingReader):
@@ -105,7 +117,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
             schema = f.schema_arrow
             if schema0 is None:
                 schema0 = schema
-                self._selected = select_streams(schema, p, streams, precision)
+                self._selected = select_streams(schema, p, streams, precision, probe=lambda c, f=f, p=p: first_rows(f, c, p))
                 self._columns = [c for c, _ in self._selected] + (["key"] if "key" in schema.names else [])
                 self.keys_are_ids = "key" in schema.names
             elif not schema.remove_metadata().equals(schema0.remove_metadata()):
