@@ -80,14 +80,20 @@ def test_minibatches_equal_a_plain_per_sequence_packing(corpus, randomize, windo
     assert sorted(seen) == sorted(list(whole) * 2)
 
 
-def test_a_minibatch_from_more_chunks_than_the_slot_scan_takes_is_still_right(corpus, monkeypatch):
+def test_a_minibatch_from_every_chunk_is_packed_from_the_held_table_without_a_call_per_chunk(corpus, monkeypatch):
+    """A randomized minibatch drawing from every chunk: the source maps its picks to the cache's
+    slots and packs from the table of held chunks in one call (no chunk-by-chunk look-up)."""
     path, whole = corpus
-    answers = []
+    answers, gets = [], []
     scan = _gather.chunk_slots
     monkeypatch.setattr(_gather, "chunk_slots", lambda cids: answers.append(scan(cids)) or answers[-1])
     src = open_source(path, randomize=True, window=1000, max_sweeps=1)
+    get = src._cache.get
+    monkeypatch.setattr(src._cache, "get", lambda cid: gets.append(cid) or get(cid))
     mb = src.next_minibatch(3000)  # hundreds of sequences from every chunk of the data
-    assert answers == [None]  # more than 16 chunks: np.unique's mapping
+    assert len(set(src.randomizer.sweep(0).chunk.tolist())) > 16
+    assert answers == []  # neither the slot scan nor np.unique: the cache's slot table
+    assert len(gets) <= len(src.chunks) + 1  # chunks awaited as they load, none looked up again to pack
     check_against_plain_packing(mb, whole)
 
 

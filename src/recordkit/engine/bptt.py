@@ -198,14 +198,14 @@ def _fill_mixed(spec, chunks, k, e, e_t, e_n, S, T, dtype) -> np.ndarray:
 def _step_counts(chunk, specs) -> tuple[np.ndarray, np.ndarray]:
     """Per sequence of ``chunk``: its BPTT length (samples of the first stream) and whether every
     stream has that many samples (computed once per chunk)."""
-    cached = getattr(chunk, "_bptt_steps", None)
+    cached = chunk.bptt_steps
     if cached is None:
         counts = [np.diff(chunk.columns[s.name].seq_offsets) for s in specs]
         steps = counts[0] if counts else np.zeros(len(chunk.keys), dtype=np.int64)
         equal = np.ones(len(steps), dtype=bool)
         for c in counts[1:]:
             equal &= c == steps
-        cached = chunk._bptt_steps = (np.ascontiguousarray(steps, dtype=np.int64), equal)
+        cached = chunk.bptt_steps = (np.ascontiguousarray(steps, dtype=np.int64), equal)
     return cached
 
 

@@ -13,7 +13,7 @@ one contiguous column per stream plus offsets:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -128,6 +128,12 @@ class ChunkData:
     # index in the chunk's description of each sequence here; None = 0..n-1. Differs when
     # sequences were dropped for errors (the chunk description counted them).
     positions: np.ndarray | None = None
+    # What the engine derives from a chunk once while it is held (the arrays do not change):
+    # the gather kernels' views and checked columns (``minibatch.py``), the BPTT step counts
+    # (``bptt.py``). Declared here, made on first use, never part of equality or repr.
+    gather_views: dict | None = field(default=None, init=False, repr=False, compare=False)
+    gather_columns: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    bptt_steps: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -27,6 +27,7 @@ available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -35,7 +36,7 @@ from recordkit.engine import _gather
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
-from recordkit.engine.minibatch import Minibatch, counted, pack_from_chunks
+from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_from_chunks, pack_from_table
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
@@ -136,7 +137,8 @@ class MinibatchSource(Checkpointing):
         self.minibatches_delivered = 0
         self._prefetch_chunks = max(0, int(prefetch_chunks))
         self._cache = ChunkCache(deserializer, self._described, prefetch=self._prefetch_chunks > 0, threads=threads,
-                                 on_load=self._on_load)
+                                 on_load=self._on_load, prepare=functools.partial(chunk_columns, specs=self.streams),
+                                 nbytes=self._chunk_nbytes)
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
         self._evict_memo = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
@@ -163,6 +165,7 @@ class MinibatchSource(Checkpointing):
         else:
             bound, frm = plan.parse_size(max_memory), "argument"
         nbytes = plan.chunk_bytes(self.deserializer)
+        self._chunk_nbytes = plan.by_id(self._chunks, nbytes)  # what groups small chunks per load task
         choice = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes),
                                     max_memory=bound, bound_from=frm, randomize=randomize, window=window,
                                     sample_based=sample_based, seed=seed, prefetch=prefetch, threads=threads,
@@ -215,33 +218,49 @@ class MinibatchSource(Checkpointing):
 
     def _held(self, sweep: Sweep) -> Sweep:
         """The sweep with what the chunks already held say about its positions."""
-        for cid in self._cache.ids():
-            self._resolve(sweep, cid)
+        self._resolve(sweep, self._cache.ids())
         return sweep
 
-    def _resolve(self, sweep: Sweep, cid: int) -> None:
-        """Record, for the share's positions that use chunk ``cid``, where each sequence is and its length."""
-        rel = sweep.by_chunk.get(cid)
-        if rel is None:
+    def _resolve(self, sweep: Sweep, cids: list) -> None:
+        """Record, for the share's positions that use the held chunks ``cids``, where each sequence
+        is and its length: a few array operations for all of them (a batch of small chunks loads at once)."""
+        if not cids:
             return
-        js = self._cache.lookups[cid][sweep.seq[sweep.lo + rel]]
+        rel, owner = sweep.positions_of(np.asarray(cids, dtype=np.int64))
+        if not len(rel):
+            return
+        seqs = sweep.seq[sweep.lo + rel]
+        chunks = [self._cache.loaded[c] for c in cids]
+        if all(ch.positions is None for ch in chunks):  # no sequence dropped: index j is sequence j
+            sizes = np.array([len(ch) for ch in chunks], dtype=np.int64)
+            js = np.where(seqs < sizes[owner], seqs, -1)
+        else:
+            js = np.empty(len(rel), dtype=np.int64)
+            bounds = np.searchsorted(owner, np.arange(len(cids) + 1))
+            for k, cid in enumerate(cids):
+                a, b = int(bounds[k]), int(bounds[k + 1])
+                if b > a:
+                    js[a:b] = self._cache.lookup(cid, seqs[a:b])
         sweep.pos_j[rel] = js
-        chunk = self._cache.loaded[cid]
         if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
             from recordkit.engine.bptt import _step_counts
-            lengths = _step_counts(chunk, self.streams)[0]
+            lengths = [_step_counts(ch, self.streams)[0] for ch in chunks]
         else:
-            lengths = chunk.lengths
+            lengths = [ch.lengths for ch in chunks]
+        flat = np.concatenate(lengths) if len(lengths) > 1 else np.asarray(lengths[0])
+        base = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum([len(x) for x in lengths[:-1]], out=base[1:])
         # a chunk whose every sequence was dropped has no lengths at all (js all -1)
-        sweep.pos_len[rel] = np.where(js >= 0, lengths[np.maximum(js, 0)], 0) if len(lengths) else 0
+        ok = js >= 0
+        sweep.pos_len[rel] = np.where(ok, flat[np.where(ok, base[owner] + js, 0)], 0) if len(flat) else 0
 
     # -- chunks ----------------------------------------------------------------------------------
     def _chunk(self, cid: int) -> ChunkData:
         return self._cache.get(cid)
 
-    def _on_load(self, cid: int) -> None:
+    def _on_load(self, cids: list) -> None:
         if self._sweep is not None:
-            self._resolve(self._sweep, cid)
+            self._resolve(self._sweep, cids)
 
     def _evict(self, size: int = 1) -> None:
         """Drop loaded chunks that no position from the cursor on still needs, and those not
@@ -260,21 +279,24 @@ class MinibatchSource(Checkpointing):
         if (memo is not None and memo[0] is sw and memo[1] == size and memo[2] == self._cache.version
                 and memo[3] <= cursor <= memo[4]):
             return
-        soon = set(self._wanted_ahead())
-        reach = self._reach(size)
-        if sw.first_at is None:
-            sw.first_at = dict(zip(sw.first_use.tolist(), sw.first_pos.tolist()))
-        first_at = sw.first_at
-        last_use = sw.last_use
-        for cid in self._cache.ids():
-            if last_use.get(cid, -1) < cursor or (first_at.get(cid, -1) >= reach and cid not in soon):
-                self._cache.drop(cid)
-                if cid in sw.by_chunk:
-                    rel = sw.by_chunk[cid]
-                    sw.pos_j[rel] = -2
-                    sw.pos_len[rel] = 0
-        held = self._cache.ids()
-        until = min((last_use.get(cid, -1) for cid in held), default=sw.hi)
+        held = self._cache.held()
+        until = sw.hi
+        if len(held):
+            soon = self._wanted_ahead()
+            last = sw.per_chunk(sw.last_use, held)
+            late = sw.per_chunk(sw.first_at, held) >= self._reach(size)
+            if soon and late.any():
+                late &= ~np.isin(held, soon)
+            gone = (last < cursor) | late
+            if gone.any():
+                dropped = held[gone]
+                self._cache.drop_many(dropped.tolist())
+                rel, _ = sw.positions_of(dropped)
+                sw.pos_j[rel] = -2
+                sw.pos_len[rel] = 0
+                last = last[~gone]
+            if len(last):
+                until = int(last.min())
         self._evict_memo = (sw, size, self._cache.version, cursor, until)
 
     def _reach(self, samples: int) -> int:
@@ -536,7 +558,7 @@ class MinibatchSource(Checkpointing):
     def sequence_index(self, cid: int, index: int) -> int:
         """Where the chunk description's sequence ``index`` is in the loaded chunk (-1: dropped)."""
         self._chunk(cid)
-        return int(self._cache.lookups[cid][index])
+        return int(self._cache.lookup(cid, np.array([index], dtype=np.int64))[0])
 
     def release_chunks(self) -> None:
         """Drop the chunks the rest of the share no longer needs (after the caller took its own)."""
@@ -566,12 +588,19 @@ class MinibatchSource(Checkpointing):
 
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
         cids, js, _, sweeps, _ = picked
-        found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
-        uniq, slot = found if found is not None else np.unique(cids, return_inverse=True)
-        get = self._cache.get
-        chunks = [get(c) for c in uniq.tolist()]
-        streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
-        del chunks
+        cache = self._cache
+        slots = cache.slot_of[cids] if len(cids) else cids
+        layout = cache.layout
+        if layout is not None and (slots >= 0).all():  # the table of held chunks, packed from in one call
+            streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, js, self.streams,
+                                                            frame_mode=self.frame_mode)
+        else:  # chunks of different dtypes (a hand-built deserializer's): the per-chunk way
+            found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
+            uniq, slot = found if found is not None else np.unique(cids, return_inverse=True)
+            chunks = [cache.get(c) for c in uniq.tolist()]
+            streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams,
+                                                             frame_mode=self.frame_mode)
+            del chunks
         self._evict(self._last_size)
         mb = counted(Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps), total)
         if self.epoch_size is not None:
