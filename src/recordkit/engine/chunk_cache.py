@@ -241,11 +241,7 @@ class ChunkCache:
         # one burst: each load reuses the last one's text buffers; the chunks loaded here are
         # installed together, then those under way on the pool are awaited
         with retaining_buffers(self.deserializer):
-            if len(here) > 1 and not self._splits and all(len(g) == 1 for g in groups):
-                for cid in here:
-                    self.get(cid)
-            else:
-                self._install([self._load_here(cid) for cid in here])
+            self._install([self._load_here(cid) for cid in here])
             for cid in cids:
                 self.get(cid)
 
