@@ -195,7 +195,8 @@ class ChunkCache:
     def ensure(self, cids: list, ahead=()) -> None:
         """Load these chunks (the caller waits for all of them). Several at once go to the
         background threads, a chunk each (chunks under ``GROUP_BYTES``: a run of about equal bytes
-        per thread, or all in the caller when they are too few to be worth a hand-off), unless the reader splits a chunk over threads: then one after another, each
+        per thread, the first loaded by the caller, or all in the caller when they are too few to
+        be worth a hand-off), unless the reader splits a chunk over threads: then one after another, each
         with every thread, so unequal chunks keep both threads busy. A reader that takes
         ``threads=`` but does not split all of its work (CBF: one thread checks a chunk's layout)
         gets a chunk per thread, and the chunks left over when they do not divide evenly among the
@@ -228,11 +229,15 @@ class ChunkCache:
         if len(groups) > 1 and not self._splits and self.pool is not None:
             if self._takes_threads is None:
                 self._takes_threads = takes_threads(self.deserializer)
-            singles = all(len(g) == 1 for g in groups)
-            left = len(groups) % self.threads if self._takes_threads and singles else 0
-            for g in groups[:len(groups) - left]:
-                self._submit(g)
-            here = [c for g in groups[len(groups) - left:] for c in g]
+            if all(len(g) == 1 for g in groups):
+                left = len(groups) % self.threads if self._takes_threads else 0
+                for g in groups[:len(groups) - left]:
+                    self._submit(g)
+                here = [c for g in groups[len(groups) - left:] for c in g]
+            else:  # runs of small chunks: the caller loads the first (it would wait idle), the pool the rest
+                for g in groups[1:]:
+                    self._submit(g)
+                here = groups[0]
         else:
             here = missing
         if len(cids) == 1:
