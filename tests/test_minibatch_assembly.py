@@ -187,15 +187,15 @@ def _two_chunks(path):
 def test_one_compiled_pack_gives_what_each_streams_own_gather_gives(corpus):
     """``_gather.pack`` (keys, lengths, every stream in one call over the chunks' ``ChunkColumns``)
     against the per-stream gathers it replaced, on random picks from two chunks."""
-    from recordkit.engine.minibatch import _columns, _prepared
+    from recordkit.engine.minibatch import chunk_columns, prepared_views
     path, _ = corpus
     chunks = _two_chunks(path)
     rng = np.random.default_rng(11)
     for n in (0, 1, 5, 200):
         slot = rng.integers(0, 2, size=n).astype(np.int64)
         seq = np.array([rng.integers(0, len(chunks[k])) for k in slot], dtype=np.int64)
-        keys, lengths, total, outs = _gather.pack([_columns(c, STREAMS)[0] for c in chunks], slot, seq)
-        preps = [_prepared(c, STREAMS) for c in chunks]
+        keys, lengths, total, outs = _gather.pack([chunk_columns(c, STREAMS)[0] for c in chunks], slot, seq)
+        preps = [prepared_views(c, STREAMS) for c in chunks]
         np.testing.assert_array_equal(keys, _gather.gather_items([p["__keys__"] for p in preps], slot, seq))
         np.testing.assert_array_equal(lengths, _gather.gather_items([p["__lengths__"] for p in preps], slot, seq))
         assert total == int(lengths.sum())

@@ -135,7 +135,7 @@ def _padded_rows(lengths: np.ndarray, T: int) -> np.ndarray:
     return seq * T + t
 
 
-def _prepared(chunk, specs) -> dict:
+def prepared_views(chunk, specs) -> dict:
     """Per chunk, once: the arrays the per-stream gather kernels take (byte views, int64 keys and
     lengths): what ``_pack_mixed`` reads."""
     prep = chunk.gather_views
@@ -186,9 +186,6 @@ def chunk_columns(chunk, specs) -> tuple:
     return cols
 
 
-_columns = chunk_columns  # the name the assembly tests use
-
-
 def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, frame_mode: bool = False):
     """Pack sequences ``seq[i]`` of ``chunks[slot[i]]`` straight from the chunks' columns.
 
@@ -235,7 +232,7 @@ def _stream_batch(spec, dtype, out, frame_mode: bool) -> "StreamBatch":
 def _pack_mixed(chunks, slot, seq, specs, frame_mode):
     """Chunks whose stream differs in dtype (no reader makes them; a hand-built deserializer
     could): each such stream's values cast to the common dtype, then gathered as usual."""
-    preps = [_prepared(c, specs) for c in chunks]
+    preps = [prepared_views(c, specs) for c in chunks]
     keys = _gather.gather_items([p["__keys__"] for p in preps], slot, seq).view(np.uint64)
     lengths = _gather.gather_items([p["__lengths__"] for p in preps], slot, seq)
     streams = {}

@@ -255,7 +255,7 @@ class Checkpointing:
                                                        for s in states):
             self._restore_many_chunks(states)
             return
-        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.checkpoint import invalid_field
         from recordkit.engine.elastic import OldPartition, plan_resume
         if not states:
             raise ValueError("an elastic resume needs the states of all the job's partitions, got an empty list")
@@ -264,7 +264,7 @@ class Checkpointing:
         def check_one(k, state):
             st = check_state(state, facts)
             if st.partition is not None and st.partition != (n_old, k):
-                raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
+                raise invalid_field("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
                                          f"place {k} of a list of {n_old}: give the states of all partitions "
                                          f"in partition order (None for one that took nothing)")
             return st, facts
@@ -334,7 +334,7 @@ class Checkpointing:
 
     def _restore_many_chunks(self, states: list) -> None:
         """Elastic resume of ChunkPartition readers: ``states`` are every old reader's, in order."""
-        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.checkpoint import invalid_field
         from recordkit.engine.elastic import OldPartition, plan_chunk_resume
         cp = self._chunk_partition()
         n_old, m_new, j = len(states), cp.num_partitions, cp.index
@@ -344,13 +344,13 @@ class Checkpointing:
                              "(resume with the same number of readers, or partition by samples instead)")
         def check_one(k, state):
             if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
-                raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
+                raise invalid_field("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
                                                f"readers in order, None for one that took nothing), found "
                                                f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
             facts = self._shadow(n_old, k)[2]
             st = check_state(state, facts)
             if st.partition not in (None, (1, 0)):
-                raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
+                raise invalid_field("partition", "a ChunkPartition reader's source must not be partitioned again")
             return st, facts
 
         checked, plans = self._checked_states(states, check_one)

@@ -243,8 +243,8 @@ class MinibatchSource(Checkpointing):
                     js[a:b] = self._cache.lookup(cid, seqs[a:b])
         sweep.pos_j[rel] = js
         if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
-            from recordkit.engine.bptt import _step_counts
-            lengths = [_step_counts(ch, self.streams)[0] for ch in chunks]
+            from recordkit.engine.bptt import step_counts
+            lengths = [step_counts(ch, self.streams)[0] for ch in chunks]
         else:
             lengths = [ch.lengths for ch in chunks]
         flat = np.concatenate(lengths) if len(lengths) > 1 else np.asarray(lengths[0])

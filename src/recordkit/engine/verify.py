@@ -119,8 +119,8 @@ def describe(d, chunk: ChunkData, i: int, sample: int | None = None) -> str:
 
 def keyed(d) -> bool:
     """Whether the deserializer's keys come from the data (ids), not from positions."""
-    from recordkit.engine.composite import _keyed
-    return _keyed(d)
+    from recordkit.engine import composite
+    return composite.keyed(d)
 
 
 # -- walking a deserializer --------------------------------------------------------------------------
