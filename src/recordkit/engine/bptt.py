@@ -49,7 +49,7 @@ class BpttSlots:
     def slots(self) -> list:
         """Per slot, its pending entries as (sweep, position, offset) tuples."""
         e = self._e
-        out = [[] for _ in range(self.num_slots)]
+        out: list[list] = [[] for _ in range(self.num_slots)]
         for s, sw, p, o in zip(e[SLOT].tolist(), e[SWEEP].tolist(), e[POS].tolist(), e[OFF].tolist()):
             out[s].append((sw, p, o))
         return out
@@ -147,8 +147,8 @@ class BpttSlots:
                 for spec in src.streams}
         e[OFF] = new_off
         self._e = np.ascontiguousarray(e[:, keep])
-        held = set(self._e[CID].tolist())
-        self._chunks = {c: v for c, v in self._chunks.items() if c in held}
+        still = set(self._e[CID].tolist())
+        self._chunks = {c: v for c, v in self._chunks.items() if c in still}
         lengths = mask.sum(axis=1)
         streams = {s.name: StreamBatch(s.name, False, s.dim, lengths, data=data[s.name], mask=mask)
                    for s in src.streams}

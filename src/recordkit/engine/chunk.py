@@ -14,8 +14,12 @@ one contiguous column per stream plus offsets:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: SciPy is imported where a CSR matrix is made
+    import scipy.sparse
 
 
 @dataclass
@@ -172,7 +176,7 @@ def concat_chunks(chunks: list[ChunkData]) -> ChunkData:
     """One ChunkData holding the sequences of several, in order (columns concatenated)."""
     if len(chunks) == 1:
         return chunks[0]
-    cols = {}
+    cols: dict[str, DenseColumn | SparseColumn] = {}
     for name, first in chunks[0].columns.items():
         parts = [c.columns[name] for c in chunks]
         counts = np.concatenate([np.diff(p.seq_offsets) for p in parts])

@@ -8,10 +8,14 @@ the per-sequence row offsets. Packing is vectorized over the whole minibatch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recordkit.engine import _gather
+
+if TYPE_CHECKING:  # annotations only: SciPy is imported where a CSR matrix is asked for
+    import scipy.sparse
 
 
 
@@ -40,8 +44,9 @@ class StreamBatch:
         """The sparse samples as a (total samples, dim) scipy CSR matrix (built on first use)."""
         if self._csr is None and self.is_sparse:
             import scipy.sparse as sp  # lazily: only callers that ask for a SciPy matrix pay for SciPy
-            self._csr = sp.csr_matrix((self.values, self.indices, self.indptr),
-                                      shape=(len(self.indptr) - 1, self.dim))
+            indptr = self.indptr
+            assert indptr is not None  # a sparse stream has its CSR arrays
+            self._csr = sp.csr_matrix((self.values, self.indices, indptr), shape=(len(indptr) - 1, self.dim))
         return self._csr
 
     @property
@@ -55,17 +60,24 @@ class StreamBatch:
 
     @property
     def dtype(self) -> np.dtype:
-        return self.values.dtype if self.is_sparse else self.data.dtype
+        arr = self.values if self.is_sparse else self.data
+        assert arr is not None  # sparse streams have values, dense ones data
+        return arr.dtype
 
     def as_sequences(self) -> list:
         """One (samples, dim) array (dense) or CSR matrix (sparse) per sequence."""
         if self.is_sparse:
-            return [self.csr[self.seq_offsets[i]:self.seq_offsets[i + 1]] for i in range(self.num_sequences)]
-        return [self.data[i, :n] for i, n in enumerate(self.lengths)]
+            so = self.seq_offsets
+            assert so is not None
+            return [self.csr[so[i]:so[i + 1]] for i in range(self.num_sequences)]
+        data = self.data
+        assert data is not None
+        return [data[i, :n] for i, n in enumerate(self.lengths)]
 
     def asarray(self) -> np.ndarray:
         """The padded dense (sequences, T, dim) array (sparse streams are densified)."""
         if not self.is_sparse:
+            assert self.data is not None
             return self.data
         T = int(self.lengths.max()) if len(self.lengths) else 0
         out = np.zeros((self.num_sequences, T, self.dim), dtype=self.csr.dtype)
@@ -162,7 +174,7 @@ def chunk_columns(chunk, specs) -> tuple:
     as each chunk loads, and a sweep of small chunks makes thousands."""
     cols = chunk.gather_columns
     if cols is None:
-        streams = []
+        streams: list[tuple] = []
         dtypes = []
         for spec in specs:
             col = chunk.columns[spec.name]
