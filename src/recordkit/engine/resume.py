@@ -11,16 +11,56 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state, partition_mismatch
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-from recordkit.engine.sweep import estimate_lengths
+from recordkit.engine.sweep import Sweep, estimate_lengths
 
 
 class Checkpointing:
-    """``get_checkpoint_state`` / ``restore_from_checkpoint`` of ``MinibatchSource``."""
+    """``get_checkpoint_state`` / ``restore_from_checkpoint`` of ``MinibatchSource``.
+
+    What it reads and drives of the source (``source.py``) is declared here, so that the seam
+    between the two files is written down and type-checked."""
+
+    if TYPE_CHECKING:
+        deserializer: Any
+        randomizer: Any
+        memory: Any
+        streams: list
+        truncation_length: int
+        max_sweeps: int | None
+        max_samples: int | None
+        epoch_size: int | None
+        sweep_samples: int
+        samples_delivered: int
+        minibatches_delivered: int
+        _chunks: list
+        _lengths: Any
+        _described_total: int
+        _default_partitions: tuple
+        _partition: tuple[int, int] | None
+        _sweep: Sweep | None
+        _cursor: int
+        _exhausted: bool
+        _epoch: int
+        _bptt: Any
+        _plan: Any
+        _run: Any
+        _group: int | None
+        _elastic_from: Any
+        _restored_partition: Any
+        _resolve_partition: Callable[..., tuple[int, int]]
+        _enter_group: Callable[..., None]
+        _clear_chunks: Callable[[], None]
+        _start_sweep: Callable[..., None]
+        _run_position: Callable[[], int | None]
+        _order_cum: Callable[[int], Any]
+        _make_sweep: Callable[[int], Sweep]
+        _global_start: Callable[[int], int]
 
     def get_checkpoint_state(self) -> dict:
         """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
