@@ -11,7 +11,7 @@ import numpy as np
 
 MAX_DIM = 2**31 - 1
 
-_PRECISIONS = {
+_PRECISIONS: dict[str, np.dtype] = {
     "float": np.dtype(np.float32), "float32": np.dtype(np.float32),
     "double": np.dtype(np.float64), "float64": np.dtype(np.float64),
 }
@@ -116,7 +116,8 @@ def check_streams(streams) -> list[StreamSpec]:
     streams = list(streams)
     if not streams:
         raise ValueError("no streams declared")
-    names, aliases = {}, {}
+    names: dict = {}
+    aliases: dict = {}
     for s in streams:
         if not isinstance(s, StreamSpec):
             raise TypeError(f"expected StreamSpec, got {type(s).__name__}")
