@@ -50,7 +50,11 @@ class SourceFacts:
 
 
 @dataclass(frozen=True)
-class CheckedState:
+class ReadPosition:
+    """Where a source is in its data, as a value: the sweep, the cursor (position in the sweep),
+    the partition it reads (None before its first minibatch), whether its data has ended, the
+    epoch, and what it delivered. ``save_position`` and ``restore_position`` turn it into a
+    checkpoint's fields and back; the source only reads and sets it (``MinibatchSource.read_position``)."""
     sweep: int
     position: int
     partition: tuple[int, int] | None
@@ -58,7 +62,38 @@ class CheckedState:
     epoch: int
     samples_delivered: int
     minibatches_delivered: int
-    bptt: dict | None
+
+
+def save_position(pos: ReadPosition) -> dict:
+    """The checkpoint fields of a read position (JSON-able)."""
+    return {"sweep": int(pos.sweep), "position": int(pos.position),
+            "partition": None if pos.partition is None else [int(pos.partition[0]), int(pos.partition[1])],
+            "exhausted": bool(pos.exhausted), "epoch": int(pos.epoch),
+            "samples_delivered": int(pos.samples_delivered), "minibatches_delivered": int(pos.minibatches_delivered)}
+
+
+def restore_position(state: dict, facts: SourceFacts) -> ReadPosition:
+    """The read position a checkpoint holds, every field typed and in range for this source (the
+    position within the sweep is checked again against the worker's share: ``check_position``)."""
+    for field in ("sweep", "position", "partition", "exhausted"):
+        if field not in state:
+            raise invalid_field(field, "missing")
+    exhausted = state["exhausted"]
+    if not isinstance(exhausted, bool):
+        raise invalid_field("exhausted", f"expected true or false, found {exhausted!r}")
+    partition = state["partition"]
+    if partition is not None:
+        partition = _pair(partition, "partition")
+    return ReadPosition(_int(state, "sweep", 0, last_sweep(facts)), _int(state, "position", 0, facts.num_sequences),
+                        partition, exhausted, _int(state, "epoch", 0, MAX_COUNT, default=0),
+                        _int(state, "samples_delivered", 0, MAX_COUNT, default=0),
+                        _int(state, "minibatches_delivered", 0, MAX_COUNT, default=0))
+
+
+@dataclass(frozen=True)
+class CheckedState(ReadPosition):
+    """A checkpoint's read position and BPTT slots, checked."""
+    bptt: dict | None = None
 
 
 def invalid_field(field: str, what: str) -> ValueError:
@@ -105,26 +140,12 @@ def check_state(state, facts: SourceFacts) -> CheckedState:
     _check_members(state, facts.members)
     if state.get("fingerprint") != facts.fingerprint:
         raise ValueError("the checkpoint was made with other data or another randomization setting")
-    for field in ("sweep", "position", "partition", "exhausted"):
-        if field not in state:
-            raise invalid_field(field, "missing")
-    exhausted = state["exhausted"]
-    if not isinstance(exhausted, bool):
-        raise invalid_field("exhausted", f"expected true or false, found {exhausted!r}")
-    partition = state["partition"]
-    if partition is not None:
-        partition = _pair(partition, "partition")
-    last = last_sweep(facts)
-    sweep = _int(state, "sweep", 0, last)
-    position = _int(state, "position", 0, facts.num_sequences)
-    epoch = _int(state, "epoch", 0, MAX_COUNT, default=0)
-    samples = _int(state, "samples_delivered", 0, MAX_COUNT, default=0)
-    minibatches = _int(state, "minibatches_delivered", 0, MAX_COUNT, default=0)
+    pos = restore_position(state, facts)
     bptt = state.get("bptt")
     if bptt is not None:
-        bptt = _check_bptt(bptt, facts, last)
+        bptt = _check_bptt(bptt, facts, last_sweep(facts))
     _check_bptt_setting(state, bptt, facts.truncation_length)
-    return CheckedState(sweep, position, partition, exhausted, epoch, samples, minibatches, bptt)
+    return CheckedState(**vars(pos), bptt=bptt)
 
 
 def last_sweep(facts: SourceFacts) -> int:

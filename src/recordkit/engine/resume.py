@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state, partition_mismatch
+from recordkit.engine.checkpoint import (STATE_VERSION, ReadPosition, SourceFacts, check_position, check_state,
+                                         partition_mismatch, save_position)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.sweep import Sweep, estimate_lengths
 
@@ -61,6 +62,7 @@ class Checkpointing:
         _order_cum: Callable[[int], Any]
         _make_sweep: Callable[[int], Sweep]
         _global_start: Callable[[int], int]
+        read_position: Callable[[], ReadPosition]
 
     def get_checkpoint_state(self) -> dict:
         """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
@@ -70,13 +72,7 @@ class Checkpointing:
             bptt = None
         return {
             "recordkit_state": STATE_VERSION,
-            "sweep": 0 if self._sweep is None else self._sweep.index,
-            "position": int(self._cursor),
-            "partition": None if self._partition is None else list(self._partition),
-            "exhausted": self._exhausted,
-            "epoch": self._epoch,
-            "samples_delivered": self.samples_delivered,
-            "minibatches_delivered": self.minibatches_delivered,
+            **save_position(self.read_position()),
             "bptt": bptt,
             "truncation_length": self.truncation_length,
             "fingerprint": self._fingerprint(),
@@ -271,7 +267,7 @@ class Checkpointing:
         self._exhausted = st.exhausted
         self._epoch = st.epoch
         self.samples_delivered = st.samples_delivered
-        self.minibatches_delivered = st.minibatches_delivered
+        self.minibatches_delivered = st.minibatches_delivered  # (the sweep and cursor: below)
         self._bptt = None
         self._plan, self._run, self._group = plan, run, None
         if st.partition is None:

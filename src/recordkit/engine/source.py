@@ -34,6 +34,7 @@ import numpy as np
 
 from recordkit.engine import _gather
 from recordkit.engine.chunk import ChunkData
+from recordkit.engine.checkpoint import ReadPosition
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
 from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_from_chunks, pack_from_table
@@ -326,6 +327,11 @@ class MinibatchSource(Checkpointing):
         self._prefetch_memo = (sw, self._cache.version, low, high)
 
     # -- positions -------------------------------------------------------------------------------
+    def read_position(self) -> ReadPosition:
+        """Where this source is, as a value (what a checkpoint saves: ``checkpoint.save_position``)."""
+        return ReadPosition(0 if self._sweep is None else self._sweep.index, int(self._cursor), self._partition,
+                            self._exhausted, self._epoch, self.samples_delivered, self.minibatches_delivered)
+
     def _global_start(self, pos: int) -> int:
         return self._sweep.index * self.sweep_samples + int(self._sweep.cum[pos])
 
