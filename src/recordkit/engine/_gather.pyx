@@ -529,6 +529,39 @@ def gather_items(list arrays, object slot_, object seq_):
     return out
 
 
+cdef inline bint _takes(int64_t total, int64_t L, int64_t size, bint have_first) noexcept nogil:
+    """CNTK's rule for the next sequence of a minibatch of ``size`` samples holding ``total`` so
+    far: the first is always taken; after it, one only if it still fits. The one place the rule is
+    written: the source's picks (``pick_run``) and the plan's minibatch ends (``minibatch_ends``)."""
+    return not have_first or total + L <= size
+
+
+def minibatch_ends(const int64_t[::1] lengths, int64_t size, Py_ssize_t a, Py_ssize_t b):
+    """The end position of every minibatch over positions [a, b) with these lengths, cut as
+    ``pick_run`` cuts them (``_takes``; a minibatch also ends once it holds ``size`` samples):
+    what ``recordkit plan`` counts, one pass."""
+    if a < 0 or b > lengths.shape[0] or a > b:
+        raise IndexError(f"positions [{a}, {b}) are not within [0, {lengths.shape[0]}]")
+    out = np.empty(b - a, dtype=np.int64)
+    cdef int64_t[::1] ov = out
+    cdef Py_ssize_t p = a, n = 0
+    cdef int64_t total
+    cdef bint have
+    with nogil:
+        while p < b:
+            total = 0
+            have = False
+            while p < b and _takes(total, lengths[p], size, have):
+                total += lengths[p]
+                have = True
+                p += 1
+                if total >= size:
+                    break
+            ov[n] = p
+            n += 1
+    return out[:n]
+
+
 def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a, Py_ssize_t b, int64_t total,
              int64_t size, bint have_first, Py_ssize_t max_count):
     """Walk positions [a, b) choosing sequences for a minibatch (CNTK's rule).
@@ -558,7 +591,7 @@ def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a,
                 status = 1
                 break
             L = pos_len[p]
-            if have_first and total + L > size:
+            if not _takes(total, L, size, have_first):
                 status = 2
                 break
             ov[n] = p

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from recordkit.engine.deserializer import splits_chunks
+from recordkit.engine.sweep import share_bounds  # the source's split of a sweep among workers
 
 DEFAULT_MEMORY_FRACTION = 0.25   # the default bound: this fraction of the memory available now
 ENGINE_BYTES_PER_SEQUENCE = 96   # MinibatchSource's per-sequence arrays (order, positions, lookups)
@@ -367,40 +368,16 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
 
 
 # -- the whole plan ------------------------------------------------------------------------------------
-def share_bounds(cum: np.ndarray, n: int, i: int) -> tuple[int, int]:
-    """Positions [lo, hi) of worker i of n in a sweep with cumulative samples ``cum`` (len + 1):
-    ``MinibatchSource``'s split, contiguous runs of about equal samples."""
-    positions = len(cum) - 1
-    total = int(cum[-1])
-    if total == 0:
-        return positions * i // n, positions * (i + 1) // n
-    lo = int(np.searchsorted(cum[:-1], i * total / n, side="left")) if i else 0
-    hi = int(np.searchsorted(cum[:-1], (i + 1) * total / n, side="left")) if i + 1 < n else positions
-    return lo, hi
-
-
 def minibatch_ends(lengths: np.ndarray, size: int, cuts=()) -> np.ndarray:
-    """End position of every minibatch over positions with these lengths (CNTK's rule: the
-    first sequence always, then sequences while they fit in ``size`` samples), never
-    crossing a position in ``cuts`` (epoch ends, the end of the data)."""
+    """End position of every minibatch over positions with these lengths, never crossing a
+    position in ``cuts`` (epoch ends, the end of the data): cut by the rule the source's picks
+    apply (``_gather.minibatch_ends``: the first sequence always, then sequences while they fit
+    in ``size`` samples)."""
+    from recordkit.engine import _gather
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     n = len(lengths)
-    cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=cum[1:])
     bounds = sorted({0, n, *[int(c) for c in cuts if 0 < c < n]})
-    ends = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        seg = lengths[a:b]
-        if len(seg) and seg.min() == seg.max():  # equal lengths: arithmetic instead of a walk
-            k = max(1, size // int(seg[0])) if seg[0] > 0 else b - a
-            ends.append(np.minimum(np.arange(a + k, b + k, k, dtype=np.int64), b))
-            continue
-        out = []
-        p = a
-        while p < b:
-            q = int(np.searchsorted(cum, cum[p] + size, side="right")) - 1
-            p = min(max(q, p + 1), b)
-            out.append(p)
-        ends.append(np.array(out, dtype=np.int64))
+    ends = [_gather.minibatch_ends(lengths, int(size), a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     return np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
 
 
