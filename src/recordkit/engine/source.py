@@ -130,7 +130,7 @@ class MinibatchSource(Checkpointing):
                                  "it with max_sweeps, not max_samples or epoch_size (or use whole repeats)")
         if self.sweep_samples == 0 and self._described_total == 0:
             raise ValueError("the data holds no sequences")
-        self._partition = None
+        self._partition: tuple[int, int] | None = None
         self._sweep: Sweep | None = None
         self._cursor = 0
         self._exhausted = False
@@ -142,8 +142,8 @@ class MinibatchSource(Checkpointing):
                                  nbytes=self._chunk_nbytes)
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
-        self._evict_memo = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
-        self._prefetch_memo = None  # (sweep, cache version, cursor above, cursor up to): see _prefetch
+        self._evict_memo: tuple | None = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
+        self._prefetch_memo: tuple | None = None  # (sweep, cache version, cursor above, cursor up to): see _prefetch
         # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
         # group of the run being delivered (None once the ordinary sweeps have begun)
         self._plan = None
@@ -198,6 +198,7 @@ class MinibatchSource(Checkpointing):
 
     def _make_sweep(self, index: int) -> Sweep:
         order, cum = self._order_cum(index)
+        assert self._partition is not None  # chosen before any sweep is made
         n, i = self._partition
         # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
         lo, hi = share_bounds(cum, n, i)
@@ -274,7 +275,7 @@ class MinibatchSource(Checkpointing):
         cursor moved forward but past no held chunk's last use. (A chunk that survived the
         second test keeps surviving as the cursor advances: the reach only grows, and a chunk
         leaves the prefetch's list only once its first use is behind the cursor.)"""
-        sw = self._sweep
+        sw = self._current
         memo = self._evict_memo
         cursor = self._cursor
         if (memo is not None and memo[0] is sw and memo[1] == size and memo[2] == self._cache.version
@@ -301,13 +302,13 @@ class MinibatchSource(Checkpointing):
         self._evict_memo = (sw, size, self._cache.version, cursor, until)
 
     def _reach(self, samples: int) -> int:
-        return reach(self._sweep, self._cursor, samples)
+        return reach(self._current, self._cursor, samples)
 
     def _wanted_ahead(self) -> list:
         """The chunks the prefetch wants now: the one in use and the next ones in order of first use."""
         if self._cache.pool is None:
             return []
-        return wanted_ahead(self._sweep, self._cursor, self._prefetch_chunks)
+        return wanted_ahead(self._current, self._cursor, self._prefetch_chunks)
 
     def _prefetch(self) -> None:
         """Start loading the next chunks, in order of first use, on the background threads
@@ -315,7 +316,7 @@ class MinibatchSource(Checkpointing):
         loaded, dropped or started since the last call)."""
         if self._cache.pool is None:
             return
-        sw, cursor, memo = self._sweep, self._cursor, self._prefetch_memo
+        sw, cursor, memo = self._current, self._cursor, self._prefetch_memo
         if memo is not None and memo[0] is sw and memo[1] == self._cache.version and memo[2] < cursor <= memo[3]:
             return
         self._cache.start(self._wanted_ahead())
@@ -327,13 +328,21 @@ class MinibatchSource(Checkpointing):
         self._prefetch_memo = (sw, self._cache.version, low, high)
 
     # -- positions -------------------------------------------------------------------------------
+    @property
+    def _current(self) -> Sweep:
+        """The sweep being delivered (there is one once the first minibatch chose the partition,
+        or a restore set it)."""
+        sw = self._sweep
+        assert sw is not None, "no sweep yet: the first next_minibatch chooses the partition"
+        return sw
+
     def read_position(self) -> ReadPosition:
         """Where this source is, as a value (what a checkpoint saves: ``checkpoint.save_position``)."""
-        return ReadPosition(0 if self._sweep is None else self._sweep.index, int(self._cursor), self._partition,
+        return ReadPosition(0 if self._sweep is None else self._current.index, int(self._cursor), self._partition,
                             self._exhausted, self._epoch, self.samples_delivered, self.minibatches_delivered)
 
     def _global_start(self, pos: int) -> int:
-        return self._sweep.index * self.sweep_samples + int(self._sweep.cum[pos])
+        return self._current.index * self.sweep_samples + int(self._current.cum[pos])
 
     def _following_sweep(self) -> int:
         """The index of the sweep that comes after the current one (or after the current group of an
@@ -341,13 +350,13 @@ class MinibatchSource(Checkpointing):
         if self._group is not None:
             g = self._group + 1
             return self._run.groups[g][0] if g < len(self._run.groups) else self._plan.resume_sweep
-        return self._sweep.index + 1
+        return self._current.index + 1
 
     def _advance_sweep(self) -> None:
         if self._group is not None:
             self._enter_group(self._group + 1)
         else:
-            self._start_sweep(self._sweep.index + 1)
+            self._start_sweep(self._current.index + 1)
 
     def _enter_group(self, group: int, at: int = 0) -> None:
         """Deliver group ``group`` of this partition's elastic run from ``at`` on; past the last
@@ -359,7 +368,7 @@ class MinibatchSource(Checkpointing):
             return
         self._group = group
         self._sweep = self._make_run_sweep(*self._run.groups[group])
-        self._cursor = min(max(int(at), 0), self._sweep.hi)
+        self._cursor = min(max(int(at), 0), self._current.hi)
         if self.trace_level >= 2:
             self._trace_sweep(self._sweep)
 
@@ -373,7 +382,7 @@ class MinibatchSource(Checkpointing):
     def _start_sweep(self, index: int, at: int | None = None) -> None:
         self._cache.cancel()
         self._sweep = self._make_sweep(index)
-        self._cursor = self._sweep.lo if at is None else min(max(at, self._sweep.lo), self._sweep.hi)
+        self._cursor = self._current.lo if at is None else min(max(at, self._current.lo), self._current.hi)
         if self.trace_level >= 2:
             self._trace_sweep(self._sweep)
 
@@ -388,6 +397,7 @@ class MinibatchSource(Checkpointing):
             order = f"randomized (seed {r.seed + sw.index}, window {window})"
         else:
             order = "file order"
+        assert self._partition is not None  # chosen before any sweep is made
         n, i = self._partition
         if sw.orig is not None:
             warn(f"sweep {sw.index} (elastic resume): worker {i} of {n} delivers {len(sw.orig)} of the positions "
@@ -400,7 +410,7 @@ class MinibatchSource(Checkpointing):
              RecordkitInfo, self.trace_level)
 
     def _ended(self, pos: int) -> bool:
-        if self.max_sweeps is not None and self._sweep.index >= self.max_sweeps:
+        if self.max_sweeps is not None and self._current.index >= self.max_sweeps:
             return True
         return self.max_samples is not None and self._global_start(pos) >= self.max_samples
 
@@ -444,13 +454,13 @@ class MinibatchSource(Checkpointing):
         total = 0
         count = 0
         end_of_sweep = False
-        sweep_index = self._sweep.index
+        sweep_index = self._current.index
         limit_seqs = max_sequences if max_sequences is not None else None
         empty_sweeps = 0
         end_of_epoch = False
         mb_epoch = self._epoch
         while True:
-            sw = self._sweep
+            sw = self._current
             if self._cursor >= sw.hi:
                 end_of_sweep = True
                 following = self._following_sweep()
@@ -515,7 +525,7 @@ class MinibatchSource(Checkpointing):
                 continue
             if status == 2:
                 break
-        if self._cursor >= self._sweep.hi:
+        if self._cursor >= self._current.hi:
             end_of_sweep = True
         self._prefetch()
         picked = (_joined(cids), _joined(js), _joined(lens), _joined(sweeps), _joined(positions))
@@ -540,16 +550,16 @@ class MinibatchSource(Checkpointing):
 
     @property
     def at_sweep_end(self) -> bool:
-        return self._cursor >= self._sweep.hi
+        return self._cursor >= self._current.hi
 
     @property
     def sweep_index(self) -> int:
-        return self._sweep.index
+        return self._current.index
 
     def share_ahead(self) -> tuple:
         """(index in the loaded chunk, real length) of this worker's share from the cursor on, the
         share-relative cursor and end: what ``_gather.bptt_need`` reads."""
-        sw = self._sweep
+        sw = self._current
         return sw.pos_j, sw.pos_len, self._cursor - sw.lo, sw.hi - sw.lo
 
     def take_sequences(self, count: int):
@@ -626,7 +636,7 @@ class MinibatchSource(Checkpointing):
             return
         first = self._partition is None
         self._partition = part
-        sweep = 0 if self._sweep is None else self._sweep.index
+        sweep = 0 if self._sweep is None else self._current.index
         at = None if first else self._cursor
         self._start_sweep(sweep, at)
         if self._bptt is not None:
