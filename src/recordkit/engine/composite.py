@@ -142,6 +142,7 @@ class CompositeDeserializer(WrapsDeserializers):
         """Sequences (chunk, described index) of d, in this order, as one ChunkData."""
         if len(cids) == 0:
             c = d.load_chunk(d.chunks[0].id) if d.chunks else None
+            assert c is not None, "a part without chunks has no sequences to gather"
             return c.take(np.zeros(0, np.int64))
         srt = np.argsort(cids, kind="stable")
         keys, starts = np.unique(cids[srt], return_index=True)

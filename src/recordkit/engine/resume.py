@@ -209,6 +209,7 @@ class Checkpointing:
             return None, None
         from recordkit.engine.checkpoint import last_sweep
         from recordkit.engine.elastic import ChunkPlan, ElasticPlan
+        plan: ChunkPlan | ElasticPlan
         if isinstance(data, dict) and data.get("kind") == "chunks":
             plan = ChunkPlan.from_json(data, last_sweep(facts))
         else:
@@ -277,6 +278,7 @@ class Checkpointing:
         if run is not None:
             self._enter_group(*run.locate(run_position))
         else:
+            assert sweep is not None  # made above for a state with a partition and no elastic run
             sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
             sweep.pos_len.fill(0)
             self._sweep = sweep
@@ -407,7 +409,8 @@ class Checkpointing:
         """Every old partition's state checked (``check_one(k, state)`` -> (checked state, the facts it
         was checked against)), an error naming its place in the list: ((state, run position) or None
         for a partition that took nothing, the elastic plans the states run on)."""
-        checked, plans = [], []
+        checked: list = []
+        plans: list = []
         for k, state in enumerate(states):
             if state is None:
                 checked.append(None)
@@ -440,12 +443,12 @@ class Checkpointing:
         else:
             self._enter_group(0)
         self._epoch = 0
-        if self.epoch_size is not None and self._cursor < self._sweep.hi:
+        if self.epoch_size is not None and self._sweep is not None and self._cursor < self._sweep.hi:
             self._epoch = self._global_start(self._cursor) // self.epoch_size
         if run is not None and run.carry:
             from recordkit.engine.bptt import BpttSlots
             width = max(1, plan.bptt_slots or 1)
-            slots = [[] for _ in range(width)]
+            slots: list[list] = [[] for _ in range(width)]
             for q, entry in enumerate(run.carry):
                 slots[q % width].append(list(entry))
             self._bptt = BpttSlots.from_state(self, {"slots": slots})
@@ -455,6 +458,7 @@ class Checkpointing:
         anything (the plan is made again for it), refused after."""
         held = getattr(self, "_elastic_from", None)
         if held is None:
+            assert self._partition is not None  # it has delivered: the partition was chosen
             n, i = self._partition
             raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
                              f"it cannot move to partition {part[1]} of {part[0]}")
