@@ -208,7 +208,8 @@ def _check_member(m, k: int) -> dict:
     where = f"data set {k}"
     if not isinstance(m, dict) or set(m) not in ({"name", "sequences", "per_sweep", "weight"},
                                                  {"name", "sequences", "per_sweep", "repeats"}):
-        raise invalid_field("mixture", f"{where}: expected {{name, sequences, per_sweep, weight or repeats}}, found {m!r}")
+        raise invalid_field("mixture",
+                            f"{where}: expected {{name, sequences, per_sweep, weight or repeats}}, found {m!r}")
     if not isinstance(m["name"], str) or len(m["name"]) > MAX_NAME:
         raise invalid_field("mixture", f"{where}: the name must be a string of at most {MAX_NAME} characters")
     for field in ("sequences", "per_sweep"):

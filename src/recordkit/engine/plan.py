@@ -325,8 +325,9 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
     C = len(chunks)
     whole = int(nbytes.sum()) + (in_flight(loading, threads) if C else 0)
     total_samples = sum(int(c.num_samples) for c in chunks)
-    base: dict[str, Any] = dict(max_memory=max_memory, bound_from=bound_from, randomize=randomize, sample_based=sample_based,
-                window_requested=window, prefetch_requested=int(prefetch), whole_bytes=whole, chunks=C)
+    base: dict[str, Any] = dict(max_memory=max_memory, bound_from=bound_from, randomize=randomize,
+                                sample_based=sample_based, window_requested=window,
+                                prefetch_requested=int(prefetch), whole_bytes=whole, chunks=C)
     if C == 0:
         return MemoryChoice(window=window, prefetch=int(prefetch), estimated_bytes=0, capped=False, fits=True, **base)
 

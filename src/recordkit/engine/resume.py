@@ -302,9 +302,10 @@ class Checkpointing:
         def check_one(k, state):
             st = check_state(state, facts)
             if st.partition is not None and st.partition != (n_old, k):
-                raise invalid_field("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
-                                         f"place {k} of a list of {n_old}: give the states of all partitions "
-                                         f"in partition order (None for one that took nothing)")
+                raise invalid_field("partition",
+                                    f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
+                                    f"place {k} of a list of {n_old}: give the states of all partitions "
+                                    f"in partition order (None for one that took nothing)")
             return st, facts
 
         checked, plans = self._checked_states(states, check_one)
@@ -382,9 +383,10 @@ class Checkpointing:
                              "(resume with the same number of readers, or partition by samples instead)")
         def check_one(k, state):
             if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
-                raise invalid_field("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
-                                               f"readers in order, None for one that took nothing), found "
-                                               f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
+                raise invalid_field("chunk_partition",
+                                    f"expected [{n_old}, {k}] (the states of all ChunkPartition "
+                                    f"readers in order, None for one that took nothing), found "
+                                    f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
             facts = self._shadow(n_old, k)[2]
             st = check_state(state, facts)
             if st.partition not in (None, (1, 0)):

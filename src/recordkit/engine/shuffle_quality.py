@@ -189,7 +189,8 @@ def window_report(chunks, *, seed: int = 0, sweep: int = 0, chosen=None, chosen_
                     block_sweep(chunks, chosen_w, seed, sweep, sample_based=unit == "samples"))
     else:
         unit, chosen_w = "file order", None
-        picked = row(None, unit, given if given is not None else NoRandomizer(sorted(chunks, key=lambda c: c.id)).sweep(0))
+        picked = row(None, unit,
+                     given if given is not None else NoRandomizer(sorted(chunks, key=lambda c: c.id)).sweep(0))
     rows, seen = [], set()
     for w in windows:
         w = canonical(w)

@@ -108,7 +108,8 @@ class StreamSpec:
         if not sep or not name or len(parts) not in (2, 3):
             raise ValueError(f"bad --stream {text!r}: expected NAME=FORMAT:DIM[:ALIAS], e.g. features=dense:784:F")
         alias = parts[2] if len(parts) == 3 else None
-        return cls(name=name, format=parts[0], dim=parts[1], alias=alias)  # type: ignore[arg-type]  # __post_init__ parses the text
+        # the dimension as text: __post_init__ parses and checks it
+        return cls(name=name, format=parts[0], dim=parts[1], alias=alias)  # type: ignore[arg-type]
 
 
 def check_streams(streams) -> list[StreamSpec]:
