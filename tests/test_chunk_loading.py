@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import dense, sparse, write, write_valued_cbf
+from recordkit.engine import chunk_cache
 from recordkit.engine.chunk_partition import ChunkPartition
 from recordkit.engine.deserializer import splits_chunks
 from recordkit.engine.mixture import Mixture
@@ -75,10 +76,12 @@ def test_chunks_awaited_together_load_one_after_another_with_every_thread_when_t
 
 
 @pytest.mark.parametrize("n,n_chunks", [(40, 3), (60, 4), (80, 5)])
-def test_readers_that_do_not_split_chunks_load_awaited_chunks_a_chunk_per_background_thread(tmp_path, n, n_chunks):
+def test_readers_that_do_not_split_chunks_load_awaited_chunks_a_chunk_per_background_thread(tmp_path, n, n_chunks,
+                                                                                            monkeypatch):
     """CBF takes threads= but checks a chunk on one thread: awaited chunks go to the pool a chunk per
     thread, and those left over when they do not divide among the threads load after them in the
-    caller with every thread."""
+    caller with every thread (chunks of at least ``GROUP_BYTES``: these tiny ones stand for them)."""
+    monkeypatch.setattr(chunk_cache, "GROUP_BYTES", 0)
     reader = RecordingCBF(write_valued_cbf(tmp_path / "v.cbf", n, longest=3, chunk_size=512))
     assert not splits_chunks(reader) and len(reader.chunks) == n_chunks
     src = MinibatchSource(reader, randomize=True, window=128, max_sweeps=1, threads=2, seed=3)

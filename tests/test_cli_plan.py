@@ -210,3 +210,28 @@ def test_plan_of_a_composite_source_counts_what_the_source_delivers(tmp_path):
         (sum(m.num_samples for m in mbs), sum(m.num_sequences for m in mbs), len(mbs))
     only_a = make_plan(CTFReader(pa, [dense("x", 5)], chunk_size=1500), PlanInput())
     assert plan["chunks"]["decoded_bytes"] > only_a["chunks"]["decoded_bytes"]  # b's stream is counted too
+
+
+def test_the_plans_minibatch_ends_are_cut_by_the_rule_the_source_picks_with():
+    """``plan.minibatch_ends`` and the source's ``pick_run`` share one rule: the first sequence
+    always, then one only while it fits, and a minibatch ends once it is full (a zero-length
+    sequence after a full minibatch starts the next one)."""
+    import numpy as np
+    from recordkit.engine import _gather
+    from recordkit.engine.plan import minibatch_ends
+
+    def by_picks(lengths, size):
+        lengths = np.asarray(lengths, dtype=np.int64)
+        pos_j = np.zeros(len(lengths), dtype=np.int64)
+        ends, p = [], 0
+        while p < len(lengths):
+            p = _gather.pick_run(pos_j, lengths, p, len(lengths), 0, size, False, -1)[0]
+            ends.append(p)
+        return ends
+
+    assert minibatch_ends(np.array([2, 0, 1]), 2).tolist() == by_picks([2, 0, 1], 2) == [1, 3]
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        lengths = rng.integers(0, 6, size=int(rng.integers(1, 40)))
+        size = int(rng.integers(1, 12))
+        assert minibatch_ends(lengths, size).tolist() == by_picks(lengths, size)

@@ -80,14 +80,20 @@ def test_minibatches_equal_a_plain_per_sequence_packing(corpus, randomize, windo
     assert sorted(seen) == sorted(list(whole) * 2)
 
 
-def test_a_minibatch_from_more_chunks_than_the_slot_scan_takes_is_still_right(corpus, monkeypatch):
+def test_a_minibatch_from_every_chunk_is_packed_from_the_held_table_without_a_call_per_chunk(corpus, monkeypatch):
+    """A randomized minibatch drawing from every chunk: the source maps its picks to the cache's
+    slots and packs from the table of held chunks in one call (no chunk-by-chunk look-up)."""
     path, whole = corpus
-    answers = []
+    answers, gets = [], []
     scan = _gather.chunk_slots
     monkeypatch.setattr(_gather, "chunk_slots", lambda cids: answers.append(scan(cids)) or answers[-1])
     src = open_source(path, randomize=True, window=1000, max_sweeps=1)
+    get = src._cache.get
+    monkeypatch.setattr(src._cache, "get", lambda cid: gets.append(cid) or get(cid))
     mb = src.next_minibatch(3000)  # hundreds of sequences from every chunk of the data
-    assert answers == [None]  # more than 16 chunks: np.unique's mapping
+    assert len(set(src.randomizer.sweep(0).chunk.tolist())) > 16
+    assert answers == []  # neither the slot scan nor np.unique: the cache's slot table
+    assert len(gets) <= len(src.chunks) + 1  # chunks awaited as they load, none looked up again to pack
     check_against_plain_packing(mb, whole)
 
 
@@ -181,15 +187,15 @@ def _two_chunks(path):
 def test_one_compiled_pack_gives_what_each_streams_own_gather_gives(corpus):
     """``_gather.pack`` (keys, lengths, every stream in one call over the chunks' ``ChunkColumns``)
     against the per-stream gathers it replaced, on random picks from two chunks."""
-    from recordkit.engine.minibatch import _columns, _prepared
+    from recordkit.engine.minibatch import chunk_columns, prepared_views
     path, _ = corpus
     chunks = _two_chunks(path)
     rng = np.random.default_rng(11)
     for n in (0, 1, 5, 200):
         slot = rng.integers(0, 2, size=n).astype(np.int64)
         seq = np.array([rng.integers(0, len(chunks[k])) for k in slot], dtype=np.int64)
-        keys, lengths, total, outs = _gather.pack([_columns(c, STREAMS)[0] for c in chunks], slot, seq)
-        preps = [_prepared(c, STREAMS) for c in chunks]
+        keys, lengths, total, outs = _gather.pack([chunk_columns(c, STREAMS)[0] for c in chunks], slot, seq)
+        preps = [prepared_views(c, STREAMS) for c in chunks]
         np.testing.assert_array_equal(keys, _gather.gather_items([p["__keys__"] for p in preps], slot, seq))
         np.testing.assert_array_equal(lengths, _gather.gather_items([p["__lengths__"] for p in preps], slot, seq))
         assert total == int(lengths.sum())

@@ -129,6 +129,7 @@ cdef int _dense_cols(Cols* c, object rows, object offsets, Py_ssize_t row_bytes,
     c.indptr = NULL
     c.nrows = shp[0]
     c.nnz = 0
+    cdef Py_ssize_t i
     if offsets is None:
         c.offsets = NULL
         c.nseq = shp[0]
@@ -137,6 +138,12 @@ cdef int _dense_cols(Cols* c, object rows, object offsets, Py_ssize_t row_bytes,
         if shp[0] < 1:
             raise ValueError(f"chunk slot {k}: empty offset array")
         c.nseq = shp[0] - 1
+        if c.nseq == c.nrows:  # offsets 0, 1, ..., n: frames, sequence j is row j (no look-ups then)
+            i = 0
+            while i <= c.nseq and c.offsets[i] == i:
+                i += 1
+            if i > c.nseq:
+                c.offsets = NULL
     return 0
 
 
@@ -163,8 +170,8 @@ cdef tuple _padded_core(Cols** cols, Py_ssize_t K, const int64_t* slot, const in
     """gather_padded's work over checked chunk columns: (out, lengths, T)."""
     cdef Py_ssize_t i, k, ii
     cdef bint all_frames = True
-    for k in range(K):
-        if cols[k].offsets != NULL:
+    for k in range(K):  # (a NULL entry: a slot of ``pack``'s table that no pick uses)
+        if cols[k] != NULL and cols[k].offsets != NULL:
             all_frames = False
     for i in range(S):
         _check_pick(i, slot[i], K, seq[i], cols[slot[i]].nseq if 0 <= slot[i] < K else 0)
@@ -383,7 +390,11 @@ cdef class ChunkColumns:
 
 def pack(list chunks, object slot_, object seq_):
     """Sequences seq[i] of chunks[slot[i]] (``ChunkColumns`` with the same streams): keys, lengths,
-    their sum, and per stream what gather_padded (dense) or gather_sparse (sparse) returns, in one call."""
+    their sum, and per stream what gather_padded (dense) or gather_sparse (sparse) returns, in one call.
+
+    ``chunks`` may hold None at slots no pick uses: the source hands its whole table of held chunks
+    (``ChunkCache.columns``, free slots None) with the picks' slots, so a minibatch drawn from
+    hundreds of chunks costs no Python work per chunk."""
     cdef Py_ssize_t S, S2, K = len(chunks), k, s, i, n
     cdef const int64_t* slot = _i64(slot_, &S, "slot")
     cdef const int64_t* seq = _i64(seq_, &S2, "seq")
@@ -392,22 +403,48 @@ def pack(list chunks, object slot_, object seq_):
         if S:
             _check_pick(0, slot[0], 0, seq[0], 0)
         return np.empty(0, np.int64), np.empty(0, np.int64), 0, []
-    cdef ChunkColumns c, c0 = chunks[0]  # TypeError unless a ChunkColumns
+    cdef vector[char] used
+    used.resize(K, 0)
+    cdef Py_ssize_t first = -1
+    for i in range(S):
+        k = slot[i]
+        if k < 0 or k >= K:
+            _check_pick(i, k, K, 0, 1)
+        if not used[k]:
+            if chunks[k] is None:
+                raise IndexError(f"pick {i}: chunk slot {k} holds no chunk")
+            used[k] = 1
+            if first < 0:
+                first = k
+    if first < 0:  # no picks: any chunk gives the streams' layout
+        for k in range(K):
+            if chunks[k] is not None:
+                first = k
+                break
+        if first < 0:
+            raise ValueError("pack: no chunk to take the streams' layout from")
+    cdef ChunkColumns c, c0 = chunks[first]  # TypeError unless a ChunkColumns
     n = c0.cols.size()
     cdef vector[const int64_t*] kb, lb
     cdef vector[int64_t] nseq
     cdef vector[Cols*] first_cols  # per chunk: its streams' Cols, stream s at + s
-    for k in range(K):
+    kb.resize(K, NULL)
+    lb.resize(K, NULL)
+    nseq.resize(K, 0)
+    first_cols.resize(K, NULL)
+    for k in range(K):  # every chunk handed is checked, picked from or not (a C loop: no Python per chunk)
+        if chunks[k] is None:
+            continue
         c = chunks[k]
         if <Py_ssize_t>c.cols.size() != n:
-            raise ValueError(f"chunk slot {k}: {c.cols.size()} streams, chunk slot 0 has {n}")
+            raise ValueError(f"chunk slot {k}: {c.cols.size()} streams, chunk slot {first} has {n}")
         for s in range(n):
             if c.sparse[s] != c0.sparse[s] or c.size[s] != c0.size[s]:
-                raise ValueError(f"chunk slot {k}, stream {s}: laid out unlike chunk slot 0's")
-        kb.push_back(c.keys)
-        lb.push_back(c.lengths)
-        nseq.push_back(c.nseq)
-        first_cols.push_back(c.cols.data())
+                raise ValueError(f"chunk slot {k}, stream {s}: laid out unlike chunk slot {first}'s")
+        kb[k] = c.keys
+        lb[k] = c.lengths
+        nseq[k] = c.nseq
+        first_cols[k] = c.cols.data()
     for i in range(S):
         _check_pick(i, slot[i], K, seq[i], nseq[slot[i]] if 0 <= slot[i] < K else 0)
     keys = np.empty(S, dtype=np.int64)
@@ -428,7 +465,7 @@ def pack(list chunks, object slot_, object seq_):
     outs = []
     for s in range(n):
         for k in range(K):
-            ptrs[k] = first_cols[k] + s
+            ptrs[k] = first_cols[k] + s if first_cols[k] != NULL else NULL
         if c0.sparse[s]:
             outs.append(_sparse_core(ptrs.data(), K, slot, seq, S, c0.size[s]))
         else:
@@ -492,6 +529,39 @@ def gather_items(list arrays, object slot_, object seq_):
     return out
 
 
+cdef inline bint _takes(int64_t total, int64_t L, int64_t size, bint have_first) noexcept nogil:
+    """CNTK's rule for the next sequence of a minibatch of ``size`` samples holding ``total`` so
+    far: the first is always taken; after it, one only if it still fits. The one place the rule is
+    written: the source's picks (``pick_run``) and the plan's minibatch ends (``minibatch_ends``)."""
+    return not have_first or total + L <= size
+
+
+def minibatch_ends(const int64_t[::1] lengths, int64_t size, Py_ssize_t a, Py_ssize_t b):
+    """The end position of every minibatch over positions [a, b) with these lengths, cut as
+    ``pick_run`` cuts them (``_takes``; a minibatch also ends once it holds ``size`` samples):
+    what ``recordkit plan`` counts, one pass."""
+    if a < 0 or b > lengths.shape[0] or a > b:
+        raise IndexError(f"positions [{a}, {b}) are not within [0, {lengths.shape[0]}]")
+    out = np.empty(b - a, dtype=np.int64)
+    cdef int64_t[::1] ov = out
+    cdef Py_ssize_t p = a, n = 0
+    cdef int64_t total
+    cdef bint have
+    with nogil:
+        while p < b:
+            total = 0
+            have = False
+            while p < b and _takes(total, lengths[p], size, have):
+                total += lengths[p]
+                have = True
+                p += 1
+                if total >= size:
+                    break
+            ov[n] = p
+            n += 1
+    return out[:n]
+
+
 def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a, Py_ssize_t b, int64_t total,
              int64_t size, bint have_first, Py_ssize_t max_count):
     """Walk positions [a, b) choosing sequences for a minibatch (CNTK's rule).
@@ -521,7 +591,7 @@ def pick_run(const int64_t[::1] pos_j, const int64_t[::1] pos_len, Py_ssize_t a,
                 status = 1
                 break
             L = pos_len[p]
-            if have_first and total + L > size:
+            if not _takes(total, L, size, have_first):
                 status = 2
                 break
             ov[n] = p

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from recordkit.engine import _gather
-from recordkit.engine.minibatch import Minibatch, StreamBatch, _prepared
+from recordkit.engine.minibatch import Minibatch, StreamBatch, prepared_views
 
 _FIELDS = ("slot", "cid", "j", "off", "len", "key", "sweep", "pos")
 SLOT, CID, J, OFF, LEN, KEY, SWEEP, POS = range(len(_FIELDS))
@@ -49,7 +49,7 @@ class BpttSlots:
     def slots(self) -> list:
         """Per slot, its pending entries as (sweep, position, offset) tuples."""
         e = self._e
-        out = [[] for _ in range(self.num_slots)]
+        out: list[list] = [[] for _ in range(self.num_slots)]
         for s, sw, p, o in zip(e[SLOT].tolist(), e[SWEEP].tolist(), e[POS].tolist(), e[OFF].tolist()):
             out[s].append((sw, p, o))
         return out
@@ -77,7 +77,7 @@ class BpttSlots:
                 if j < 0:
                     raise ValueError(f"{where}: the sequence at position {position} of sweep {sweep} was dropped "
                                      f"by the reader")
-                steps, _ = _step_counts(chunk, source.streams)
+                steps, _ = step_counts(chunk, source.streams)
                 _check_equal(chunk, source.streams, np.array([j]))
                 if not (0 <= offset < steps[j] or offset == 0):  # a 0-sample sequence waits at offset 0
                     raise ValueError(f"{where}: offset {offset} is not within the sequence's {int(steps[j])} samples")
@@ -115,7 +115,7 @@ class BpttSlots:
             for cid in dict.fromkeys(cids.tolist()):  # usually one chunk
                 at = slice(None) if cids[0] == cids[-1] and (cids == cid).all() else np.flatnonzero(cids == cid)
                 chunk = src.chunk(cid)
-                counts, eq = _step_counts(chunk, src.streams)
+                counts, eq = step_counts(chunk, src.streams)
                 rows[LEN, at] = counts[js[at]]
                 rows[KEY, at] = chunk.keys.view(np.int64)[js[at]]
                 equal[at] = eq[js[at]]
@@ -147,8 +147,8 @@ class BpttSlots:
                 for spec in src.streams}
         e[OFF] = new_off
         self._e = np.ascontiguousarray(e[:, keep])
-        held = set(self._e[CID].tolist())
-        self._chunks = {c: v for c, v in self._chunks.items() if c in held}
+        still = set(self._e[CID].tolist())
+        self._chunks = {c: v for c, v in self._chunks.items() if c in still}
         lengths = mask.sum(axis=1)
         streams = {s.name: StreamBatch(s.name, False, s.dim, lengths, data=data[s.name], mask=mask)
                    for s in src.streams}
@@ -164,7 +164,7 @@ def _fill(spec, specs, chunks, k, e, e_t, e_n, S, T, dtype) -> np.ndarray:
     Values are copied in the chunks' own dtype and cast afterwards, which is what assigning
     them into an array of ``dtype`` did (densified sparse samples are summed before the cast,
     as scipy's toarray + assignment did)."""
-    preps = [_prepared(c, specs)[spec.name] for c in chunks]  # cached per chunk for all streams
+    preps = [prepared_views(c, specs)[spec.name] for c in chunks]  # cached per chunk for all streams
     have = {p[-1] for p in preps}
     if len(have) != 1:
         return _fill_mixed(spec, chunks, k, e, e_t, e_n, S, T, dtype)
@@ -195,23 +195,23 @@ def _fill_mixed(spec, chunks, k, e, e_t, e_n, S, T, dtype) -> np.ndarray:
     return out
 
 
-def _step_counts(chunk, specs) -> tuple[np.ndarray, np.ndarray]:
+def step_counts(chunk, specs) -> tuple[np.ndarray, np.ndarray]:
     """Per sequence of ``chunk``: its BPTT length (samples of the first stream) and whether every
     stream has that many samples (computed once per chunk)."""
-    cached = getattr(chunk, "_bptt_steps", None)
+    cached = chunk.bptt_steps
     if cached is None:
         counts = [np.diff(chunk.columns[s.name].seq_offsets) for s in specs]
         steps = counts[0] if counts else np.zeros(len(chunk.keys), dtype=np.int64)
         equal = np.ones(len(steps), dtype=bool)
         for c in counts[1:]:
             equal &= c == steps
-        cached = chunk._bptt_steps = (np.ascontiguousarray(steps, dtype=np.int64), equal)
+        cached = chunk.bptt_steps = (np.ascontiguousarray(steps, dtype=np.int64), equal)
     return cached
 
 
 def _check_equal(chunk, specs, js: np.ndarray) -> None:
     """The error the per-sequence path raised for the first of sequences ``js`` whose streams differ."""
-    bad = js[~_step_counts(chunk, specs)[1][js]]
+    bad = js[~step_counts(chunk, specs)[1][js]]
     if len(bad):
         j = int(bad[0])
         lengths = {int(np.diff(chunk.columns[s.name].seq_offsets[j:j + 2])[0]) for s in specs}

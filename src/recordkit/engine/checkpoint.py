@@ -50,7 +50,11 @@ class SourceFacts:
 
 
 @dataclass(frozen=True)
-class CheckedState:
+class ReadPosition:
+    """Where a source is in its data, as a value: the sweep, the cursor (position in the sweep),
+    the partition it reads (None before its first minibatch), whether its data has ended, the
+    epoch, and what it delivered. ``save_position`` and ``restore_position`` turn it into a
+    checkpoint's fields and back; the source only reads and sets it (``MinibatchSource.read_position``)."""
     sweep: int
     position: int
     partition: tuple[int, int] | None
@@ -58,10 +62,41 @@ class CheckedState:
     epoch: int
     samples_delivered: int
     minibatches_delivered: int
-    bptt: dict | None
 
 
-def _fail(field: str, what: str) -> ValueError:
+def save_position(pos: ReadPosition) -> dict:
+    """The checkpoint fields of a read position (JSON-able)."""
+    return {"sweep": int(pos.sweep), "position": int(pos.position),
+            "partition": None if pos.partition is None else [int(pos.partition[0]), int(pos.partition[1])],
+            "exhausted": bool(pos.exhausted), "epoch": int(pos.epoch),
+            "samples_delivered": int(pos.samples_delivered), "minibatches_delivered": int(pos.minibatches_delivered)}
+
+
+def restore_position(state: dict, facts: SourceFacts) -> ReadPosition:
+    """The read position a checkpoint holds, every field typed and in range for this source (the
+    position within the sweep is checked again against the worker's share: ``check_position``)."""
+    for field in ("sweep", "position", "partition", "exhausted"):
+        if field not in state:
+            raise invalid_field(field, "missing")
+    exhausted = state["exhausted"]
+    if not isinstance(exhausted, bool):
+        raise invalid_field("exhausted", f"expected true or false, found {exhausted!r}")
+    partition = state["partition"]
+    if partition is not None:
+        partition = _pair(partition, "partition")
+    return ReadPosition(_int(state, "sweep", 0, last_sweep(facts)), _int(state, "position", 0, facts.num_sequences),
+                        partition, exhausted, _int(state, "epoch", 0, MAX_COUNT, default=0),
+                        _int(state, "samples_delivered", 0, MAX_COUNT, default=0),
+                        _int(state, "minibatches_delivered", 0, MAX_COUNT, default=0))
+
+
+@dataclass(frozen=True)
+class CheckedState(ReadPosition):
+    """A checkpoint's read position and BPTT slots, checked."""
+    bptt: dict | None = None
+
+
+def invalid_field(field: str, what: str) -> ValueError:
     return ValueError(f"checkpoint field '{field}': {what}")
 
 
@@ -74,10 +109,10 @@ def _pair(value, field: str) -> tuple[int, int]:
     """``[count, index]`` with 0 <= index < count (a partition, a ChunkPartition reader)."""
     if (not isinstance(value, (list, tuple)) or len(value) != 2
             or any(isinstance(v, bool) or not isinstance(v, int) for v in value)):
-        raise _fail(field, f"expected [count, index], found {value!r}")
+        raise invalid_field(field, f"expected [count, index], found {value!r}")
     n, i = value
     if not 1 <= n <= MAX_COUNT or not 0 <= i < n:
-        raise _fail(field, f"index {i} of {n} partitions is out of range")
+        raise invalid_field(field, f"index {i} of {n} partitions is out of range")
     return n, i
 
 
@@ -87,9 +122,9 @@ def _int(state: dict, field: str, lo: int, hi: int, default=None) -> int:
         value = default
     # bool is an int subclass; 1.5 and "3" are not counts
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(field, f"expected an integer, found {value!r}")
+        raise invalid_field(field, f"expected an integer, found {value!r}")
     if not lo <= value <= hi:
-        raise _fail(field, f"{value} is out of range [{lo}, {hi}]")
+        raise invalid_field(field, f"{value} is out of range [{lo}, {hi}]")
     return value
 
 
@@ -105,26 +140,12 @@ def check_state(state, facts: SourceFacts) -> CheckedState:
     _check_members(state, facts.members)
     if state.get("fingerprint") != facts.fingerprint:
         raise ValueError("the checkpoint was made with other data or another randomization setting")
-    for field in ("sweep", "position", "partition", "exhausted"):
-        if field not in state:
-            raise _fail(field, "missing")
-    exhausted = state["exhausted"]
-    if not isinstance(exhausted, bool):
-        raise _fail("exhausted", f"expected true or false, found {exhausted!r}")
-    partition = state["partition"]
-    if partition is not None:
-        partition = _pair(partition, "partition")
-    last = last_sweep(facts)
-    sweep = _int(state, "sweep", 0, last)
-    position = _int(state, "position", 0, facts.num_sequences)
-    epoch = _int(state, "epoch", 0, MAX_COUNT, default=0)
-    samples = _int(state, "samples_delivered", 0, MAX_COUNT, default=0)
-    minibatches = _int(state, "minibatches_delivered", 0, MAX_COUNT, default=0)
+    pos = restore_position(state, facts)
     bptt = state.get("bptt")
     if bptt is not None:
-        bptt = _check_bptt(bptt, facts, last)
+        bptt = _check_bptt(bptt, facts, last_sweep(facts))
     _check_bptt_setting(state, bptt, facts.truncation_length)
-    return CheckedState(sweep, position, partition, exhausted, epoch, samples, minibatches, bptt)
+    return CheckedState(**vars(pos), bptt=bptt)
 
 
 def last_sweep(facts: SourceFacts) -> int:
@@ -187,16 +208,17 @@ def _check_member(m, k: int) -> dict:
     where = f"data set {k}"
     if not isinstance(m, dict) or set(m) not in ({"name", "sequences", "per_sweep", "weight"},
                                                  {"name", "sequences", "per_sweep", "repeats"}):
-        raise _fail("mixture", f"{where}: expected {{name, sequences, per_sweep, weight or repeats}}, found {m!r}")
+        raise invalid_field("mixture",
+                            f"{where}: expected {{name, sequences, per_sweep, weight or repeats}}, found {m!r}")
     if not isinstance(m["name"], str) or len(m["name"]) > MAX_NAME:
-        raise _fail("mixture", f"{where}: the name must be a string of at most {MAX_NAME} characters")
+        raise invalid_field("mixture", f"{where}: the name must be a string of at most {MAX_NAME} characters")
     for field in ("sequences", "per_sweep"):
         n = m[field]
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_COUNT:
-            raise _fail("mixture", f"{where}: {field} must be an integer in [0, {MAX_COUNT}], found {n!r}")
+            raise invalid_field("mixture", f"{where}: {field} must be an integer in [0, {MAX_COUNT}], found {n!r}")
     value = m.get("weight", m.get("repeats"))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise _fail("mixture", f"{where}: expected a finite number >= 0, found {value!r}")
+        raise invalid_field("mixture", f"{where}: expected a finite number >= 0, found {value!r}")
     return m
 
 
@@ -213,7 +235,7 @@ def _check_members(state: dict, mine: list | None) -> None:
                                        f"{len(mine)} data sets")
         return
     if not isinstance(said, list) or not 0 < len(said) <= MAX_MEMBERS:
-        raise _fail("mixture", f"expected a list of 1..{MAX_MEMBERS} data sets")
+        raise invalid_field("mixture", f"expected a list of 1..{MAX_MEMBERS} data sets")
     said = [_check_member(m, k) for k, m in enumerate(said)]
     if mine is None:
         raise _mismatch("mixture", f"the checkpoint was taken on a mixture of {len(said)} data sets, this source "
@@ -233,7 +255,7 @@ def _check_members(state: dict, mine: list | None) -> None:
 def check_position(position: int, lo: int, hi: int) -> int:
     """A restored position must lie in the restoring worker's share ``[lo, hi]`` of its sweep."""
     if not lo <= position <= hi:
-        raise _fail("position", f"{position} is outside this partition's share [{lo}, {hi}] of the sweep")
+        raise invalid_field("position", f"{position} is outside this partition's share [{lo}, {hi}] of the sweep")
     return position
 
 
@@ -241,21 +263,21 @@ def _check_bptt(bptt, facts: SourceFacts, last_sweep: int) -> dict:
     """``{"slots": [[[sweep, position, offset], ...], ...]}``: the sequences each BPTT slot holds."""
     slots = bptt.get("slots") if isinstance(bptt, dict) else None
     if not isinstance(slots, list) or not 0 < len(slots) <= MAX_BPTT_SLOTS:
-        raise _fail("bptt", f"expected {{'slots': [...]}} with 1..{MAX_BPTT_SLOTS} slots")
+        raise invalid_field("bptt", f"expected {{'slots': [...]}} with 1..{MAX_BPTT_SLOTS} slots")
     for s, entries in enumerate(slots):
         if not isinstance(entries, list):
-            raise _fail("bptt", f"slot {s} is not a list")
+            raise invalid_field("bptt", f"slot {s} is not a list")
         for e, entry in enumerate(entries):
             where = f"slot {s}, entry {e}"
             if (not isinstance(entry, (list, tuple)) or len(entry) != 3
                     or any(isinstance(v, bool) or not isinstance(v, int) for v in entry)):
-                raise _fail("bptt", f"{where}: expected [sweep, position, offset], found {entry!r}")
+                raise invalid_field("bptt", f"{where}: expected [sweep, position, offset], found {entry!r}")
             sweep, position, offset = entry
             if not 0 <= sweep <= last_sweep:
-                raise _fail("bptt", f"{where}: sweep {sweep} is out of range [0, {last_sweep}]")
+                raise invalid_field("bptt", f"{where}: sweep {sweep} is out of range [0, {last_sweep}]")
             if not 0 <= position < facts.num_sequences:
-                raise _fail("bptt", f"{where}: position {position} is out of range [0, {facts.num_sequences})")
+                raise invalid_field("bptt", f"{where}: position {position} is out of range [0, {facts.num_sequences})")
             # an entry past a slot's head may hold a begun sequence after an elastic resume
             if not 0 <= offset <= max(facts.longest_sequence, 0):
-                raise _fail("bptt", f"{where}: offset {offset} is out of range")
+                raise invalid_field("bptt", f"{where}: offset {offset} is out of range")
     return bptt

@@ -13,9 +13,13 @@ one contiguous column per stream plus offsets:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: SciPy is imported where a CSR matrix is made
+    import scipy.sparse
 
 
 @dataclass
@@ -128,6 +132,12 @@ class ChunkData:
     # index in the chunk's description of each sequence here; None = 0..n-1. Differs when
     # sequences were dropped for errors (the chunk description counted them).
     positions: np.ndarray | None = None
+    # What the engine derives from a chunk once while it is held (the arrays do not change):
+    # the gather kernels' views and checked columns (``minibatch.py``), the BPTT step counts
+    # (``bptt.py``). Declared here, made on first use, never part of equality or repr.
+    gather_views: dict | None = field(default=None, init=False, repr=False, compare=False)
+    gather_columns: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    bptt_steps: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -166,7 +176,7 @@ def concat_chunks(chunks: list[ChunkData]) -> ChunkData:
     """One ChunkData holding the sequences of several, in order (columns concatenated)."""
     if len(chunks) == 1:
         return chunks[0]
-    cols = {}
+    cols: dict[str, DenseColumn | SparseColumn] = {}
     for name, first in chunks[0].columns.items():
         parts = [c.columns[name] for c in chunks]
         counts = np.concatenate([np.diff(p.seq_offsets) for p in parts])

@@ -4,38 +4,65 @@ What to keep and what to load next is the source's policy (it knows the sweep an
 this only holds chunks and runs the loads. A chunk the caller waits for is loaded with every
 thread the reader can use (``load_chunk(cid, threads=...)`` where the reader takes it); chunks
 wanted ahead are loaded on the pool while the caller trains (parsing releases the GIL).
+
+Residency is kept in arrays, so that what a minibatch does with its chunks costs no Python work
+per chunk: ``slot_of[cid]`` is the chunk's slot (-1: not held) in ``columns``, the table of the
+held chunks' prepared columns (``prepare(chunk)``, made as the chunk loads) that the minibatch
+gather takes whole. Small chunks are loaded several to a pool task (``_groups``): a task's hand-off
+costs about as much as decoding a 16 KB chunk, and one task per chunk put that cost on every chunk.
 """
 from __future__ import annotations
 
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.deserializer import load_chunk, retaining_buffers, splits_chunks, takes_threads
 
+# The bytes of small chunks one prefetch task loads together: each pool task costs a hand-off
+# between threads (~50-100 us under the GIL); a 1 MB group keeps that to a few percent of its decode.
+GROUP_BYTES = 1 << 20
+# The least an awaited load hands to a pool thread: smaller bursts of chunks load on the caller's thread.
+MIN_TASK_BYTES = 128 << 10
+
 
 class ChunkCache:
-    """Loaded chunks with their position lookups. ``on_load(cid)`` is called after each load."""
+    """Loaded chunks, their slots and prepared columns. ``on_load(cids)`` is called after each
+    batch of loads is installed; ``prepare(chunk) -> (columns, layout)`` as each chunk loads
+    (on the loading thread); ``nbytes``: the estimated decoded bytes of each chunk by id (what
+    groups small chunks into one pool task; None: a chunk per task)."""
 
-    def __init__(self, deserializer, described: dict, *, prefetch: bool, threads: int, on_load=None):
+    def __init__(self, deserializer, described: dict, *, prefetch: bool, threads: int, on_load=None,
+                 prepare: Callable[[ChunkData], tuple] | None = None, nbytes: np.ndarray | None = None):
         self.deserializer = deserializer
         self.described = described  # chunk id -> sequences the index describes
         self.threads = max(1, int(threads))
         self.loaded: dict[int, ChunkData] = {}
-        self.lookups: dict = {}
-        self.futures: dict = {}
+        self.futures: dict[int, Future] = {}
+        size = max(described) + 1 if described else 0
+        self.slot_of = np.full(size, -1, dtype=np.int64)  # chunk id -> slot in ``columns`` (-1: not held)
+        self.columns: list = []  # slot -> the held chunk's prepared columns (None: a free slot)
+        self._layout: list = []  # slot -> the layout ``prepare`` gave (None: a free slot)
+        self._layouts: dict = {}  # layout -> how many held chunks have it
+        self._free: list[int] = []
+        self._lookups: dict[int, np.ndarray] = {}  # chunks whose sequences were dropped: their look-up
+        self._prepare = prepare
+        self._nbytes = None if nbytes is None else np.asarray(nbytes, dtype=np.int64)
         # a bound method is held weakly: the source that owns this cache is what it calls back, and
         # a strong reference made the pair a cycle, so a source dropped without ``close`` kept its
         # deserializer (read buffers, open file) and held chunks until the garbage collector ran
-        self._on_load = weakref.WeakMethod(on_load) if hasattr(on_load, "__self__") else on_load
+        self._on_load: Any = weakref.WeakMethod(on_load) if hasattr(on_load, "__self__") else on_load
         self._weak_on_load = hasattr(on_load, "__self__")
-        self._takes_threads = None  # asked of the deserializer on the first load
+        self._takes_threads: bool | None = None  # asked of the deserializer on the first load
         self._splits = splits_chunks(deserializer)  # how ensure() loads several awaited chunks
         # bumped whenever the held chunks or the loads under way change: the source skips its
         # per-minibatch eviction and prefetch passes while nothing they look at has changed
         self.version = 0
-        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="recordkit-prefetch") \
-            if prefetch else None
+        self.pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            max_workers=self.threads, thread_name_prefix="recordkit-prefetch") if prefetch else None
 
     def __contains__(self, cid) -> bool:
         return cid in self.loaded
@@ -43,85 +70,218 @@ class ChunkCache:
     def ids(self) -> list:
         return list(self.loaded)
 
+    def held(self) -> np.ndarray:
+        """The ids of the chunks held, as an array."""
+        return np.fromiter(self.loaded, dtype=np.int64, count=len(self.loaded))
+
+    @property
+    def layout(self):
+        """The one layout (``prepare``'s second value) every held chunk has, or None when they
+        differ (or nothing is held): the table ``columns`` can be packed from in one call then."""
+        return next(iter(self._layouts)) if len(self._layouts) == 1 else None
+
+    def lookup(self, cid: int, seqs: np.ndarray) -> np.ndarray:
+        """Where the described sequences ``seqs`` of held chunk ``cid`` are in the loaded chunk (-1: dropped)."""
+        data = self.loaded[cid]
+        if data.positions is None:
+            return np.where(seqs < len(data), seqs, -1)
+        lk = self._lookups.get(cid)
+        if lk is None:
+            lk = self._lookups[cid] = data.position_lookup(self.described[cid])
+        return lk[seqs]
+
+    # -- loading ---------------------------------------------------------------------------------
     def get(self, cid: int) -> ChunkData:
         """The chunk, loaded now (or its background load awaited) if it is not held."""
         data = self.loaded.get(cid)
         if data is None:
-            fut = self.futures.pop(cid, None)
-            data = fut.result() if fut is not None else self._load_now(cid)
-            self.loaded[cid] = data
-            self.version += 1
-            self.lookups[cid] = data.position_lookup(self.described[cid])
-            on_load = self._on_load() if self._weak_on_load else self._on_load
-            if on_load is not None:
-                on_load(cid)
+            fut = self.futures.get(cid)
+            if fut is not None:
+                self._await(fut)
+                data = self.loaded.get(cid)
+            if data is None:  # not under way, or its load failed there: load here (raising its error)
+                self.futures.pop(cid, None)
+                self._install([self._load_here(cid)])
+                data = self.loaded[cid]
         return data
 
-    def _load_now(self, cid: int) -> ChunkData:
+    def _load_here(self, cid: int) -> tuple:
         """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
         if self._takes_threads is None:
             self._takes_threads = takes_threads(self.deserializer)
-        return load_chunk(self.deserializer, cid, self.threads, self._takes_threads)
+        data = load_chunk(self.deserializer, cid, self.threads, self._takes_threads)
+        return cid, data, self._prepare(data) if self._prepare is not None else None
+
+    def _load_group(self, cids: list) -> list:
+        """A pool task: load these chunks one after another; a chunk that fails is left out (the
+        caller loads it again when it wants it, and gets its error then, not another chunk's)."""
+        out = []
+        for cid in cids:
+            try:
+                data = self.deserializer.load_chunk(cid)
+                out.append((cid, data, self._prepare(data) if self._prepare is not None else None))
+            except Exception:  # noqa: BLE001 - reported by the load the caller makes of this chunk
+                continue
+        return out
+
+    def _await(self, fut: Future) -> None:
+        """Wait for a pool task and hold what it loaded (those of its chunks still wanted)."""
+        results = fut.result()
+        mine = [r for r in results if self.futures.get(r[0]) is fut]
+        for cid in [c for c, f in self.futures.items() if f is fut]:
+            del self.futures[cid]
+        self._install(mine)
+
+    def _install(self, results: list) -> None:
+        fresh = []
+        for cid, data, prep in results:
+            if cid in self.loaded:
+                continue
+            self.loaded[cid] = data
+            slot = self._free.pop() if self._free else len(self.columns)
+            if slot == len(self.columns):
+                self.columns.append(None)
+                self._layout.append(None)
+            if cid >= len(self.slot_of):  # a chunk the description did not list (a wrapper's own ids)
+                grown = np.full(cid + 1, -1, dtype=np.int64)
+                grown[:len(self.slot_of)] = self.slot_of
+                self.slot_of = grown
+            self.slot_of[cid] = slot
+            cols, layout = prep if prep is not None else (None, None)
+            self.columns[slot] = cols
+            self._layout[slot] = layout
+            self._layouts[layout] = self._layouts.get(layout, 0) + 1
+            fresh.append(cid)
+        if fresh:
+            self.version += 1
+            on_load = self._on_load() if self._weak_on_load else self._on_load
+            if on_load is not None:
+                on_load(fresh)
+
+    def _groups(self, cids: list, target: int) -> list:
+        """``cids`` in order, cut into runs of about ``target`` estimated bytes (at least a chunk each)."""
+        if self._nbytes is None or len(cids) <= 1:
+            return [[c] for c in cids]
+        sizes = self._nbytes[np.asarray(cids, dtype=np.int64)].tolist()
+        out: list = []
+        run: list = []
+        acc = 0
+        for cid, n in zip(cids, sizes):
+            if run and acc + n > target:
+                out.append(run)
+                run, acc = [], 0
+            run.append(cid)
+            acc += n
+        if run:
+            out.append(run)
+        return out
+
+    def _submit(self, group: list) -> None:
+        assert self.pool is not None
+        fut = self.pool.submit(self._load_group, group)
+        for cid in group:
+            self.futures[cid] = fut
+        self.version += 1
 
     def start(self, cids) -> None:
-        """Begin loading these chunks on the background threads (those neither held nor under way)."""
+        """Begin loading these chunks on the background threads (those neither held nor under way),
+        small ones several to a task."""
         if self.pool is None:
             return
-        for cid in cids:
-            if cid not in self.loaded and cid not in self.futures:
-                self.futures[cid] = self.pool.submit(self.deserializer.load_chunk, cid)
-                self.version += 1
+        todo = [c for c in cids if c not in self.loaded and c not in self.futures]
+        for group in self._groups(todo, GROUP_BYTES):
+            self._submit(group)
 
     def ensure(self, cids: list, ahead=()) -> None:
         """Load these chunks (the caller waits for all of them). Several at once go to the
-        background threads, a chunk each, unless the reader splits a chunk over threads: then
-        one after another, each with every thread, so unequal chunks keep both threads busy.
-        A reader that takes ``threads=`` but does not split all of its work (CBF: one thread
-        checks a chunk's layout) gets a chunk per thread, and the chunks left over when they do
-        not divide evenly among the threads load afterwards with every thread (three awaited
-        chunks on two threads: the third no longer loads beside an idle thread).
+        background threads, a chunk each (chunks under ``GROUP_BYTES``: a run of about equal bytes
+        per thread, the first loaded by the caller, or all in the caller when they are too few to
+        be worth a hand-off), unless the reader splits a chunk over threads: then one after another, each
+        with every thread, so unequal chunks keep both threads busy. A reader that takes
+        ``threads=`` but does not split all of its work (CBF: one thread checks a chunk's layout)
+        gets a chunk per thread, and the chunks left over when they do not divide evenly among the
+        threads load afterwards with every thread (three awaited chunks on two threads: the third
+        no longer loads beside an idle thread).
 
         ``ahead``: chunks wanted next (the prefetch's list). Where the reader does not split
-        chunks, up to ``threads - len(cids)`` of them start on the pool now, beside the awaited
+        chunks, up to ``threads - tasks`` of them start on the pool now, beside the awaited
         loads, instead of after the minibatch (a CBF chunk's gather is bound by memory, not by
         its two threads: in file order the next chunk's load then overlaps the first one's,
         sparse 100 MB sweep 55 -> 41 ms); never more loads at once than ``threads``, what
         ``recordkit plan`` counts. A splitting reader's awaited chunk has every thread already."""
+        missing = [c for c in cids if c not in self.loaded and c not in self.futures]
+        groups = [[c] for c in missing]
+        if self.pool is not None and not self._splits and len(missing) > 1 and self._nbytes is not None:
+            sizes = self._nbytes[np.asarray(missing, dtype=np.int64)]
+            if int(sizes.max()) < GROUP_BYTES:  # small chunks: a run of about equal bytes per thread
+                total = int(sizes.sum())
+                runs = max(1, min(self.threads, total // MIN_TASK_BYTES))
+                cuts = np.searchsorted(np.cumsum(sizes), [total * k / runs for k in range(1, runs)], side="left") + 1
+                bounds = [0, *sorted(set(min(int(c), len(missing)) for c in cuts)), len(missing)]
+                groups = [missing[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         if not self._splits and ahead:
             waited = set(cids)
-            room = self.threads - len(cids)
+            room = self.threads - len(groups)
             early = [c for c in ahead if c not in waited and c not in self.loaded and c not in self.futures]
             if room > 0 and early:
                 self.start(early[:room])
-        if len(cids) > 1 and not self._splits:
+        here: list = []
+        if len(groups) > 1 and not self._splits and self.pool is not None:
             if self._takes_threads is None:
                 self._takes_threads = takes_threads(self.deserializer)
-            left = len(cids) % self.threads if self._takes_threads else 0
-            self.start(cids[:len(cids) - left])
+            if all(len(g) == 1 for g in groups):
+                left = len(groups) % self.threads if self._takes_threads else 0
+                for g in groups[:len(groups) - left]:
+                    self._submit(g)
+                here = [c for g in groups[len(groups) - left:] for c in g]
+            else:  # runs of small chunks: the caller loads the first (it would wait idle), the pool the rest
+                for g in groups[1:]:
+                    self._submit(g)
+                here = groups[0]
+        else:
+            here = missing
         if len(cids) == 1:
             self.get(cids[0])
             return
-        with retaining_buffers(self.deserializer):  # one burst: each load reuses the last one's text buffers
+        # one burst: each load reuses the last one's text buffers; the chunks loaded here are
+        # installed together, then those under way on the pool are awaited
+        with retaining_buffers(self.deserializer):
+            self._install([self._load_here(cid) for cid in here])
             for cid in cids:
                 self.get(cid)
 
+    # -- dropping --------------------------------------------------------------------------------
     def drop(self, cid: int) -> None:
-        del self.loaded[cid]
-        del self.lookups[cid]
+        self.drop_many([cid])
+
+    def drop_many(self, cids) -> None:
+        """Stop holding these chunks (held ones)."""
+        for cid in cids:
+            del self.loaded[cid]
+            slot = int(self.slot_of[cid])
+            self.slot_of[cid] = -1
+            self.columns[slot] = None
+            layout = self._layout[slot]
+            self._layout[slot] = None
+            left = self._layouts[layout] - 1
+            if left:
+                self._layouts[layout] = left
+            else:
+                del self._layouts[layout]
+            self._free.append(slot)
+            self._lookups.pop(cid, None)
         self.version += 1
 
     def cancel(self) -> None:
         """Forget the loads under way (a new sweep or a restore wants others)."""
-        for fut in self.futures.values():
+        for fut in set(self.futures.values()):
             fut.cancel()
         self.futures.clear()
         self.version += 1
 
     def clear(self) -> None:
         self.cancel()
-        self.loaded.clear()
-        self.lookups.clear()
-        self.version += 1
+        self.drop_many(list(self.loaded))
 
     def close(self) -> None:
         if self.pool is not None:

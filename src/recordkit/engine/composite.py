@@ -21,7 +21,7 @@ def _path(d) -> str:
     return name_of(d)
 
 
-def _keyed(d) -> bool:
+def keyed(d) -> bool:
     """True when the deserializer's keys are ids from the file (not ordinals): a CTF file in id
     mode, or a deserializer that says so (``keys_are_ids``, e.g. OFRecord records with a key)."""
     from recordkit.engine.deserializer import has_keys, keys_are_ids
@@ -40,7 +40,7 @@ class CompositeDeserializer(WrapsDeserializers):
         if not self.parts:
             raise ValueError("a composite needs at least one deserializer")
         if join == "auto":
-            join = "key" if len(self.parts) > 1 and all(_keyed(d) for d in self.parts) else "position"
+            join = "key" if len(self.parts) > 1 and all(keyed(d) for d in self.parts) else "position"
         if join not in ("key", "position"):
             raise ValueError(f"join must be 'key', 'position' or 'auto', not {join!r}")
         self.join = join
@@ -142,6 +142,7 @@ class CompositeDeserializer(WrapsDeserializers):
         """Sequences (chunk, described index) of d, in this order, as one ChunkData."""
         if len(cids) == 0:
             c = d.load_chunk(d.chunks[0].id) if d.chunks else None
+            assert c is not None, "a part without chunks has no sequences to gather"
             return c.take(np.zeros(0, np.int64))
         srt = np.argsort(cids, kind="stable")
         keys, starts = np.unique(cids[srt], return_index=True)

@@ -74,10 +74,10 @@ def resolve_target(output, to=None, storage_options=None) -> str:
     from recordkit.formats import registry
     from recordkit.storage import location
     if to is not None:
-        fmt = registry.get(to)
-        if fmt.writer is None:
+        chosen = registry.get(to)
+        if chosen.writer is None:
             raise UsageError(f"recordkit does not write {to} data (it writes: {', '.join(registry.writable())})")
-        return fmt.name
+        return chosen.name
     fmt = registry.by_extension(output)
     if fmt is not None and fmt.writer:
         return fmt.name
@@ -315,10 +315,11 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         from recordkit.formats.cbf import from_ctf
         if from_ctf.supports(reader, resolve_precision(precision)):
             # CBF holds everything CTF does but ids: the estimate needs no sample
-            est = SizeEstimate(input_bytes, 0, total_sequences)
+            est: SizeEstimate | None = SizeEstimate(input_bytes, 0, total_sequences)
             written = from_ctf.convert(reader, dst, chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, threads=threads,
                                        progress=progress, storage_options=storage_options, checksums=checksums)
-            ids = _SequenceIds(reader)
+            ids: _SequenceIds | None = _SequenceIds(reader)
+            assert ids is not None
             if ids.carried:
                 ids.add(reader.index.keys)  # the fast path writes the indexed sequences in order
             from recordkit.engine.deserializer import tolerated

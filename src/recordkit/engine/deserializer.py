@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Iterator, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, runtime_checkable
 
 from recordkit.engine.chunk import ChunkData, Sequence
 from recordkit.engine.streams import StreamSpec
@@ -50,6 +50,8 @@ class DeserializerBase:
 
     _streams: list
     _chunks: list
+    if TYPE_CHECKING:  # each reader's own
+        load_chunk: Callable[..., ChunkData]
 
     @property
     def streams(self) -> list[StreamSpec]:

@@ -63,7 +63,7 @@ class ElasticPlan:
 
         if not isinstance(data, dict):
             raise fail(f"expected a dict, found {type(data).__name__}")
-        pending = []
+        pending: list = []
         for k, p in enumerate(data.get("pending") or []):
             s, a, b = ints(p, 3, f"pending[{k}]")
             if not (0 <= s <= max_sweep and 0 <= a < b <= num_sequences):
@@ -109,7 +109,7 @@ class Run:
         return len(self.groups), 0
 
 
-def _virtual(pending: list, cum_of) -> tuple[list, np.ndarray]:
+def _virtual(pending: list, cum_of) -> tuple[list, np.ndarray, int]:
     """The pending positions laid end to end: per stretch (sweep, positions) and the sample
     each position starts at in that virtual order."""
     parts, starts, base = [], [], 0
@@ -133,7 +133,9 @@ def cut_run(plan: ElasticPlan, cum_of, j: int) -> Run:
     else:
         lo = int(np.searchsorted(starts, j * total / m, side="left")) if j else 0
         hi = int(np.searchsorted(starts, (j + 1) * total / m, side="left")) if j + 1 < m else count
-    groups, offsets, at, run = [], [], 0, 0
+    groups: list = []
+    offsets: list = []
+    at = run = 0
     for s, pos in parts:
         a, b = max(lo - at, 0), min(hi - at, len(pos))
         at += len(pos)
@@ -207,7 +209,7 @@ def plan_resume(old: list, old_plan: ElasticPlan | None, n_old: int, m_new: int,
     while k_new - 1 >= k_old and k_new - 1 in todo and todo[k_new - 1].all() and not any(
             c[0] == k_new - 1 for c in carry):
         k_new -= 1
-    pending = []
+    pending: list = []
     for s in sweeps:
         if s >= k_new:
             continue

@@ -8,10 +8,14 @@ the per-sequence row offsets. Packing is vectorized over the whole minibatch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recordkit.engine import _gather
+
+if TYPE_CHECKING:  # annotations only: SciPy is imported where a CSR matrix is asked for
+    import scipy.sparse
 
 
 
@@ -40,8 +44,9 @@ class StreamBatch:
         """The sparse samples as a (total samples, dim) scipy CSR matrix (built on first use)."""
         if self._csr is None and self.is_sparse:
             import scipy.sparse as sp  # lazily: only callers that ask for a SciPy matrix pay for SciPy
-            self._csr = sp.csr_matrix((self.values, self.indices, self.indptr),
-                                      shape=(len(self.indptr) - 1, self.dim))
+            indptr = self.indptr
+            assert indptr is not None  # a sparse stream has its CSR arrays
+            self._csr = sp.csr_matrix((self.values, self.indices, indptr), shape=(len(indptr) - 1, self.dim))
         return self._csr
 
     @property
@@ -55,17 +60,24 @@ class StreamBatch:
 
     @property
     def dtype(self) -> np.dtype:
-        return self.values.dtype if self.is_sparse else self.data.dtype
+        arr = self.values if self.is_sparse else self.data
+        assert arr is not None  # sparse streams have values, dense ones data
+        return arr.dtype
 
     def as_sequences(self) -> list:
         """One (samples, dim) array (dense) or CSR matrix (sparse) per sequence."""
         if self.is_sparse:
-            return [self.csr[self.seq_offsets[i]:self.seq_offsets[i + 1]] for i in range(self.num_sequences)]
-        return [self.data[i, :n] for i, n in enumerate(self.lengths)]
+            so = self.seq_offsets
+            assert so is not None
+            return [self.csr[so[i]:so[i + 1]] for i in range(self.num_sequences)]
+        data = self.data
+        assert data is not None
+        return [data[i, :n] for i, n in enumerate(self.lengths)]
 
     def asarray(self) -> np.ndarray:
         """The padded dense (sequences, T, dim) array (sparse streams are densified)."""
         if not self.is_sparse:
+            assert self.data is not None
             return self.data
         T = int(self.lengths.max()) if len(self.lengths) else 0
         out = np.zeros((self.num_sequences, T, self.dim), dtype=self.csr.dtype)
@@ -135,9 +147,10 @@ def _padded_rows(lengths: np.ndarray, T: int) -> np.ndarray:
     return seq * T + t
 
 
-def _prepared(chunk, specs) -> dict:
-    """Per chunk, once: the arrays the gather kernels take (byte views, int64 keys and lengths)."""
-    prep = getattr(chunk, "_gather_views", None)
+def prepared_views(chunk, specs) -> dict:
+    """Per chunk, once: the arrays the per-stream gather kernels take (byte views, int64 keys and
+    lengths): what ``_pack_mixed`` reads."""
+    prep = chunk.gather_views
     if prep is None:
         prep = {"__keys__": chunk.keys.view(np.int64),
                 "__lengths__": np.ascontiguousarray(chunk.lengths, dtype=np.int64)}
@@ -147,31 +160,41 @@ def _prepared(chunk, specs) -> dict:
             if spec.is_sparse:
                 prep[spec.name] = (vals.view(np.uint8), col.indices, col.indptr, col.seq_offsets, vals.dtype)
             else:
+                # (rows, offsets, what gather_padded takes, dtype): the kernel sees frames itself
+                # (offsets 0, 1, ..., n: sequence j is row j)
                 rows = vals.view(np.uint8).reshape(-1, spec.dim * vals.dtype.itemsize)
-                offsets = col.seq_offsets
-                n = rows.shape[0]
-                frames = len(offsets) == n + 1 and offsets[-1] == n and (np.diff(offsets) == 1).all()
-                # (rows, offsets, what gather_padded takes: None for frames, where sequence j is row j, dtype)
-                prep[spec.name] = (rows, offsets, None if frames else offsets, vals.dtype)
-        chunk._gather_views = prep
+                prep[spec.name] = (rows, col.seq_offsets, col.seq_offsets, vals.dtype)
+        chunk.gather_views = prep
     return prep
 
 
-def _columns(chunk, specs) -> tuple:
+def chunk_columns(chunk, specs) -> tuple:
     """Per chunk, once: its arrays checked into a compiled ``ChunkColumns`` (what ``_gather.pack``
-    takes), and each stream's dtype."""
-    cols = getattr(chunk, "_gather_columns", None)
+    takes), and each stream's dtype. Made as few NumPy calls as possible: the chunk cache makes it
+    as each chunk loads, and a sweep of small chunks makes thousands."""
+    cols = chunk.gather_columns
     if cols is None:
-        prep = _prepared(chunk, specs)
-        streams = []
+        streams: list[tuple] = []
+        dtypes = []
         for spec in specs:
-            p = prep[spec.name]
+            col = chunk.columns[spec.name]
+            vals = col.values
+            if not vals.flags.c_contiguous:
+                vals = np.ascontiguousarray(vals)
+            dtypes.append(vals.dtype)
+            raw = vals.view(np.uint8)
             if spec.is_sparse:
-                streams.append(("sparse", p[0], p[1], p[2], p[3], p[4].itemsize))
+                streams.append(("sparse", raw, col.indices, col.indptr, col.seq_offsets, vals.dtype.itemsize))
             else:
-                streams.append(("dense", p[0], p[2], spec.dim * p[3].itemsize))
-        dtypes = tuple(prep[spec.name][-1] for spec in specs)
-        cols = chunk._gather_columns = (_gather.ChunkColumns(prep["__keys__"], prep["__lengths__"], streams), dtypes)
+                row_bytes = spec.dim * vals.dtype.itemsize
+                if raw.ndim != 2 or raw.shape[1] != row_bytes:
+                    raw = raw.reshape(-1, row_bytes)
+                streams.append(("dense", raw, col.seq_offsets, row_bytes))
+        lengths = chunk.lengths
+        if lengths.dtype != np.int64 or not lengths.flags.c_contiguous:
+            lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        cols = chunk.gather_columns = (_gather.ChunkColumns(chunk.keys.view(np.int64), lengths, streams),
+                                       tuple(dtypes))
     return cols
 
 
@@ -186,11 +209,19 @@ def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, 
     seq = np.ascontiguousarray(seq, dtype=np.int64)
     if not chunks:  # the streams' layout comes from the chunks: without one there is nothing to pack
         raise ValueError("pack_from_chunks: no chunks to pack from")
-    cols = [_columns(c, specs) for c in chunks]
+    cols = [chunk_columns(c, specs) for c in chunks]
     dtypes = cols[0][1]
     if any(c[1] != dtypes for c in cols[1:]):
         return _pack_mixed(chunks, slot, seq, specs, frame_mode)
-    keys, lengths, total, outs = _gather.pack([c[0] for c in cols], slot, seq)
+    return pack_from_table([c[0] for c in cols], dtypes, slot, seq, specs, frame_mode=frame_mode)
+
+
+def pack_from_table(table: list, dtypes: tuple, slot: np.ndarray, seq: np.ndarray, specs, *,
+                    frame_mode: bool = False):
+    """``pack_from_chunks`` over a table of ``ChunkColumns`` whose streams all have ``dtypes``
+    (``ChunkCache.columns``: None at free slots), ``slot`` indexing the table: no Python work per
+    chunk, however many chunks the minibatch draws from."""
+    keys, lengths, total, outs = _gather.pack(table, slot, seq)
     streams = {}
     for spec, dtype, out in zip(specs, dtypes, outs):
         streams[spec.name] = _stream_batch(spec, dtype, out, frame_mode)
@@ -213,7 +244,7 @@ def _stream_batch(spec, dtype, out, frame_mode: bool) -> "StreamBatch":
 def _pack_mixed(chunks, slot, seq, specs, frame_mode):
     """Chunks whose stream differs in dtype (no reader makes them; a hand-built deserializer
     could): each such stream's values cast to the common dtype, then gathered as usual."""
-    preps = [_prepared(c, specs) for c in chunks]
+    preps = [prepared_views(c, specs) for c in chunks]
     keys = _gather.gather_items([p["__keys__"] for p in preps], slot, seq).view(np.uint64)
     lengths = _gather.gather_items([p["__lengths__"] for p in preps], slot, seq)
     streams = {}

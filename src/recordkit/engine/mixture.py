@@ -77,7 +77,9 @@ class Mixture(WrapsDeserializers):
         self.streams = list(parts[0].streams)
         for p in parts[1:]:
             _check_streams(parts[0], p)
-        self._chunks, self._owner, self.offsets = [], [], []
+        self._chunks: list = []
+        self._owner: list = []
+        self.offsets: list = []
         for i, p in enumerate(parts):
             self.offsets.append(len(self._chunks))
             for c in p.chunks:
@@ -143,10 +145,15 @@ class Mixture(WrapsDeserializers):
         """The data sets as a checkpoint records them, in order (``engine/checkpoint.py`` compares
         them on restore): name, sequences, draws per sweep, and the weight (as a proportion, so
         [7, 3] is [0.7, 0.3]) or the repeats."""
-        total = sum(self.weights) if self.weights is not None else None
+        weights = self.weights
+        total = sum(weights) if weights is not None else None
         out = []
         for k, (p, n, c) in enumerate(zip(self.parts, self.sizes, self.counts)):
-            how = {"weight": self.weights[k] / total} if total is not None else {"repeats": self.repeats[k]}
+            if weights is not None and total is not None:
+                how = {"weight": weights[k] / total}
+            else:
+                assert self.repeats is not None  # a mixture has weights or repeats
+                how = {"repeats": self.repeats[k]}
             out.append({"name": identity(p), "sequences": int(n), "per_sweep": int(c), **how})
         return out
 

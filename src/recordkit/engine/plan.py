@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
 from recordkit.engine.deserializer import splits_chunks
+from recordkit.engine.sweep import share_bounds  # the source's split of a sweep among workers
 
 DEFAULT_MEMORY_FRACTION = 0.25   # the default bound: this fraction of the memory available now
 ENGINE_BYTES_PER_SEQUENCE = 96   # MinibatchSource's per-sequence arrays (order, positions, lookups)
@@ -323,8 +325,9 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
     C = len(chunks)
     whole = int(nbytes.sum()) + (in_flight(loading, threads) if C else 0)
     total_samples = sum(int(c.num_samples) for c in chunks)
-    base = dict(max_memory=max_memory, bound_from=bound_from, randomize=randomize, sample_based=sample_based,
-                window_requested=window, prefetch_requested=int(prefetch), whole_bytes=whole, chunks=C)
+    base: dict[str, Any] = dict(max_memory=max_memory, bound_from=bound_from, randomize=randomize,
+                                sample_based=sample_based, window_requested=window,
+                                prefetch_requested=int(prefetch), whole_bytes=whole, chunks=C)
     if C == 0:
         return MemoryChoice(window=window, prefetch=int(prefetch), estimated_bytes=0, capped=False, fits=True, **base)
 
@@ -354,7 +357,7 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
         if best is not None:
             return MemoryChoice(window=best[0] * per, prefetch=int(prefetch), estimated_bytes=best[1], capped=True,
                                 fits=True, **base)
-        w = per
+        w: int | None = per
     else:
         w = window
     e = first
@@ -367,40 +370,16 @@ def choose_window(chunks, nbytes, loading, *, max_memory: int | None, bound_from
 
 
 # -- the whole plan ------------------------------------------------------------------------------------
-def share_bounds(cum: np.ndarray, n: int, i: int) -> tuple[int, int]:
-    """Positions [lo, hi) of worker i of n in a sweep with cumulative samples ``cum`` (len + 1):
-    ``MinibatchSource``'s split, contiguous runs of about equal samples."""
-    positions = len(cum) - 1
-    total = int(cum[-1])
-    if total == 0:
-        return positions * i // n, positions * (i + 1) // n
-    lo = int(np.searchsorted(cum[:-1], i * total / n, side="left")) if i else 0
-    hi = int(np.searchsorted(cum[:-1], (i + 1) * total / n, side="left")) if i + 1 < n else positions
-    return lo, hi
-
-
 def minibatch_ends(lengths: np.ndarray, size: int, cuts=()) -> np.ndarray:
-    """End position of every minibatch over positions with these lengths (CNTK's rule: the
-    first sequence always, then sequences while they fit in ``size`` samples), never
-    crossing a position in ``cuts`` (epoch ends, the end of the data)."""
+    """End position of every minibatch over positions with these lengths, never crossing a
+    position in ``cuts`` (epoch ends, the end of the data): cut by the rule the source's picks
+    apply (``_gather.minibatch_ends``: the first sequence always, then sequences while they fit
+    in ``size`` samples)."""
+    from recordkit.engine import _gather
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     n = len(lengths)
-    cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=cum[1:])
     bounds = sorted({0, n, *[int(c) for c in cuts if 0 < c < n]})
-    ends = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        seg = lengths[a:b]
-        if len(seg) and seg.min() == seg.max():  # equal lengths: arithmetic instead of a walk
-            k = max(1, size // int(seg[0])) if seg[0] > 0 else b - a
-            ends.append(np.minimum(np.arange(a + k, b + k, k, dtype=np.int64), b))
-            continue
-        out = []
-        p = a
-        while p < b:
-            q = int(np.searchsorted(cum, cum[p] + size, side="right")) - 1
-            p = min(max(q, p + 1), b)
-            out.append(p)
-        ends.append(np.array(out, dtype=np.int64))
+    ends = [_gather.minibatch_ends(lengths, int(size), a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     return np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
 
 
@@ -499,20 +478,20 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         window.update(chunks=1, samples=int(samples_per_chunk.max()) if C else 0, bytes=int(nbytes.max()) if C else 0)
 
     # sweeps, epochs, minibatches of the partition being read
-    sweeps_needed = r.max_sweeps
+    sweeps_needed: int | None = r.max_sweeps
     if r.max_samples is not None:
         sweeps_needed = -(-int(r.max_samples) // max(sweep_samples, 1)) if sweep_samples else 1
     finite = sweeps_needed is not None
     # sweeps walked position by position: at most MAX_TIMELINE_SWEEPS and MAX_TIMELINE_POSITIONS in all
     room = max(1, MAX_TIMELINE_POSITIONS // max(sweep_sequences, 1))
-    n_sweeps = min(sweeps_needed, MAX_TIMELINE_SWEEPS, room) if finite else 1
+    n_sweeps = min(sweeps_needed, MAX_TIMELINE_SWEEPS, room) if sweeps_needed is not None else 1
     total_samples = None
-    if finite:
+    if sweeps_needed is not None:
         total_samples = sweeps_needed * sweep_samples if r.max_samples is None else min(
             int(r.max_samples), sweeps_needed * sweep_samples)
     n, i = (r.partitions, r.partition_index) if r.partition_by == "samples" else (1, 0)
     share_lengths, share_global, sweep_starts, share_chunks = [], [], [], None
-    per_partition = [{"index": k, "sequences": 0, "samples": 0, "chunks": 0} for k in range(n)]
+    per_partition: list[dict[str, Any]] = [{"index": k, "sequences": 0, "samples": 0, "chunks": 0} for k in range(n)]
     offset = 0
     for s in range(n_sweeps):
         order = randomizer.sweep(s)
@@ -542,7 +521,7 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         count = -(-int(last_sample) // int(r.epoch_size))
         bounds = np.arange(1, min(count, 1_000_000) + 1, dtype=np.int64) * int(r.epoch_size)
         epoch_ends = np.searchsorted(G, bounds, side="left").tolist()
-    timeline = {"samples_per_sweep": sweep_samples, "sequences_per_sweep": sweep_sequences,
+    timeline: dict[str, Any] = {"samples_per_sweep": sweep_samples, "sequences_per_sweep": sweep_sequences,
                 "sweeps": sweeps_needed, "sweeps_shown": n_sweeps, "total_samples": total_samples,
                 "minibatch_size": r.minibatch_size,
                 "epoch_size": r.epoch_size, "partition": [i, n] if r.partition_by == "samples" else
@@ -561,17 +540,17 @@ def make_plan(deserializer, request: PlanInput, *, baseline_bytes: int = 0, part
         timeline["minibatches_per_sweep"] = [int(np.sum((sweep_of_end == s))) for s in range(n_sweeps)]
         timeline["crossing_sweeps"] = int(sum(1 for s in sweep_starts[1:]
                                               if s < end and not np.any(ends == s)))
-        if not finite:
+        if sweeps_needed is None:
             timeline["note"] = "no end (repeats forever): one sweep shown"
         elif n_sweeps < sweeps_needed:
             timeline["note"] = (f"the first {n_sweeps} sweeps are shown (counts of sequences, samples and "
                                 f"minibatches are theirs)")
-        epochs = []
+        epochs: list[dict[str, Any]] = []
         prev, prev_mb = 0, 0
         for e, cut in enumerate(epoch_ends[:MAX_LISTED_EPOCHS]):
             c = min(cut, end)
             nmb = int(np.searchsorted(ends, c, side="right"))
-            at = min((e + 1) * int(r.epoch_size), int(last_sample))
+            at = min((e + 1) * int(r.epoch_size or 0), int(last_sample))
             epochs.append({"epoch": e, "ends_at_sample": at,
                            "ends_in_sweep": (at - 1) // max(sweep_samples, 1) if at else 0,
                            "sequences": c - prev, "samples": int(L[prev:c].sum()), "minibatches": nmb - prev_mb})

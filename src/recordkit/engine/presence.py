@@ -28,6 +28,7 @@ unless the caller allowed it (``allow_padding=`` / ``--allow-padding NAME``).
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Any, Callable
 
 from recordkit.errors import FormatError, UsageError
 
@@ -61,7 +62,7 @@ def resolve_allowed(streams, allow, option: str = "allow_empty_streams") -> froz
         return frozenset()
     if isinstance(allow, str):
         allow = [allow]
-    by_name = {}
+    by_name: dict[str, str] = {}
     for s in streams:
         by_name.setdefault(s.name, s.name)
         by_name.setdefault(s.alias, s.name)
@@ -235,6 +236,10 @@ class ChecksPresence:
     ``check_presence()``; an error ending a ``with`` block, or the garbage collector, suppresses
     the check (it must not hide the real error, nor be raised from nowhere)."""
 
+    if TYPE_CHECKING:  # what the reader using this mixin has
+        _presence: Any
+        close: Callable[[], None]
+
     def check_presence(self) -> None:
         presence = getattr(self, "_presence", None)
         if presence is not None:
@@ -248,4 +253,4 @@ class ChecksPresence:
     def __del__(self):
         if getattr(self, "_presence", None) is not None:
             self._presence.suppress()  # the garbage collector is no place to report it
-        super().__del__()
+        super().__del__()  # type: ignore[misc]  # the reader's other base (ClosingReader) has one

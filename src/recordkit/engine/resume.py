@@ -11,16 +11,58 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from recordkit.engine.checkpoint import STATE_VERSION, SourceFacts, check_position, check_state, partition_mismatch
+from recordkit.engine.checkpoint import (STATE_VERSION, ReadPosition, SourceFacts, check_position, check_state,
+                                         partition_mismatch, save_position)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-from recordkit.engine.sweep import estimate_lengths
+from recordkit.engine.sweep import Sweep, estimate_lengths
 
 
 class Checkpointing:
-    """``get_checkpoint_state`` / ``restore_from_checkpoint`` of ``MinibatchSource``."""
+    """``get_checkpoint_state`` / ``restore_from_checkpoint`` of ``MinibatchSource``.
+
+    What it reads and drives of the source (``source.py``) is declared here, so that the seam
+    between the two files is written down and type-checked."""
+
+    if TYPE_CHECKING:
+        deserializer: Any
+        randomizer: Any
+        memory: Any
+        streams: list
+        truncation_length: int
+        max_sweeps: int | None
+        max_samples: int | None
+        epoch_size: int | None
+        sweep_samples: int
+        samples_delivered: int
+        minibatches_delivered: int
+        _chunks: list
+        _lengths: Any
+        _described_total: int
+        _default_partitions: tuple
+        _partition: tuple[int, int] | None
+        _sweep: Sweep | None
+        _cursor: int
+        _exhausted: bool
+        _epoch: int
+        _bptt: Any
+        _plan: Any
+        _run: Any
+        _group: int | None
+        _elastic_from: Any
+        _restored_partition: Any
+        _resolve_partition: Callable[..., tuple[int, int]]
+        _enter_group: Callable[..., None]
+        _clear_chunks: Callable[[], None]
+        _start_sweep: Callable[..., None]
+        _run_position: Callable[[], int | None]
+        _order_cum: Callable[[int], Any]
+        _make_sweep: Callable[[int], Sweep]
+        _global_start: Callable[[int], int]
+        read_position: Callable[[], ReadPosition]
 
     def get_checkpoint_state(self) -> dict:
         """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
@@ -30,13 +72,7 @@ class Checkpointing:
             bptt = None
         return {
             "recordkit_state": STATE_VERSION,
-            "sweep": 0 if self._sweep is None else self._sweep.index,
-            "position": int(self._cursor),
-            "partition": None if self._partition is None else list(self._partition),
-            "exhausted": self._exhausted,
-            "epoch": self._epoch,
-            "samples_delivered": self.samples_delivered,
-            "minibatches_delivered": self.minibatches_delivered,
+            **save_position(self.read_position()),
             "bptt": bptt,
             "truncation_length": self.truncation_length,
             "fingerprint": self._fingerprint(),
@@ -173,6 +209,7 @@ class Checkpointing:
             return None, None
         from recordkit.engine.checkpoint import last_sweep
         from recordkit.engine.elastic import ChunkPlan, ElasticPlan
+        plan: ChunkPlan | ElasticPlan
         if isinstance(data, dict) and data.get("kind") == "chunks":
             plan = ChunkPlan.from_json(data, last_sweep(facts))
         else:
@@ -231,7 +268,7 @@ class Checkpointing:
         self._exhausted = st.exhausted
         self._epoch = st.epoch
         self.samples_delivered = st.samples_delivered
-        self.minibatches_delivered = st.minibatches_delivered
+        self.minibatches_delivered = st.minibatches_delivered  # (the sweep and cursor: below)
         self._bptt = None
         self._plan, self._run, self._group = plan, run, None
         if st.partition is None:
@@ -241,6 +278,7 @@ class Checkpointing:
         if run is not None:
             self._enter_group(*run.locate(run_position))
         else:
+            assert sweep is not None  # made above for a state with a partition and no elastic run
             sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
             sweep.pos_len.fill(0)
             self._sweep = sweep
@@ -255,7 +293,7 @@ class Checkpointing:
                                                        for s in states):
             self._restore_many_chunks(states)
             return
-        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.checkpoint import invalid_field
         from recordkit.engine.elastic import OldPartition, plan_resume
         if not states:
             raise ValueError("an elastic resume needs the states of all the job's partitions, got an empty list")
@@ -264,9 +302,10 @@ class Checkpointing:
         def check_one(k, state):
             st = check_state(state, facts)
             if st.partition is not None and st.partition != (n_old, k):
-                raise _fail("partition", f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
-                                         f"place {k} of a list of {n_old}: give the states of all partitions "
-                                         f"in partition order (None for one that took nothing)")
+                raise invalid_field("partition",
+                                    f"it is partition {st.partition[1]} of {st.partition[0]}, but sits at "
+                                    f"place {k} of a list of {n_old}: give the states of all partitions "
+                                    f"in partition order (None for one that took nothing)")
             return st, facts
 
         checked, plans = self._checked_states(states, check_one)
@@ -334,7 +373,7 @@ class Checkpointing:
 
     def _restore_many_chunks(self, states: list) -> None:
         """Elastic resume of ChunkPartition readers: ``states`` are every old reader's, in order."""
-        from recordkit.engine.checkpoint import _fail
+        from recordkit.engine.checkpoint import invalid_field
         from recordkit.engine.elastic import OldPartition, plan_chunk_resume
         cp = self._chunk_partition()
         n_old, m_new, j = len(states), cp.num_partitions, cp.index
@@ -344,13 +383,14 @@ class Checkpointing:
                              "(resume with the same number of readers, or partition by samples instead)")
         def check_one(k, state):
             if not isinstance(state, dict) or state.get("chunk_partition") != [n_old, k]:
-                raise _fail("chunk_partition", f"expected [{n_old}, {k}] (the states of all ChunkPartition "
-                                               f"readers in order, None for one that took nothing), found "
-                                               f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
+                raise invalid_field("chunk_partition",
+                                    f"expected [{n_old}, {k}] (the states of all ChunkPartition "
+                                    f"readers in order, None for one that took nothing), found "
+                                    f"{state.get('chunk_partition') if isinstance(state, dict) else state!r}")
             facts = self._shadow(n_old, k)[2]
             st = check_state(state, facts)
             if st.partition not in (None, (1, 0)):
-                raise _fail("partition", "a ChunkPartition reader's source must not be partitioned again")
+                raise invalid_field("partition", "a ChunkPartition reader's source must not be partitioned again")
             return st, facts
 
         checked, plans = self._checked_states(states, check_one)
@@ -371,7 +411,8 @@ class Checkpointing:
         """Every old partition's state checked (``check_one(k, state)`` -> (checked state, the facts it
         was checked against)), an error naming its place in the list: ((state, run position) or None
         for a partition that took nothing, the elastic plans the states run on)."""
-        checked, plans = [], []
+        checked: list = []
+        plans: list = []
         for k, state in enumerate(states):
             if state is None:
                 checked.append(None)
@@ -404,12 +445,12 @@ class Checkpointing:
         else:
             self._enter_group(0)
         self._epoch = 0
-        if self.epoch_size is not None and self._cursor < self._sweep.hi:
+        if self.epoch_size is not None and self._sweep is not None and self._cursor < self._sweep.hi:
             self._epoch = self._global_start(self._cursor) // self.epoch_size
         if run is not None and run.carry:
             from recordkit.engine.bptt import BpttSlots
             width = max(1, plan.bptt_slots or 1)
-            slots = [[] for _ in range(width)]
+            slots: list[list] = [[] for _ in range(width)]
             for q, entry in enumerate(run.carry):
                 slots[q % width].append(list(entry))
             self._bptt = BpttSlots.from_state(self, {"slots": slots})
@@ -419,6 +460,7 @@ class Checkpointing:
         anything (the plan is made again for it), refused after."""
         held = getattr(self, "_elastic_from", None)
         if held is None:
+            assert self._partition is not None  # it has delivered: the partition was chosen
             n, i = self._partition
             raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
                              f"it cannot move to partition {part[1]} of {part[0]}")

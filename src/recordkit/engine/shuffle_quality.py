@@ -185,11 +185,12 @@ def window_report(chunks, *, seed: int = 0, sweep: int = 0, chosen=None, chosen_
     if randomize:
         unit = "samples" if chosen_sample_based and chosen is not None else "chunks"
         chosen_w = chosen if unit == "samples" else canonical(chosen)
-        order = row(chosen_w, unit, given if given is not None else
+        picked = row(chosen_w, unit, given if given is not None else
                     block_sweep(chunks, chosen_w, seed, sweep, sample_based=unit == "samples"))
     else:
         unit, chosen_w = "file order", None
-        order = row(None, unit, given if given is not None else NoRandomizer(sorted(chunks, key=lambda c: c.id)).sweep(0))
+        picked = row(None, unit,
+                     given if given is not None else NoRandomizer(sorted(chunks, key=lambda c: c.id)).sweep(0))
     rows, seen = [], set()
     for w in windows:
         w = canonical(w)
@@ -197,18 +198,18 @@ def window_report(chunks, *, seed: int = 0, sweep: int = 0, chosen=None, chosen_
             continue
         seen.add(w)
         if unit == "chunks" and w == chosen_w:
-            rows.append(dict(order, chosen=True))
+            rows.append(dict(picked, chosen=True))
         else:
             rows.append(dict(row(w, "chunks", block_sweep(chunks, w, seed, sweep)), chosen=False))
     if unit != "chunks":  # sample-based or file order: the chosen row comes first
-        rows.insert(0, dict(order, chosen=True))
+        rows.insert(0, dict(picked, chosen=True))
     elif chosen_w not in seen:
-        rows.append(dict(order, chosen=True))
+        rows.append(dict(picked, chosen=True))
     rows.sort(key=lambda r: (r["window_unit"] != "file order", r["window_unit"] == "chunks",
                              float("inf") if r["window"] is None else r["window"]))
     return {"sequences": int(sum(c.num_sequences for c in chunks)), "chunks": n_chunks, "sweep": int(sweep),
             "seed": int(seed) + int(sweep), "randomize": bool(randomize), "uniform_same_chunk": round(uniform_same_chunk(chunks), 4),
-            "order": order, "windows": rows}
+            "order": picked, "windows": rows}
 
 
 def describe_window(row) -> str:

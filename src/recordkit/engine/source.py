@@ -27,15 +27,17 @@ available, so a randomized read never silently grows with the data set.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
 
 from recordkit.engine import _gather
 from recordkit.engine.chunk import ChunkData
+from recordkit.engine.checkpoint import ReadPosition
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
-from recordkit.engine.minibatch import Minibatch, counted, pack_from_chunks
+from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_from_chunks, pack_from_table
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
@@ -128,7 +130,7 @@ class MinibatchSource(Checkpointing):
                                  "it with max_sweeps, not max_samples or epoch_size (or use whole repeats)")
         if self.sweep_samples == 0 and self._described_total == 0:
             raise ValueError("the data holds no sequences")
-        self._partition = None
+        self._partition: tuple[int, int] | None = None
         self._sweep: Sweep | None = None
         self._cursor = 0
         self._exhausted = False
@@ -136,11 +138,12 @@ class MinibatchSource(Checkpointing):
         self.minibatches_delivered = 0
         self._prefetch_chunks = max(0, int(prefetch_chunks))
         self._cache = ChunkCache(deserializer, self._described, prefetch=self._prefetch_chunks > 0, threads=threads,
-                                 on_load=self._on_load)
+                                 on_load=self._on_load, prepare=functools.partial(chunk_columns, specs=self.streams),
+                                 nbytes=self._chunk_nbytes)
         self._bptt = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
-        self._evict_memo = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
-        self._prefetch_memo = None  # (sweep, cache version, cursor above, cursor up to): see _prefetch
+        self._evict_memo: tuple | None = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
+        self._prefetch_memo: tuple | None = None  # (sweep, cache version, cursor above, cursor up to): see _prefetch
         # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
         # group of the run being delivered (None once the ordinary sweeps have begun)
         self._plan = None
@@ -163,6 +166,7 @@ class MinibatchSource(Checkpointing):
         else:
             bound, frm = plan.parse_size(max_memory), "argument"
         nbytes = plan.chunk_bytes(self.deserializer)
+        self._chunk_nbytes = plan.by_id(self._chunks, nbytes)  # what groups small chunks per load task
         choice = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes),
                                     max_memory=bound, bound_from=frm, randomize=randomize, window=window,
                                     sample_based=sample_based, seed=seed, prefetch=prefetch, threads=threads,
@@ -194,6 +198,7 @@ class MinibatchSource(Checkpointing):
 
     def _make_sweep(self, index: int) -> Sweep:
         order, cum = self._order_cum(index)
+        assert self._partition is not None  # chosen before any sweep is made
         n, i = self._partition
         # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
         lo, hi = share_bounds(cum, n, i)
@@ -215,33 +220,49 @@ class MinibatchSource(Checkpointing):
 
     def _held(self, sweep: Sweep) -> Sweep:
         """The sweep with what the chunks already held say about its positions."""
-        for cid in self._cache.ids():
-            self._resolve(sweep, cid)
+        self._resolve(sweep, self._cache.ids())
         return sweep
 
-    def _resolve(self, sweep: Sweep, cid: int) -> None:
-        """Record, for the share's positions that use chunk ``cid``, where each sequence is and its length."""
-        rel = sweep.by_chunk.get(cid)
-        if rel is None:
+    def _resolve(self, sweep: Sweep, cids: list) -> None:
+        """Record, for the share's positions that use the held chunks ``cids``, where each sequence
+        is and its length: a few array operations for all of them (a batch of small chunks loads at once)."""
+        if not cids:
             return
-        js = self._cache.lookups[cid][sweep.seq[sweep.lo + rel]]
-        sweep.pos_j[rel] = js
-        chunk = self._cache.loaded[cid]
-        if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
-            from recordkit.engine.bptt import _step_counts
-            lengths = _step_counts(chunk, self.streams)[0]
+        rel, owner = sweep.positions_of(np.asarray(cids, dtype=np.int64))
+        if not len(rel):
+            return
+        seqs = sweep.seq[sweep.lo + rel]
+        chunks = [self._cache.loaded[c] for c in cids]
+        if all(ch.positions is None for ch in chunks):  # no sequence dropped: index j is sequence j
+            sizes = np.array([len(ch) for ch in chunks], dtype=np.int64)
+            js = np.where(seqs < sizes[owner], seqs, -1)
         else:
-            lengths = chunk.lengths
+            js = np.empty(len(rel), dtype=np.int64)
+            bounds = np.searchsorted(owner, np.arange(len(cids) + 1))
+            for k, cid in enumerate(cids):
+                a, b = int(bounds[k]), int(bounds[k + 1])
+                if b > a:
+                    js[a:b] = self._cache.lookup(cid, seqs[a:b])
+        sweep.pos_j[rel] = js
+        if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
+            from recordkit.engine.bptt import step_counts
+            lengths = [step_counts(ch, self.streams)[0] for ch in chunks]
+        else:
+            lengths = [ch.lengths for ch in chunks]
+        flat = np.concatenate(lengths) if len(lengths) > 1 else np.asarray(lengths[0])
+        base = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum([len(x) for x in lengths[:-1]], out=base[1:])
         # a chunk whose every sequence was dropped has no lengths at all (js all -1)
-        sweep.pos_len[rel] = np.where(js >= 0, lengths[np.maximum(js, 0)], 0) if len(lengths) else 0
+        ok = js >= 0
+        sweep.pos_len[rel] = np.where(ok, flat[np.where(ok, base[owner] + js, 0)], 0) if len(flat) else 0
 
     # -- chunks ----------------------------------------------------------------------------------
     def _chunk(self, cid: int) -> ChunkData:
         return self._cache.get(cid)
 
-    def _on_load(self, cid: int) -> None:
+    def _on_load(self, cids: list) -> None:
         if self._sweep is not None:
-            self._resolve(self._sweep, cid)
+            self._resolve(self._sweep, cids)
 
     def _evict(self, size: int = 1) -> None:
         """Drop loaded chunks that no position from the cursor on still needs, and those not
@@ -254,37 +275,40 @@ class MinibatchSource(Checkpointing):
         cursor moved forward but past no held chunk's last use. (A chunk that survived the
         second test keeps surviving as the cursor advances: the reach only grows, and a chunk
         leaves the prefetch's list only once its first use is behind the cursor.)"""
-        sw = self._sweep
+        sw = self._current
         memo = self._evict_memo
         cursor = self._cursor
         if (memo is not None and memo[0] is sw and memo[1] == size and memo[2] == self._cache.version
                 and memo[3] <= cursor <= memo[4]):
             return
-        soon = set(self._wanted_ahead())
-        reach = self._reach(size)
-        if sw.first_at is None:
-            sw.first_at = dict(zip(sw.first_use.tolist(), sw.first_pos.tolist()))
-        first_at = sw.first_at
-        last_use = sw.last_use
-        for cid in self._cache.ids():
-            if last_use.get(cid, -1) < cursor or (first_at.get(cid, -1) >= reach and cid not in soon):
-                self._cache.drop(cid)
-                if cid in sw.by_chunk:
-                    rel = sw.by_chunk[cid]
-                    sw.pos_j[rel] = -2
-                    sw.pos_len[rel] = 0
-        held = self._cache.ids()
-        until = min((last_use.get(cid, -1) for cid in held), default=sw.hi)
+        held = self._cache.held()
+        until = sw.hi
+        if len(held):
+            soon = self._wanted_ahead()
+            last = sw.per_chunk(sw.last_use, held)
+            late = sw.per_chunk(sw.first_at, held) >= self._reach(size)
+            if soon and late.any():
+                late &= ~np.isin(held, soon)
+            gone = (last < cursor) | late
+            if gone.any():
+                dropped = held[gone]
+                self._cache.drop_many(dropped.tolist())
+                rel, _ = sw.positions_of(dropped)
+                sw.pos_j[rel] = -2
+                sw.pos_len[rel] = 0
+                last = last[~gone]
+            if len(last):
+                until = int(last.min())
         self._evict_memo = (sw, size, self._cache.version, cursor, until)
 
     def _reach(self, samples: int) -> int:
-        return reach(self._sweep, self._cursor, samples)
+        return reach(self._current, self._cursor, samples)
 
     def _wanted_ahead(self) -> list:
         """The chunks the prefetch wants now: the one in use and the next ones in order of first use."""
         if self._cache.pool is None:
             return []
-        return wanted_ahead(self._sweep, self._cursor, self._prefetch_chunks)
+        return wanted_ahead(self._current, self._cursor, self._prefetch_chunks)
 
     def _prefetch(self) -> None:
         """Start loading the next chunks, in order of first use, on the background threads
@@ -292,7 +316,7 @@ class MinibatchSource(Checkpointing):
         loaded, dropped or started since the last call)."""
         if self._cache.pool is None:
             return
-        sw, cursor, memo = self._sweep, self._cursor, self._prefetch_memo
+        sw, cursor, memo = self._current, self._cursor, self._prefetch_memo
         if memo is not None and memo[0] is sw and memo[1] == self._cache.version and memo[2] < cursor <= memo[3]:
             return
         self._cache.start(self._wanted_ahead())
@@ -304,8 +328,21 @@ class MinibatchSource(Checkpointing):
         self._prefetch_memo = (sw, self._cache.version, low, high)
 
     # -- positions -------------------------------------------------------------------------------
+    @property
+    def _current(self) -> Sweep:
+        """The sweep being delivered (there is one once the first minibatch chose the partition,
+        or a restore set it)."""
+        sw = self._sweep
+        assert sw is not None, "no sweep yet: the first next_minibatch chooses the partition"
+        return sw
+
+    def read_position(self) -> ReadPosition:
+        """Where this source is, as a value (what a checkpoint saves: ``checkpoint.save_position``)."""
+        return ReadPosition(0 if self._sweep is None else self._current.index, int(self._cursor), self._partition,
+                            self._exhausted, self._epoch, self.samples_delivered, self.minibatches_delivered)
+
     def _global_start(self, pos: int) -> int:
-        return self._sweep.index * self.sweep_samples + int(self._sweep.cum[pos])
+        return self._current.index * self.sweep_samples + int(self._current.cum[pos])
 
     def _following_sweep(self) -> int:
         """The index of the sweep that comes after the current one (or after the current group of an
@@ -313,13 +350,13 @@ class MinibatchSource(Checkpointing):
         if self._group is not None:
             g = self._group + 1
             return self._run.groups[g][0] if g < len(self._run.groups) else self._plan.resume_sweep
-        return self._sweep.index + 1
+        return self._current.index + 1
 
     def _advance_sweep(self) -> None:
         if self._group is not None:
             self._enter_group(self._group + 1)
         else:
-            self._start_sweep(self._sweep.index + 1)
+            self._start_sweep(self._current.index + 1)
 
     def _enter_group(self, group: int, at: int = 0) -> None:
         """Deliver group ``group`` of this partition's elastic run from ``at`` on; past the last
@@ -331,7 +368,7 @@ class MinibatchSource(Checkpointing):
             return
         self._group = group
         self._sweep = self._make_run_sweep(*self._run.groups[group])
-        self._cursor = min(max(int(at), 0), self._sweep.hi)
+        self._cursor = min(max(int(at), 0), self._current.hi)
         if self.trace_level >= 2:
             self._trace_sweep(self._sweep)
 
@@ -345,7 +382,7 @@ class MinibatchSource(Checkpointing):
     def _start_sweep(self, index: int, at: int | None = None) -> None:
         self._cache.cancel()
         self._sweep = self._make_sweep(index)
-        self._cursor = self._sweep.lo if at is None else min(max(at, self._sweep.lo), self._sweep.hi)
+        self._cursor = self._current.lo if at is None else min(max(at, self._current.lo), self._current.hi)
         if self.trace_level >= 2:
             self._trace_sweep(self._sweep)
 
@@ -360,6 +397,7 @@ class MinibatchSource(Checkpointing):
             order = f"randomized (seed {r.seed + sw.index}, window {window})"
         else:
             order = "file order"
+        assert self._partition is not None  # chosen before any sweep is made
         n, i = self._partition
         if sw.orig is not None:
             warn(f"sweep {sw.index} (elastic resume): worker {i} of {n} delivers {len(sw.orig)} of the positions "
@@ -372,7 +410,7 @@ class MinibatchSource(Checkpointing):
              RecordkitInfo, self.trace_level)
 
     def _ended(self, pos: int) -> bool:
-        if self.max_sweeps is not None and self._sweep.index >= self.max_sweeps:
+        if self.max_sweeps is not None and self._current.index >= self.max_sweeps:
             return True
         return self.max_samples is not None and self._global_start(pos) >= self.max_samples
 
@@ -416,13 +454,13 @@ class MinibatchSource(Checkpointing):
         total = 0
         count = 0
         end_of_sweep = False
-        sweep_index = self._sweep.index
+        sweep_index = self._current.index
         limit_seqs = max_sequences if max_sequences is not None else None
         empty_sweeps = 0
         end_of_epoch = False
         mb_epoch = self._epoch
         while True:
-            sw = self._sweep
+            sw = self._current
             if self._cursor >= sw.hi:
                 end_of_sweep = True
                 following = self._following_sweep()
@@ -487,7 +525,7 @@ class MinibatchSource(Checkpointing):
                 continue
             if status == 2:
                 break
-        if self._cursor >= self._sweep.hi:
+        if self._cursor >= self._current.hi:
             end_of_sweep = True
         self._prefetch()
         picked = (_joined(cids), _joined(js), _joined(lens), _joined(sweeps), _joined(positions))
@@ -512,16 +550,16 @@ class MinibatchSource(Checkpointing):
 
     @property
     def at_sweep_end(self) -> bool:
-        return self._cursor >= self._sweep.hi
+        return self._cursor >= self._current.hi
 
     @property
     def sweep_index(self) -> int:
-        return self._sweep.index
+        return self._current.index
 
     def share_ahead(self) -> tuple:
         """(index in the loaded chunk, real length) of this worker's share from the cursor on, the
         share-relative cursor and end: what ``_gather.bptt_need`` reads."""
-        sw = self._sweep
+        sw = self._current
         return sw.pos_j, sw.pos_len, self._cursor - sw.lo, sw.hi - sw.lo
 
     def take_sequences(self, count: int):
@@ -536,7 +574,7 @@ class MinibatchSource(Checkpointing):
     def sequence_index(self, cid: int, index: int) -> int:
         """Where the chunk description's sequence ``index`` is in the loaded chunk (-1: dropped)."""
         self._chunk(cid)
-        return int(self._cache.lookups[cid][index])
+        return int(self._cache.lookup(cid, np.array([index], dtype=np.int64))[0])
 
     def release_chunks(self) -> None:
         """Drop the chunks the rest of the share no longer needs (after the caller took its own)."""
@@ -566,12 +604,19 @@ class MinibatchSource(Checkpointing):
 
     def _assemble(self, picked, end_of_sweep: bool, sweep_index: int) -> Minibatch:
         cids, js, _, sweeps, _ = picked
-        found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
-        uniq, slot = found if found is not None else np.unique(cids, return_inverse=True)
-        get = self._cache.get
-        chunks = [get(c) for c in uniq.tolist()]
-        streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams, frame_mode=self.frame_mode)
-        del chunks
+        cache = self._cache
+        slots = cache.slot_of[cids] if len(cids) else cids
+        layout = cache.layout
+        if layout is not None and (slots >= 0).all():  # the table of held chunks, packed from in one call
+            streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, js, self.streams,
+                                                            frame_mode=self.frame_mode)
+        else:  # chunks of different dtypes (a hand-built deserializer's): the per-chunk way
+            found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
+            uniq, slot = found if found is not None else np.unique(cids, return_inverse=True)
+            chunks = [cache.get(c) for c in uniq.tolist()]
+            streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams,
+                                                             frame_mode=self.frame_mode)
+            del chunks
         self._evict(self._last_size)
         mb = counted(Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps), total)
         if self.epoch_size is not None:
@@ -591,7 +636,7 @@ class MinibatchSource(Checkpointing):
             return
         first = self._partition is None
         self._partition = part
-        sweep = 0 if self._sweep is None else self._sweep.index
+        sweep = 0 if self._sweep is None else self._current.index
         at = None if first else self._cursor
         self._start_sweep(sweep, at)
         if self._bptt is not None:

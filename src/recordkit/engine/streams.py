@@ -17,7 +17,7 @@ _DECLARATION_TYPES = [("name", (str,), "a string"), ("format", (str,), "a string
                       ("defines_mb_size", (bool,), "true or false"),
                       ("precision", (str, type(None)), "a string or null")]
 
-_PRECISIONS = {
+_PRECISIONS: dict[str, np.dtype] = {
     "float": np.dtype(np.float32), "float32": np.dtype(np.float32),
     "double": np.dtype(np.float64), "float64": np.dtype(np.float64),
 }
@@ -120,7 +120,8 @@ class StreamSpec:
         if not sep or not name or len(parts) not in (2, 3):
             raise ValueError(f"bad --stream {text!r}: expected NAME=FORMAT:DIM[:ALIAS], e.g. features=dense:784:F")
         alias = parts[2] if len(parts) == 3 else None
-        return cls(name=name, format=parts[0], dim=parts[1], alias=alias)
+        # the dimension as text: __post_init__ parses and checks it
+        return cls(name=name, format=parts[0], dim=parts[1], alias=alias)  # type: ignore[arg-type]
 
 
 def stream_arguments(streams) -> str:
@@ -135,7 +136,8 @@ def check_streams(streams) -> list[StreamSpec]:
     streams = list(streams)
     if not streams:
         raise ValueError("no streams declared")
-    names, aliases = {}, {}
+    names: dict = {}
+    aliases: dict = {}
     for s in streams:
         if not isinstance(s, StreamSpec):
             raise TypeError(f"expected StreamSpec, got {type(s).__name__}")

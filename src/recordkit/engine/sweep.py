@@ -17,21 +17,50 @@ import numpy as np
 
 @dataclass
 class Sweep:
-    """One sweep's order with its positions, and this worker's share of it."""
+    """One sweep's order with its positions, and this worker's share of it.
+
+    Per chunk id (arrays as long as the largest id in the order + 1): where the share first and
+    last uses it (-1: not at all), and its share-relative positions as the run
+    ``grouped[group_lo[cid]:group_hi[cid]]``, so that what happens to many chunks at once (loaded,
+    dropped) is a few array operations, not a dictionary look-up per chunk."""
     index: int
     chunk: np.ndarray      # original chunk id per position
     seq: np.ndarray        # index in the chunk description per position
     cum: np.ndarray        # estimated samples before each position (len + 1)
     lo: int                # this worker's positions [lo, hi)
     hi: int
-    last_use: dict         # chunk id -> last position in [lo, hi) that needs it
+    last_use: np.ndarray   # chunk id -> last position in [lo, hi) that needs it (-1: none)
+    first_at: np.ndarray   # chunk id -> first position in [lo, hi) that needs it (-1: none)
     first_use: np.ndarray  # chunks in order of first use within [lo, hi)
     first_pos: np.ndarray  # ... and that first position
-    by_chunk: dict         # chunk id -> share-relative positions that use it
+    grouped: np.ndarray    # share-relative positions grouped by chunk, each group in position order
+    group_lo: np.ndarray   # chunk id -> where its group starts in ``grouped``
+    group_hi: np.ndarray   # chunk id -> where it ends
     pos_j: np.ndarray      # share-relative: index in the loaded chunk (-1 dropped, -2 not loaded yet)
     pos_len: np.ndarray    # share-relative: real length once loaded (0 for dropped)
-    first_at: dict | None = None  # chunk id -> first_pos, made on first eviction
     orig: np.ndarray | None = None  # elastic resume: the sweep positions of this run (None: all of [lo, hi))
+
+    def per_chunk(self, table: np.ndarray, cids: np.ndarray) -> np.ndarray:
+        """``table[cids]`` for one of the per-chunk arrays, -1 for ids past its end."""
+        inside = cids < len(table)
+        if inside.all():
+            return table[cids]
+        return np.where(inside, table[np.where(inside, cids, 0)], -1)
+
+    def positions_of(self, cids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The share-relative positions that use chunks ``cids`` (each chunk's in position order,
+        chunk after chunk), and for each the index in ``cids`` of its chunk."""
+        cids = np.asarray(cids, dtype=np.int64)
+        a = self.per_chunk(self.group_lo, cids)
+        b = self.per_chunk(self.group_hi, cids)
+        a, b = np.maximum(a, 0), np.maximum(b, 0)
+        counts = b - a
+        ends = np.cumsum(counts)
+        total = int(ends[-1]) if len(ends) else 0
+        if total == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        at = np.arange(total, dtype=np.int64) - np.repeat(ends - counts - a, counts)
+        return self.grouped[at], np.repeat(np.arange(len(cids), dtype=np.int64), counts)
 
 
 def estimate_lengths(deserializer, chunks) -> dict:
@@ -96,8 +125,11 @@ def build_sweep(index: int, chunk: np.ndarray, seq: np.ndarray, cum: np.ndarray,
     """The share [lo, hi) of an order, with where each chunk is first and last used in it; nothing
     is loaded yet (``pos_j`` -2 everywhere)."""
     share = chunk[lo:hi]
-    last_use = {}
-    by_chunk = {}
+    size = int(chunk.max()) + 1 if len(chunk) else 0
+    last_use = np.full(size, -1, dtype=np.int64)
+    first_at = np.full(size, -1, dtype=np.int64)
+    group_lo = np.zeros(size, dtype=np.int64)
+    group_hi = np.zeros(size, dtype=np.int64)
     if len(share):
         # one stable sort groups the positions by chunk, each group in position order, so a
         # group's ends are the chunk's first and last use (three np.unique sorts took 23 ms of a
@@ -110,14 +142,16 @@ def build_sweep(index: int, chunk: np.ndarray, seq: np.ndarray, cum: np.ndarray,
         starts = np.concatenate(([0], starts))
         ends = np.append(starts[1:], len(srt))
         keys = grouped[starts]
-        by_chunk = {int(c): srt[a:b] for c, a, b in zip(keys.tolist(), starts.tolist(), ends.tolist())}
+        group_lo[keys] = starts
+        group_hi[keys] = ends
         first = srt[starts]
-        last_use = {int(c): lo + int(p) for c, p in zip(keys.tolist(), srt[ends - 1].tolist())}
+        last_use[keys] = lo + srt[ends - 1]
+        first_at[keys] = lo + first
         by_first = np.argsort(first, kind="stable")
         first_use, first_pos = keys[by_first], lo + first[by_first]
     else:
-        first_use = first_pos = np.zeros(0, dtype=np.int64)
-    return Sweep(index, chunk, seq, cum, lo, hi, last_use, first_use, first_pos, by_chunk,
+        srt = first_use = first_pos = np.zeros(0, dtype=np.int64)
+    return Sweep(index, chunk, seq, cum, lo, hi, last_use, first_at, first_use, first_pos, srt, group_lo, group_hi,
                  np.full(hi - lo, -2, dtype=np.int64), np.zeros(hi - lo, dtype=np.int64), orig=orig)
 
 
@@ -135,5 +169,5 @@ def wanted_ahead(sweep: Sweep, cursor: int, prefetch: int) -> list:
     order, the chunk just used up is not "in use": listing it made the prefetch load it again
     right after the eviction dropped it, and ``close`` wait for that load)."""
     k = int(np.searchsorted(sweep.first_pos, cursor, side="left"))
-    last_use = sweep.last_use
-    return [c for c in sweep.first_use[max(0, k - 1):k + prefetch + 1].tolist() if last_use.get(c, -1) >= cursor]
+    near = sweep.first_use[max(0, k - 1):k + prefetch + 1]
+    return near[sweep.last_use[near] >= cursor].tolist()

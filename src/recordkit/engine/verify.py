@@ -119,8 +119,8 @@ def describe(d, chunk: ChunkData, i: int, sample: int | None = None) -> str:
 
 def keyed(d) -> bool:
     """Whether the deserializer's keys come from the data (ids), not from positions."""
-    from recordkit.engine.composite import _keyed
-    return _keyed(d)
+    from recordkit.engine import composite
+    return composite.keyed(d)
 
 
 # -- walking a deserializer --------------------------------------------------------------------------
@@ -155,7 +155,7 @@ class _Cursor:
     def advance(self, n: int) -> None:
         self.i += n
         self.seen += n
-        if self.i >= len(self.chunk):
+        if self.chunk is None or self.i >= len(self.chunk):
             self._next()
 
     def drain(self) -> int:
@@ -190,7 +190,7 @@ def _value_message(name, sample, column, a, b) -> str:
 def _compare_stream(name, ca, ia, cb, ib, n) -> dict:
     """{j: (kind, message, sample)} for the sequences ia+j / ib+j (j < n) whose stream ``name`` differs
     (the first difference of each)."""
-    out = {}
+    out: dict = {}
     oa, ob = ca.seq_offsets, cb.seq_offsets
     cnt_a = oa[ia + 1:ia + n + 1] - oa[ia:ia + n]
     cnt_b = ob[ib + 1:ib + n + 1] - ob[ib:ib + n]
@@ -289,7 +289,7 @@ def verify(src, dst, *, max_differences: int = 10, compare_keys: bool | None = N
         why = f"{' and '.join(which)} {'store' if len(which) > 1 else 'stores'} no keys of its own" if which \
             else "as asked"
         result.notes.append(f"keys not compared ({why}): sequences are matched by position")
-    narrowed = set()
+    narrowed: set = set()
     if result.keys_compared:
         index = _KeyIndex(dst)
         if index.duplicates:
@@ -373,7 +373,8 @@ class _ChunkCache:
 
     def __init__(self, d, size: int = 16, budget: int = 256 << 20):
         from collections import OrderedDict
-        self.d, self.size, self.budget, self._chunks = d, size, budget, OrderedDict()
+        self.d, self.size, self.budget = d, size, budget
+        self._chunks: OrderedDict = OrderedDict()
 
     @staticmethod
     def _bytes(chunk: ChunkData) -> int:
@@ -431,8 +432,8 @@ def _verify_by_key(src, dst, index: _KeyIndex, names, result, max_differences, n
     missing = np.nonzero(~matched)[0]
     for p in missing.tolist():
         c, i = int(index.chunk_of[p]), int(index.index_in[p])
-        where = describe(dst, cache.get(c), i) if len(result.differences) < max_differences else None
-        result._add(Difference("key", -1, f"key {int(index.keys[p])} of DST is not in SRC", None, where),
+        at = describe(dst, cache.get(c), i) if len(result.differences) < max_differences else None
+        result._add(Difference("key", -1, f"key {int(index.keys[p])} of DST is not in SRC", None, at),
                     max_differences)
     if moved:
         result.notes.append(f"{moved} of {seen} sequences are at another position in DST than in SRC: matched by key")
@@ -449,16 +450,17 @@ def _digests(col, dtype: np.dtype, lo: int, n: int) -> list[bytes]:
         vals = col.values
         for j in range(lo, lo + n):
             a, b = int(off[j]), int(off[j + 1])
-            out.append(hashlib.blake2b(np.ascontiguousarray(vals[a:b], dtype=dt), digest_size=DIGEST_SIZE).digest())
+            out.append(hashlib.blake2b(np.ascontiguousarray(vals[a:b], dtype=dt).data,
+                                       digest_size=DIGEST_SIZE).digest())
         return out
     ptr = col.indptr
     for j in range(lo, lo + n):
         a, b = int(off[j]), int(off[j + 1])
         lo_nz, hi_nz = int(ptr[a]), int(ptr[b])
         h = hashlib.blake2b(digest_size=DIGEST_SIZE)
-        h.update(np.ascontiguousarray(np.diff(ptr[a:b + 1]), dtype="<i8"))
-        h.update(np.ascontiguousarray(col.indices[lo_nz:hi_nz], dtype="<i8"))
-        h.update(np.ascontiguousarray(col.values[lo_nz:hi_nz], dtype=dt))
+        h.update(np.ascontiguousarray(np.diff(ptr[a:b + 1]), dtype="<i8").data)
+        h.update(np.ascontiguousarray(col.indices[lo_nz:hi_nz], dtype="<i8").data)
+        h.update(np.ascontiguousarray(col.values[lo_nz:hi_nz], dtype=dt).data)
         out.append(h.digest())
     return out
 
