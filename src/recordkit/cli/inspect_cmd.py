@@ -27,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES",
                    help="CTF: index chunk size, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
-    from recordkit.cli.sources import add_part_arguments
+    from recordkit.cli.sources import add_part_arguments, add_stream_argument
+    add_stream_argument(p)
     add_part_arguments(p)
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", default=None,
                    help="CTF/CBF: also draw the sequence-length histogram to FILE (needs recordkit[report])")
@@ -72,10 +73,16 @@ def run(args) -> int:
         info = describe_cbf(args.path, opts, lengths)
     else:
         info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids, opts, lengths)
+        if args.stream:  # the index needs no declarations; given, they are checked and shown
+            from recordkit.cli.sources import parse_streams
+            args.defines_mb_size = None
+            info["streams"] = [{"name": s.name, "format": s.format, "dtype": "declared", "dim": s.dim,
+                                "alias": s.alias} for s in parse_streams(args)]
     if args.plot:
         from recordkit.report.html import write_lengths_plot
         write_lengths_plot(np.bincount(np.asarray(lengths[0], dtype=np.int64)), args.plot,
                            f"Sequence lengths of {os.path.basename(str(args.path))}")
+        print(f"recordkit: wrote the sequence-length histogram to {args.plot}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         return 0
@@ -91,6 +98,11 @@ def run(args) -> int:
             out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}")
     else:
         out.append(f"mode: {info['mode']}" + (f", {info['index_errors']} index error(s)" if info["index_errors"] else ""))
+        if "streams" in info:
+            out.append(f"{len(info['streams'])} declared streams:")
+            for s in info["streams"]:
+                out.append(f"  {s['name']:<20} {s['format']:<6} dim {s['dim']}"
+                           + (f" (alias {s['alias']})" if s["alias"] != s["name"] else ""))
     out.append(f"{info['sequences']} sequences, {info['samples']} samples, {len(info['chunks'])} chunks")
     out.append(f"  {'chunk':>6} {'offset':>12} {'bytes':>12} {'sequences':>10} {'samples':>10}")
     rows = info["chunks"]

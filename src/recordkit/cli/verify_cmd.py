@@ -31,8 +31,8 @@ def register(sub) -> None:
                    help="match sequences by key: auto (when both sides store keys, else by position), yes, "
                         "no (by position only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--stream", action="append", default=[], metavar="NAME=FORMAT:DIM[:ALIAS]",
-                   help="streams of the CTF / OFRecord side(s) (default: those of the other side)")
+    from recordkit.cli.sources import add_stream_argument
+    add_stream_argument(p)  # the streams of a side that does not declare them (default: those of the other side)
     p.add_argument("--header", metavar="FILE", help="streams from a ctf2bin header file")
     p.add_argument("--defines-mb-size", metavar="NAME", help="the stream whose sample count is the sequence length")
     p.add_argument("--precision", choices=["float", "double"], default=None,
@@ -132,14 +132,16 @@ def open_pair(args, src_path, dst_path):
     paths = [src_path, dst_path]
     declared = declared_streams(args)
     # the side that knows most about itself first: streams and dtypes (CBF, SINGA), then dtypes (OFRecord), then CTF
-    described = [_format_of(p, opts).describes_streams for p in paths]
+    formats = [_format_of(p, opts) for p in paths]
+    described = [f.describes_streams for f in formats]
+    recorded = [None if described[i] else formats[i].recorded_streams(paths[i], opts) for i in range(2)]
     rank = {"ofrecord": 1}
     order = sorted(range(2), key=lambda i: rank.get(kinds[i], 0 if described[i] else 2))
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
-        streams = declared or (_like(other.streams, getattr(other, "keeps_aliases", False))
-                               if other is not None else None)
+        streams = declared or recorded[i] or (_like(other.streams, getattr(other, "keeps_aliases", False))
+                                              if other is not None else None)
         if streams is None and not described[i]:
             raise UsageError(f"neither {src_path} ({kinds[0]}) nor {dst_path} ({kinds[1]}) carries its streams: "
                              f"declare them with --stream NAME=FORMAT:DIM[:ALIAS] (or --header FILE)")

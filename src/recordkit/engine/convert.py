@@ -199,8 +199,8 @@ def estimate(reader, sample, target: str, precision: str, *, input_bytes: int) -
     if not fmt.sequences:
         multi = any(np.any(col.sample_counts() > 1) for col in sample.columns.values())
         if multi:
-            dropped.append(f"sequence boundaries (a {target} record is one sample: a sequence's samples are "
-                           f"joined into one vector)")
+            dropped.append(f"sequence boundaries (a {target} record is one sample: each sample of a sequence "
+                           f"becomes a record with the sequence's key)")
     return SizeEstimate(input_bytes, int(per_seq * total_sequences), total_sequences, densified, narrowed, dropped)
 
 

@@ -47,6 +47,9 @@ class Format:
     float64: bool = True                         # keeps float64 values
     sequences: bool = True                       # keeps multi-sample sequences as such
     describes_streams: bool = True               # the data carries its stream declarations (no --stream needed)
+    records_streams: str | None = None           # "module:callable"(path, *, storage_options) -> the declarations
+                                                 # recordkit's writer recorded beside the data (OFRecord's
+                                                 # _recordkit_streams.json), or None: read back without --stream
     family: str | None = None                    # what detect.sniff() calls it (kvfile/binfile: "singa")
     file_probe: str | None = None                # "module:callable"(path, head, source, storage_options) -> bool
     directory_probe: str | None = None           # "module:callable"(names) -> bool: the directory says it is
@@ -56,12 +59,43 @@ class Format:
     validator: str | None = None                 # module with validate(path, *, checked, **options)
     joiner: str | None = None                    # "module:callable"(sources, output, *, storage_options, checksums):
                                                  # sets of this format joined into one (--engine ray's tasks)
+    parts: str | None = None                     # "module:callable"(path, *, storage_options) -> the files of a
+                                                 # directory data set (default: every file under it)
     notes: str = ""
 
     @property
     def kind(self) -> str:
         """The name the sniffing helpers return (a store family for SINGA's record stores)."""
         return self.family or self.name
+
+    @property
+    def needs_streams(self) -> bool:
+        """Reading it needs ``--stream`` (CTF text, a CSV store): nothing in the data declares them."""
+        return not (self.describes_streams or self.records_streams)
+
+    def recorded_streams(self, path, storage_options=None):
+        """The stream declarations a data set carries (None when it carries none: give ``--stream``).
+        A format that describes its streams says so by opening; this answers for those that may not."""
+        if self.records_streams is None:
+            return None
+        return _load(self.records_streams)(path, storage_options=storage_options)
+
+    def files(self, path, storage_options=None) -> list[str]:
+        """The files a data set at ``path`` consists of (``checksum`` writes a sidecar beside each):
+        a file itself; a directory's parts (the format's ``parts``), else every file under it that is
+        not a sidecar."""
+        from recordkit.storage import location
+        if not location.isdir(path, storage_options):
+            return [str(path)]
+        if self.parts is not None:
+            return list(_load(self.parts)(path, storage_options=storage_options))
+        found = []
+        for name in sorted(location.listdir(path, storage_options)):
+            full = location.join(str(path), name)
+            if name.startswith(".") or name.endswith(location.SIDECAR_SUFFIX):
+                continue
+            found.extend(self.files(full, storage_options) if location.isdir(full, storage_options) else [full])
+        return found
 
     def missing(self) -> list[str]:
         """The required modules that are not importable."""
@@ -185,9 +219,11 @@ register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shar
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
+                parts="recordkit.formats.ofrecord.dataset:part_paths",
                 validator="recordkit.formats.ofrecord.validate",
                 file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
-                output_directory=True, describes_streams=False, notes="needs --stream to read as streams"))
+                output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
+                notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream"))
 register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa",
                 writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
@@ -203,6 +239,25 @@ register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", s
 register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
                 writer=f"{_O}:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
                 notes="needs --stream to read"))
+
+
+# -- which command takes which format ---------------------------------------------------------------------------------
+# Commands that do not take a data set of every format: command -> (the formats it takes, why the others are not
+# taken). Every other command takes every format (tests/test_command_matrix.py runs them all); docs/formats.md shows
+# the matrix with these reasons.
+COMMAND_LIMITS: dict[str, tuple[tuple[str, ...], str]] = {
+    "prepare": ((), "writes SINGA stores from the CIFAR-10/MNIST binaries; it reads no data set"),
+    "demo": ((), "writes and reads its own sample CTF corpus; it takes no data set"),
+    "reshard": (("ofrecord",), "re-splits OFRecord parts; other formats: `convert --parts N`"),
+}
+
+
+def unsupported(command: str, fmt: str) -> str | None:
+    """Why ``command`` does not take data sets of format ``fmt`` (one line), or None when it does."""
+    limit = COMMAND_LIMITS.get(command)
+    if limit is not None and fmt not in limit[0]:
+        return limit[1]
+    return None
 
 
 def get(name: str) -> Format:

@@ -492,14 +492,21 @@ def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
         rep.details["version"] = reader.version
         rep.bytes = reader.header.file_size
         return reader
-    from recordkit.formats.ctf import CTFReader
-    if not streams:
+    # every other format as the registry opens it: CTF with its declared streams, the formats that
+    # declare their own (OFRecord written by recordkit, Parquet, HF, Lance, WebDataset, TFRecord, MDS...)
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    fmt = registry.get(sniff_format(path, storage.get("storage_options")))
+    if fmt.needs_streams and not streams:
         from recordkit.errors import UsageError
-        raise UsageError(f"{path}: a CTF file needs its streams declared: --stream NAME=FORMAT:DIM[:ALIAS]")
-    ctf_opts = {k: options[k] for k in ("chunk_size", "skip_sequence_ids", "precision") if options.get(k) is not None}
-    reader = CTFReader(path, streams, max_errors=max_errors, **ctf_opts, **storage)
-    rep.details["mode"] = "sequence ids" if reader.index.id_mode else "one sequence per line"
-    rep.bytes = reader.index.file_size
+        raise UsageError(f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] ({fmt.title} data does not "
+                         f"declare its streams)")
+    reader_opts = {k: options[k] for k in ("chunk_size", "skip_sequence_ids", "precision") if options.get(k) is not None}
+    reader = fmt.open_reader(path, streams or None, max_errors=max_errors, **reader_opts, **storage)
+    index = getattr(reader, "index", None)
+    if hasattr(index, "id_mode"):  # a text index: how sequences are delimited
+        rep.details["mode"] = "sequence ids" if index.id_mode else "one sequence per line"
+    rep.bytes = getattr(index, "file_size", None) or sum(c.size for c in reader.chunks)
     return reader
 
 

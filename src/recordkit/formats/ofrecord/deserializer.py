@@ -54,6 +54,9 @@ class OFRecordDeserializer(ClosingReader):
         self.trace_level = _trace_level(trace_level)
         recorded = read_streams(self.path, storage_options=storage_options)
         self.recorded_streams = recorded
+        if streams is not None:  # "NAME=FORMAT:DIM[:FEATURE]" texts, as every reader takes them
+            from recordkit.formats.registry import _selection
+            streams = _selection(streams) or None
         if streams is None:
             if recorded is None:
                 raise UsageError(f"{self.path}: the data set records no stream declarations ({STREAMS_SIDECAR}): "
