@@ -115,3 +115,96 @@ def test_every_unsupported_cell_is_refused_with_its_reason():
     assert registry.unsupported("cat", "ctf") is None
     assert registry.unsupported("reshard", "ofrecord") is None
     assert registry.unsupported("reshard", "parquet")
+
+
+# -- the cells that did not work, each checked for what it prints -------------------------------------------------
+def test_ofrecord_read_and_plan_use_the_recorded_streams(data_sets):
+    for argv in (["read", data_sets["ofrecord"], "--mb-size", "2", "--randomize"],
+                 ["plan", data_sets["ofrecord"], "--mb-size", "2"]):
+        code, _, err = run(argv)
+        assert code == 0 and "for a CTF file" not in err, err
+
+
+def test_kvfile_written_from_sequences_of_several_lengths_reads_back_one_record_per_sample(data_sets):
+    code, out, err = run(["cat", data_sets["kvfile"], "--store", "kvfile"])
+    assert code == 0, err
+    assert len(out.splitlines()) == 6  # 3 + 1 + 2 samples, each a record of the dense stream's 3 values
+    code, out, err = run(["stats", data_sets["kvfile"], "--json"])
+    assert code == 0, err
+    import json
+    totals = json.loads(out)
+    assert totals["sequences"] == 6 and totals["streams"]["features"]["samples"] == 6
+    assert totals["streams"]["features"]["sum"] == pytest.approx(45 + 1.75 + 9)
+
+
+def test_inspect_of_ctf_shows_the_declared_streams(data_sets):
+    code, out, err = run(["inspect", data_sets["ctf"], "--stream", "f=dense:3:F", "--stream", "s=sparse:5"])
+    assert code == 0, err
+    assert "2 declared streams" in out and "(alias F)" in out
+
+
+def test_inspect_plot_says_what_it_wrote(data_sets, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "lengths.png"
+    code, _, err = run(["inspect", data_sets["ctf"], "--plot", str(png)])
+    assert code == 0 and png.exists(), err
+    assert f"wrote the sequence-length histogram to {png}" in err
+
+
+def test_cat_of_ofrecord_with_stream_prints_those_streams(data_sets):
+    code, out, err = run(["cat", data_sets["ofrecord"], "--stream", "f=dense:3"])
+    assert code == 0, err
+    import json
+    first = json.loads(out.splitlines()[0])
+    assert set(first) == {"key", "f"} and first["f"] == [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+
+
+def test_verify_takes_an_ofrecord_sets_recorded_streams(data_sets):
+    code, out, err = run(["verify", data_sets["ofrecord"], data_sets["cbf"]])
+    assert code == 0, err + out
+
+
+def test_ofrecord_deserializer_takes_stream_texts(data_sets):
+    from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
+    with OFRecordDeserializer(data_sets["ofrecord"], ["f=dense:3:f"]) as reader:
+        assert [s.name for s in reader.streams] == ["f"]
+        assert reader.load_chunk(0).columns["f"].sequence(0).tolist()[0] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("content,name,says", [
+    (b"label,a,b\n1,2,3\n", "x.csv", "--from csv --csv-dim N"),
+    (b"\x1f\x8b\x08\x00" + bytes(20), "x.ctf.gz", "gzip-compressed"),
+    (b"\xff\xd8\xff\xe0" + bytes(20), "x.jpg", "a JPEG image, not a data set"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(20), "x.png", "a PNG image, not a data set"),
+])
+@pytest.mark.parametrize("command", ["cat", "stats", "convert", "report"])
+def test_a_file_that_is_not_ctf_text_is_named_for_what_it_is(tmp_path, content, name, says, command):
+    path = tmp_path / name
+    path.write_bytes(content)
+    extra = {"convert": [str(tmp_path / "o.cbf")], "report": ["-o", str(tmp_path / "r.html")]}.get(command, [])
+    code, _, err = run([command, str(path)] + extra)
+    assert code != 0 and says in err and "for a CTF file" not in err, err
+
+
+def _ofrecord_with_images(path, n=3):
+    from PIL import Image
+    import numpy as np
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(str(path), 1) as w:
+        for i in range(n):
+            buf = io.BytesIO()
+            Image.fromarray(np.full((4, 5, 3), i * 40, np.uint8)).save(buf, format="JPEG")
+            w.write({"encoded": buf.getvalue(), "class/label": np.array([i], np.int32), "key": np.array([100 + i])})
+
+
+def test_webdataset_of_ofrecord_images_is_read_by_recordkits_own_commands(tmp_path):
+    pytest.importorskip("PIL")
+    _ofrecord_with_images(tmp_path / "of")
+    out = tmp_path / "wds"
+    code, _, err = run(["convert", str(tmp_path / "of"), str(out), "--to", "webdataset", "--image-feature", "encoded"])
+    assert code == 0, err
+    for argv in (["cat", str(out)], ["stats", str(out)], ["validate", str(out)]):
+        code, stdout, err = run(argv)
+        assert code == 0, f"{argv}: {err}"
+    code, stdout, _ = run(["cat", str(out)])
+    assert [line for line in stdout.splitlines()][0] == '{"key":100,"class_label":[[0.0]]}'

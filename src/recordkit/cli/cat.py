@@ -35,7 +35,7 @@ def run(args) -> int:
                                                  part_name_prefix=args.part_name_prefix)
     if kind == "singa":
         return cat_store(args)
-    if kind == "ofrecord":
+    if kind == "ofrecord" and not args.stream:  # records as they are; with --stream, as those streams
         return cat_ofrecord(args)
     reader = sources.open_reader(args)
     specs = reader.streams

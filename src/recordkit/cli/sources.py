@@ -79,8 +79,10 @@ def allowed_padding(args) -> list[str]:
 
 def parse_streams(args) -> list[StreamSpec]:
     if not args.stream:
-        raise UsageError(f"{getattr(args, 'path', None) or ', '.join(map(str, getattr(args, 'paths', [])))}: declare at least one "
-                         f"--stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+        from recordkit.formats import registry
+        from recordkit.formats.detect import streams_needed
+        path = getattr(args, "path", None) or ", ".join(map(str, getattr(args, "paths", [])))
+        raise UsageError(streams_needed(path, registry.get("ctf"), getattr(args, "storage_options", None)))
     streams = []
     for text in args.stream:
         try:
@@ -134,8 +136,8 @@ def open_reader(args, path=None):
     fmt = registry.get(sniff_format(path, getattr(args, "storage_options", None),
                                     part_name_prefix=getattr(args, "part_name_prefix", None)))
     if fmt.needs_streams and not getattr(args, "stream", None):
-        raise UsageError(f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] ({fmt.title} data does "
-                         f"not declare its streams)")
+        from recordkit.formats.detect import streams_needed
+        raise UsageError(streams_needed(path, fmt, getattr(args, "storage_options", None)))
     streams = parse_streams(args) if getattr(args, "stream", None) else None
     try:
         reader = fmt.open_reader(path, streams, **reader_options(args))

@@ -112,7 +112,9 @@ def open_ctf(path, streams=None, *, precision=None, storage_options=None, cache_
     from recordkit.formats.ctf import CTFReader
     streams = _selection(streams)
     if not streams:
-        raise UsageError(f"{path}: a CTF file needs its streams declared (--stream NAME=FORMAT:DIM[:ALIAS])")
+        from recordkit.formats import registry
+        from recordkit.formats.detect import streams_needed
+        raise UsageError(streams_needed(path, registry.get("ctf"), storage_options))
     return CTFReader(path, streams, precision=precision or "float", max_errors=max_errors,
                      skip_sequence_ids=skip_sequence_ids, trace_level=trace_level, chunk_size=chunk_size,
                      cache_index=cache_index, allow_empty_streams=allow_empty_streams, allow_padding=allow_padding,

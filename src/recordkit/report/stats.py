@@ -499,8 +499,8 @@ def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
     fmt = registry.get(sniff_format(path, storage.get("storage_options")))
     if fmt.needs_streams and not streams:
         from recordkit.errors import UsageError
-        raise UsageError(f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] ({fmt.title} data does not "
-                         f"declare its streams)")
+        from recordkit.formats.detect import streams_needed
+        raise UsageError(streams_needed(path, fmt, storage.get("storage_options")))
     reader_opts = {k: options[k] for k in ("chunk_size", "skip_sequence_ids", "precision") if options.get(k) is not None}
     reader = fmt.open_reader(path, streams or None, max_errors=max_errors, **reader_opts, **storage)
     index = getattr(reader, "index", None)
