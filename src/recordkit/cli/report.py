@@ -71,7 +71,7 @@ def run(args) -> int:
     html.write_page(args.output, html.render(reports, title=title, command=command))
     bad = [r for r in reports if r.errors]
     for r in reports:
-        print(f"{r.path}: {r.format}, {r.sequences} {'records' if r.format in ('ofrecord', 'singa') else 'sequences'}"
+        print(f"{r.path}: {r.format}, {r.sequences} {r.unit}"
               f", {r.errors} error(s)" + ("" if r.complete else ", pass stopped early"), file=sys.stderr)
     print(f"recordkit: wrote {args.output}", file=sys.stderr)
     return 1 if bad else 0

@@ -93,28 +93,22 @@ def _ofrecord_precision(path, streams, storage_options) -> str:
 
 
 def open_side(path, kind, args, streams=None, precision=None):
-    """A Deserializer for one side: ``streams`` for CTF/OFRecord, ``precision`` for CTF."""
+    """A Deserializer for one side, opened by its format's registry entry: ``streams`` for a side
+    that does not describe its own (CTF, OFRecord) or a selection of one that does; ``precision``
+    for a text side (CTF)."""
     from recordkit.cli.sources import storage
     from recordkit.errors import UsageError
     opts = getattr(args, "storage_options", None)
-    if kind == "cbf":  # a file or a directory of parts
-        from recordkit.formats.cbf.parts import open_cbf_data_set
-        return open_cbf_data_set(path, **storage(args))
-    if kind == "singa":
-        from recordkit.formats.singa.deserializer import SingaRecordDeserializer
-        return SingaRecordDeserializer(path, precision="float", storage_options=opts)
     fmt = _format_of(path, opts)
-    if fmt.describes_streams:  # Parquet, HF, Lance, WebDataset, TFRecord, MDS...: streams recorded, a selection by name
+    if fmt.describes_streams:  # CBF, SINGA stores, Parquet, HF, Lance, WebDataset, TFRecord, MDS...: a selection by name
         return fmt.open_reader(path, _like(streams) if streams else None, **storage(args))
     if not streams:
         raise UsageError(f"{path}: {kind} needs stream declarations: give --stream NAME=FORMAT:DIM[:ALIAS] "
                          f"(or --header FILE)")
-    if kind == "ofrecord":
-        from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
-        return OFRecordDeserializer(path, streams, precision=_ofrecord_precision(path, streams, opts), **storage(args))
-    from recordkit.formats.ctf import CTFReader
-    return CTFReader(path, streams, precision=precision or "float", skip_sequence_ids=args.skip_sequence_ids,
-                     chunk_size=args.chunk_size, **storage(args))
+    if fmt.records == "features":  # records of named features: at the precision the records hold
+        precision = _ofrecord_precision(path, streams, opts)
+    return fmt.open_reader(path, streams, precision=precision or "float", skip_sequence_ids=args.skip_sequence_ids,
+                           chunk_size=args.chunk_size, **storage(args))
 
 
 def _format_of(path, storage_options):
@@ -135,8 +129,8 @@ def open_pair(args, src_path, dst_path):
     formats = [_format_of(p, opts) for p in paths]
     described = [f.describes_streams for f in formats]
     recorded = [None if described[i] else formats[i].recorded_streams(paths[i], opts) for i in range(2)]
-    rank = {"ofrecord": 1}
-    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 0 if described[i] else 2))
+    # a side that may record its declarations (OFRecord) after those that describe theirs, before CTF
+    order = sorted(range(2), key=lambda i: 0 if described[i] else 1 if formats[i].records_streams else 2)
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
@@ -227,7 +221,7 @@ def _conversion_source(args):
     from recordkit.engine import convert as conversion
     from recordkit.formats.detect import sniff_format
     opts = args.storage_options
-    fmt = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
+    fmt = args.source_format or sniff_format(args.path, opts)
     reader = conversion.open_reader(
         args.path, source_format=fmt, streams=_streams_arg(args), precision=args.precision, storage_options=opts,
         cache_dir=args.cache_dir, max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,

@@ -136,7 +136,8 @@ def output_streams(reader, target: str) -> list[StreamSpec]:
     """The streams a conversion of ``reader`` into format ``target`` writes (names, aliases)."""
     # CTF -> CTF keeps the file's short aliases, and so do formats that record them (Parquet, HF);
     # elsewhere the names are the names (CBF has no aliases)
-    if target == "ctf" and not (_is_ctf(reader) or getattr(reader, "keeps_aliases", False)):
+    from recordkit.formats import registry
+    if registry.get(target).aliases and not (_is_ctf(reader) or getattr(reader, "keeps_aliases", False)):
         return [StreamSpec(s.name, s.format, s.dim, None, s.defines_mb_size, s.dtype) for s in reader.streams]
     return list(reader.streams)
 
@@ -311,8 +312,9 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
     out_streams = output_streams(reader, target)
     total_sequences = sum(c.num_sequences for c in reader.chunks)
     t0 = time.perf_counter()
-    if target == "cbf" and _is_ctf(reader):
-        from recordkit.formats.cbf import from_ctf
+    if fmt.from_text is not None and _is_ctf(reader):
+        import importlib
+        from_ctf = importlib.import_module(fmt.from_text)
         if from_ctf.supports(reader, resolve_precision(precision)):
             # CBF holds everything CTF does but ids: the estimate needs no sample
             est = SizeEstimate(input_bytes, 0, total_sequences)
@@ -336,7 +338,7 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         writer = fmt.open_writer(dst, out_streams, precision=precision, parts=parts, shard_size=shard_size,
                                  chunk_size=chunk_size, checksums=checksums, storage_options=storage_options,
                                  total_sequences=total_sequences, part_order=part_order, **(writer_options or {}))
-        ids = _SequenceIds(reader) if target == "cbf" else None
+        ids = _SequenceIds(reader) if not fmt.keys else None
         with writer:
             if first is not None:
                 _write(writer, first, source)
@@ -393,7 +395,8 @@ class _SequenceIds:
 
 def _without_keys(est: SizeEstimate, target: str) -> SizeEstimate:
     """CBF's lost ids are the note's business (it knows whether they were 0..N-1 anyway)."""
-    if target == "cbf":
+    from recordkit.formats import registry
+    if not registry.get(target).keys:
         est.dropped = [d for d in est.dropped if not d.startswith("sequence keys")]
     return est
 

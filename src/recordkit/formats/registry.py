@@ -61,6 +61,16 @@ class Format:
                                                  # sets of this format joined into one (--engine ray's tasks)
     parts: str | None = None                     # "module:callable"(path, *, storage_options) -> the files of a
                                                  # directory data set (default: every file under it)
+    records: str | None = None                   # what a record is when it is not a set of streams: "features"
+                                                 # (OFRecord: named features) or "tuples" (SINGA stores: key/value);
+                                                 # cat/stats/inspect show them as such unless --stream is given
+    aliases: bool = False                        # the writer names streams by their aliases (CTF's |ALIAS)
+    from_text: str | None = None                 # module with supports(reader, dtype) / convert(reader, dst, ...):
+                                                 # a direct conversion from an indexed text reader (CTF -> CBF)
+    describer: str | None = None                 # "module:callable"(path, *, storage_options, lengths_out,
+                                                 # chunk_size, skip_ids) -> inspect's description of one file
+    ray: str | None = None                       # how `convert --engine ray` writes it: "parts" (a part per
+                                                 # task), "sets" (a set per task, joined), "native" (Ray's writer)
     commands: tuple[str, ...] | None = None      # the only commands that take it (None: every command)
     commands_reason: str = ""                    # ... and why the others do not, one line
     notes: str = ""
@@ -183,18 +193,19 @@ _O = "recordkit.formats.openers"
 #    shard formats come before OFRecord and SINGA, whose probes parse a first frame) -----
 _RV = "recordkit.formats.reader_validate"  # validation by loading every chunk through the reader
 register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
-                reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False,
+                reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False, ray="parts",
+                from_text="recordkit.formats.cbf.from_ctf", describer="recordkit.report.describe:describe_cbf",
                 validator="recordkit.formats.cbf.validate",
                 file_probe=f"{_O}:probe_cbf", directory_probe=f"{_O}:probe_cbf_parts",
                 notes="keys are ordinals"))
 register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
-                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet", validator=_RV,
+                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet", validator=_RV, ray="native",
                 directory_probe=f"{_O}:probe_parquet_parts",
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
-                joiner="recordkit.formats.hf.writer:join_sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
+                joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
                 validator=_RV,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("lance", "Lance data set", "directory", (".lance",),
@@ -205,33 +216,33 @@ register(Format("lance", "Lance data set", "directory", (".lance",),
 register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
                 reader="recordkit.formats.webdataset:WebDatasetReader",
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
-                joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV,
+                joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV, ray="sets",
                 file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
                 output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
-                joiner="recordkit.formats.tfrecord.writer:join_sets",
+                joiner="recordkit.formats.tfrecord.writer:join_sets", ray="sets",
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
                 directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
-                joiner="recordkit.formats.mds.writer:join_sets",
+                joiner="recordkit.formats.mds.writer:join_sets", ray="sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
-                parts="recordkit.formats.ofrecord.dataset:part_paths",
+                parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
                 validator="recordkit.formats.ofrecord.validate",
                 file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
                 output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
                 notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream"))
-register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa",
+register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa", records="tuples",
                 writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
                 file_probe=f"{_O}:probe_kvfile", directory_probe=f"{_O}:probe_singa_shard",
                 notes="records: `features` + `label`"))
-register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_O}:open_singa",
+register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_O}:open_singa", records="tuples",
                 writer=f"{_O}:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
                 file_probe=f"{_O}:probe_binfile", notes="records: `features` + `label`"))
@@ -242,6 +253,7 @@ register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", s
 # CTF last: a file no probe claims is read as CTF text.
 register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
                 writer=f"{_O}:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
+                aliases=True, describer="recordkit.report.describe:describe_ctf",
                 notes="needs --stream to read"))
 
 
@@ -272,6 +284,21 @@ def get(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise UsageError(f"unknown format {name!r} (known: {', '.join(FORMATS)})") from None
+
+
+def of_kind(kind: str) -> Format:
+    """The first format ``detect.sniff`` calls ``kind`` (a format name, or a family: 'singa')."""
+    return next((f for f in FORMATS.values() if f.kind == kind), None) or get(kind)
+
+
+def describe(fmt: Format, path, **options) -> dict:
+    """inspect's description of one file of ``fmt`` (its ``describer``), given the options it names."""
+    return _call(_load(fmt.describer), path, **options)
+
+
+def ray_targets(how: str | None = None) -> tuple[str, ...]:
+    """The formats ``convert --engine ray`` writes (``how``: only those it writes that way)."""
+    return tuple(f.name for f in FORMATS.values() if f.ray and (how is None or f.ray == how))
 
 
 def shard_formats() -> tuple[str, ...]:

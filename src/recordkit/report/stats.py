@@ -260,6 +260,8 @@ class InputReport:
     """What the page shows about one input."""
     path: str
     format: str = "?"
+    unit: str = "sequences"                           # what `sequences` counts: "records" for record stores
+    per_record: bool = False                          # streams counted per record (features of OFRecord records)
     bytes: int = 0
     details: dict = field(default_factory=dict)       # format-specific lines: version, store kind, mode...
     streams: list = field(default_factory=list)       # DenseStats | SparseStats | BytesStats
@@ -316,36 +318,42 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
     ``StreamSpec``s a CTF file needs (CBF: a selection; OFRecord: ignored, features are
     discovered); ``options``: CTF reader options (``chunk_size``, ``skip_sequence_ids``...) and
     ``storage_options``. ``progress``: an object with ``update(bytes)``."""
-    from recordkit.formats.detect import sniff
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    from recordkit.formats.singa.records import holds_image_records
     storage_options = options.get("storage_options")
-    kind = "singa" if options.get("store") else sniff(path, storage_options,
-                                                       part_name_prefix=options.get("part_name_prefix"))
+    fmt = registry.of_kind("singa") if options.get("store") else registry.get(
+        sniff_format(path, storage_options, part_name_prefix=options.get("part_name_prefix")))
+    store = fmt.records == "tuples"  # a record store: tuples, their values decoded as records where they are
     rep = InputReport(str(path), max_shown=max_shown)
-    rep.format = kind
-    if kind == "ofrecord":
+    rep.format = fmt.kind
+    if fmt.records is not None:
+        rep.unit = "records"
+    if fmt.records == "features":  # records of named features, summarized on the wire
         from recordkit.report import ofrecord_stats
         parts = {k: options[k] for k in ("data_part_num", "part_name_prefix", "part_name_suffix_length")
                  if options.get(k) is not None}
+        rep.per_record = True
         ofrecord_stats.collect(rep, path, storage_options=storage_options, progress=progress, **parts)
         return rep
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if kind == "singa" and _store_kind(path, options) == "binfile":
-                _singa_tuples(rep, path, "binfile", storage_options, progress, store="binfile")  # 1.x ImageRecords
+            if store and holds_image_records(_store_kind(path, options)):
+                _singa_tuples(rep, path, True, storage_options, progress, store=_store_kind(path, options))
                 return rep
-            reader = _open(rep, kind, path, streams, max_errors, options)
+            reader = _open(rep, fmt, path, streams, max_errors, options)
         except RecordkitError as e:
-            if kind == "singa" and not rep.streams:
+            if store and not rep.streams:
                 # not (all) SINGA 0.x records: every tuple as bytes, the reason on the page
-                _singa_tuples(rep, path, None, storage_options, progress, reason=str(e), store=options.get("store"))
+                _singa_tuples(rep, path, False, storage_options, progress, reason=str(e), store=options.get("store"))
                 return rep
             rep.add_problem(str(e), "fatal")
             _take_warnings(rep, caught)
             return rep
         with reader:
             _walk(rep, reader, progress, threads, caught)
-            if kind == "singa":
+            if store:
                 _singa_images(rep, path, reader.kind, storage_options)
         _take_warnings(rep, caught)
     return rep
@@ -357,7 +365,7 @@ def _store_kind(path, options) -> str:
         return s.kind
 
 
-def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, progress, reason: str = "",
+def _singa_tuples(rep: InputReport, path, image_records: bool, storage_options, progress, reason: str = "",
                   store: str | None = None) -> None:
     """A SINGA store tuple by tuple (the stores have no chunk index; their API reads one tuple
     at a time): value sizes, and for BinFile's 1.x ``ImageRecord``s the labels (class balance)
@@ -385,7 +393,7 @@ def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, p
                 value.samples += 1
                 value.nnz += 1
                 sizes.append(len(item[1]))
-                if decode == "binfile":
+                if image_records:
                     try:
                         rec = records.decode_image_record_v1(item[1], path=str(path), offset=at, record=f"tuple {i}")
                     except RecordkitError as e:
@@ -411,7 +419,7 @@ def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, p
     rep.streams.append(value)
     if label.samples:
         rep.streams.append(label)
-    if decode == "binfile":
+    if image_records:
         value.image_format = "JPEG" if rep.images else None
         rep.details["records"] = "SINGA 1.x ImageRecord" + (
             f", shape {' or '.join(str(list(x)) for x in sorted(shapes)[:3])}" if shapes else "")
@@ -435,7 +443,7 @@ def _singa_images(rep: InputReport, path, store_kind: str, storage_options) -> N
                 if item is None:
                     break
                 key, value = item
-                if store_kind == "binfile":
+                if records.holds_image_records(store_kind):
                     rec = records.decode_image_record_v1(value, path=str(path), record=f"tuple {i}")
                     if rec["pixel"][:3] == b"\xff\xd8\xff":
                         rep.images.append({"data": rec["pixel"], "mime": "image/jpeg", "alt": f"tuple {i}",
@@ -477,26 +485,17 @@ def _image_array(a):
     return None
 
 
-def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
+def _open(rep: InputReport, fmt, path, streams, max_errors, options):
     storage = {k: options[k] for k in ("storage_options", "cache_dir") if options.get(k) is not None}
-    if kind == "singa":
+    if fmt.records == "tuples":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         reader = SingaRecordDeserializer(path, options.get("store"), storage_options=storage.get("storage_options"))
         rep.details["store"] = reader.kind
         rep.chunk_label = "chunks (of 4096 tuples)"
         rep.bytes = _size(path, storage.get("storage_options"))
         return reader
-    if kind == "cbf":
-        from recordkit.formats.cbf import CBFReader
-        reader = CBFReader(path, streams or None, precision=options.get("precision"), **storage)
-        rep.details["version"] = reader.version
-        rep.bytes = reader.header.file_size
-        return reader
     # every other format as the registry opens it: CTF with its declared streams, the formats that
     # declare their own (OFRecord written by recordkit, Parquet, HF, Lance, WebDataset, TFRecord, MDS...)
-    from recordkit.formats import registry
-    from recordkit.formats.detect import sniff_format
-    fmt = registry.get(sniff_format(path, storage.get("storage_options")))
     if fmt.needs_streams and not streams:
         from recordkit.errors import UsageError
         from recordkit.formats.detect import streams_needed
@@ -506,7 +505,11 @@ def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
     index = getattr(reader, "index", None)
     if hasattr(index, "id_mode"):  # a text index: how sequences are delimited
         rep.details["mode"] = "sequence ids" if index.id_mode else "one sequence per line"
-    rep.bytes = getattr(index, "file_size", None) or sum(c.size for c in reader.chunks)
+    if getattr(reader, "version", None) is not None:  # a binary format's version (CBF)
+        rep.details["version"] = reader.version
+    header = getattr(reader, "header", None)
+    rep.bytes = getattr(index, "file_size", None) or getattr(header, "file_size", None) or sum(
+        c.size for c in reader.chunks)
     return reader
 
 
