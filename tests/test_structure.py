@@ -82,6 +82,33 @@ def test_formats_know_nothing_of_the_cli():
         assert not {i for i in imports_of(f) if i.startswith("recordkit.cli")}, f
 
 
+# A format's name compared as a string (`kind == "ctf"`, `fmt in ("cbf", ...)`): outside formats/, a command asks
+# the registry's Format entry (its flags and hooks) instead, so that a new format is its package plus one entry.
+FORMAT_NAMES = ("ctf", "cbf", "ofrecord", "singa", "kvfile", "binfile", "csv", "parquet", "hf", "lance", "webdataset",
+                "tfrecord", "mds")
+NAME_COMPARISON = re.compile(r"""(==|!=)\s*["'](%s)["']|["'](%s)["']\s*(==|!=)|\bin\s*\(\s*["'](%s)["']"""
+                             % (("|".join(FORMAT_NAMES),) * 3))
+NAME_COMPARISONS_LEFT = {"integrations/chunk_plan.py"}  # its per-file planners: not yet registry hooks
+
+
+def test_no_format_name_is_compared_outside_formats():
+    found = []
+    for f in sorted(SRC.rglob("*.py")):
+        rel = f.relative_to(SRC).as_posix()
+        if rel.startswith("formats/") or rel in NAME_COMPARISONS_LEFT:
+            continue
+        for number, line in enumerate(f.read_text().splitlines(), 1):
+            if NAME_COMPARISON.search(line):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "ask the format registry instead:\n" + "\n".join(found)
+
+
+def test_the_name_comparison_rule_sees_the_forms_it_forbids():
+    for text in ('if kind == "ctf":', "if fmt != 'mds':", 'if target in ("cbf", "ofrecord"):', '"hf" == name'):
+        assert NAME_COMPARISON.search(text), text
+    assert not NAME_COMPARISON.search('registry.get("ctf")')
+
+
 # Numbered work items ("<word> 12", "<word>s #3"): the product speaks of what it does, not of the
 # steps that made it. The words are joined here so that this file does not match its own pattern.
 WORK_ITEM = re.compile(r"\b(" + "|".join(("st" + "op", "is" + "sue")) + r")s? ?#?[0-9]+", re.IGNORECASE)

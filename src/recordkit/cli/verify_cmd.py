@@ -229,6 +229,7 @@ def _conversion_source(args):
         csv_dim=args.csv_dim, csv_separator=args.csv_separator, csv_has_label=not args.csv_no_label,
         allow_empty_streams=sources.allowed_empty(args), allow_padding=sources.allowed_padding(args))
     target = conversion.resolve_target(args.output, args.to, opts)
-    narrows = target in ("kvfile", "binfile", "tfrecord")
+    from recordkit.formats import registry
+    narrows = not registry.get(target).float64
     precision = "float" if narrows else (args.precision or conversion.precision_of(reader))
     return reader, precision

@@ -174,7 +174,7 @@ def estimate(reader, sample, target: str, precision: str, *, input_bytes: int) -
     densified, dropped = [], []
     streams = list(reader.streams)
     written = streams
-    if target in ("kvfile", "binfile"):  # SINGA records: one features stream (+ label)
+    if fmt.records == "tuples":  # SINGA records: one features stream (+ label)
         names = [s.name for s in streams]
         feature = next((nm for nm in names if nm != "label"), names[0])
         written = [s for s in streams if s.name in (feature, "label")]
