@@ -208,3 +208,15 @@ def test_webdataset_of_ofrecord_images_is_read_by_recordkits_own_commands(tmp_pa
         assert code == 0, f"{argv}: {err}"
     code, stdout, _ = run(["cat", str(out)])
     assert [line for line in stdout.splitlines()][0] == '{"key":100,"class_label":[[0.0]]}'
+
+
+@pytest.mark.parametrize("fmt", WRITTEN)
+def test_every_reader_locates_a_sequence_in_its_files(data_sets, fmt):
+    """``sequence_location(chunk_id, index, sample)``: what verify and errors print, from the reader
+    itself (no caller reads a reader's private index)."""
+    if fmt not in data_sets:
+        pytest.skip(f"{fmt} not installed")
+    streams = STREAMS[1::2] if registry.get(fmt).needs_streams else None
+    with registry.get(fmt).open_reader(data_sets[fmt], streams) as reader:
+        where = reader.sequence_location(0, 1, 0)
+    assert where.startswith(data_sets[fmt]) and "sample 0" in where, where

@@ -118,6 +118,14 @@ class OFRecordDeserializer(ClosingReader):
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
 
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *, key=None) -> str:
+        """Where sequence ``index`` of a chunk is: part file, frame byte offset, record (what ``verify`` prints)."""
+        part, pindex, lo, _, _ = self._where[chunk_id]
+        sam = f", sample {sample}" if sample is not None else ""
+        keyed = f"key {key}{sam}" if key is not None else sam.lstrip(", ")
+        return f"{part}: byte offset {int(pindex.offsets[lo + index]) - 8}, record {lo + index}" + \
+            (f" ({keyed})" if keyed else "")
+
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         part, index, lo, hi, first = self._where[chunk_id]
         start = int(index.offsets[lo]) - 8

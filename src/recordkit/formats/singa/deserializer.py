@@ -90,6 +90,11 @@ class SingaRecordDeserializer(ClosingReader):
         label = rec.get("label")
         return feats, (0 if label is None else int(label))
 
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk is: the tuple's number in the store (what ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.path}: tuple {self._starts[chunk_id][1] + index}{sam}"
+
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         offset, first = self._starts[chunk_id]
         n = self._counts[chunk_id]

@@ -127,6 +127,13 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         except (ValueError, KeyError, TypeError) as e:
             raise FormatError(path, f"bad '{META_FEATURE}' context feature: {e}", offset=0, record="record 0") from None
 
+
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk (one shard) is: the shard file and the place in it (what
+        ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[chunk_id]}: record {index} of the file{sam}"
+
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
         data = read_whole(path, **self._storage)

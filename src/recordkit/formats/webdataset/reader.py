@@ -101,6 +101,13 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         n = len(_group_starts(keys)) - 1
         return n, n
 
+
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk (one shard) is: the shard file and the place in it (what
+        ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[chunk_id]}: sample {index} of the shard{sam}"
+
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
         data = read_whole(path, **self._storage)
