@@ -70,7 +70,7 @@ def streams_needed(path, fmt, storage_options=None) -> str:
     """The message for a data set of ``fmt`` (a Format that does not declare its streams) opened
     without ``--stream``: what to declare, or, for a file that looks like CSV rather than CTF
     text, how to read it as CSV."""
-    text = f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] ({fmt.title} data does not declare its streams)"
+    text = f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] ({fmt.title} data has no streams declared in it)"
     try:
         from recordkit.storage.source import open_source
         src = open_source(str(path), storage_options=storage_options, verify=False)

@@ -187,25 +187,24 @@ def register(fmt: Format) -> Format:
     return fmt
 
 
-_O = "recordkit.formats.openers"
 
 # -- the registrations (detection tries files' probes and directories' probes in this order; the
 #    shard formats come before OFRecord and SINGA, whose probes parse a first frame) -----
 _RV = "recordkit.formats.reader_validate"  # validation by loading every chunk through the reader
 register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
-                reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False, ray="parts",
+                reader="recordkit.formats.cbf.hooks:open_cbf", writer="recordkit.formats.cbf.hooks:create_cbf", keys=False, ray="parts",
                 from_text="recordkit.formats.cbf.from_ctf", describer="recordkit.report.describe:describe_cbf",
                 validator="recordkit.formats.cbf.validate",
-                file_probe=f"{_O}:probe_cbf", directory_probe=f"{_O}:probe_cbf_parts",
+                file_probe="recordkit.formats.cbf.hooks:probe_cbf", directory_probe="recordkit.formats.cbf.hooks:probe_cbf_parts",
                 notes="keys are ordinals"))
 register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
-                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet", validator=_RV, ray="native",
-                directory_probe=f"{_O}:probe_parquet_parts",
+                extra="parquet", requires=("pyarrow",), file_probe="recordkit.formats.bridge_probes:probe_parquet", validator=_RV, ray="native",
+                directory_probe="recordkit.formats.bridge_probes:probe_parquet_parts",
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
-                joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
+                joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
                 validator=_RV,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("lance", "Lance data set", "directory", (".lance",),
@@ -217,42 +216,42 @@ register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNN
                 reader="recordkit.formats.webdataset:WebDatasetReader",
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
                 joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV, ray="sets",
-                file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
+                file_probe="recordkit.formats.bridge_probes:probe_webdataset", directory_probe="recordkit.formats.bridge_probes:probe_webdataset_shards",
                 output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
                 joiner="recordkit.formats.tfrecord.writer:join_sets", ray="sets",
-                extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
-                directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
+                extra="tfrecord", requires=("crc32c",), float64=False, file_probe="recordkit.formats.bridge_probes:probe_tfrecord",
+                directory_probe="recordkit.formats.bridge_probes:probe_tfrecord_parts", output_directory=True,
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
                 joiner="recordkit.formats.mds.writer:join_sets", ray="sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
-                reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
+                reader="recordkit.formats.ofrecord.hooks:open_ofrecord", writer="recordkit.formats.ofrecord.hooks:create_ofrecord", requires=("google.protobuf",),
                 parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
                 validator="recordkit.formats.ofrecord.validate",
-                file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
+                file_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord", directory_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord_parts",
                 output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
                 notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream"))
-register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa", records="tuples",
-                writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
+register(Format("kvfile", "SINGA KVFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
+                writer="recordkit.formats.singa.hooks:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
-                file_probe=f"{_O}:probe_kvfile", directory_probe=f"{_O}:probe_singa_shard",
+                file_probe="recordkit.formats.singa.hooks:probe_kvfile", directory_probe="recordkit.formats.singa.hooks:probe_singa_shard",
                 notes="records: `features` + `label`"))
-register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_O}:open_singa", records="tuples",
-                writer=f"{_O}:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
+register(Format("binfile", "SINGA BinFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
+                writer="recordkit.formats.singa.hooks:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
-                file_probe=f"{_O}:probe_binfile", notes="records: `features` + `label`"))
-register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", sparse=False,
+                file_probe="recordkit.formats.singa.hooks:probe_binfile", notes="records: `features` + `label`"))
+register(Format("csv", "SINGA CSV store", "file", (), reader="recordkit.formats.singa.hooks:open_csv", sparse=False,
                 keys=False, sequences=False, describes_streams=False, notes="read with --from csv --csv-dim N",
                 commands=("convert",), commands_reason="CSV is never detected: `convert --from csv --csv-dim N` "
                                                        "reads it (then any command reads the output)"))
 # CTF last: a file no probe claims is read as CTF text.
-register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
-                writer=f"{_O}:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
+register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader="recordkit.formats.ctf.hooks:open_ctf",
+                writer="recordkit.formats.ctf.hooks:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
                 aliases=True, describer="recordkit.report.describe:describe_ctf",
                 notes="needs --stream to read"))
 

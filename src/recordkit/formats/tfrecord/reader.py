@@ -32,7 +32,7 @@ from recordkit.storage import location, open_source
 
 def looks_like(path, storage_options=None) -> bool:
     if location.isdir(path, storage_options):
-        from recordkit.formats.openers import probe_tfrecord_parts
+        from recordkit.formats.bridge_probes import probe_tfrecord_parts
         return probe_tfrecord_parts(location.listdir(path, storage_options))
     return str(path).endswith((".tfrecord", ".tfrecords"))
 

@@ -35,7 +35,7 @@ from recordkit.storage import location, open_source
 def looks_like(path, storage_options=None) -> bool:
     """A directory of numbered ``*.tar`` shards (or shards and their ``__recordkit__.json``), or a ``.tar`` file."""
     if location.isdir(path, storage_options):
-        from recordkit.formats.openers import probe_webdataset_shards
+        from recordkit.formats.bridge_probes import probe_webdataset_shards
         return probe_webdataset_shards(location.listdir(path, storage_options))
     return str(path).endswith(".tar")
 
