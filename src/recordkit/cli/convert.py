@@ -9,8 +9,7 @@ import time
 from recordkit.cli import sources
 from recordkit.cli.cat import report_tolerated
 from recordkit.cli.progress import byte_progress
-from recordkit.engine.streams import StreamSpec
-from recordkit.errors import FormatError, UsageError
+from recordkit.errors import UsageError
 
 
 def register(sub) -> None:
@@ -86,36 +85,6 @@ def check_arguments(parser, args) -> None:
         parser.error("argument --content-defined-chunking: only with the local engine")
 
 
-def read_header_file(path: str) -> list[StreamSpec]:
-    """Streams from a ctf2bin header file: ``name alias dense|sparse dim`` per line."""
-    import io
-    from recordkit.storage.location import open_local
-    streams = []
-    with io.TextIOWrapper(open_local(path)) as f:  # a FIFO is refused, never opened
-        for n, line in enumerate(f, 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            fields = line.split()
-            if len(fields) != 4:
-                raise FormatError(path, f"expected 'name alias dense|sparse dim', found {len(fields)} field(s)",
-                                  line=n, column=1)
-            name, alias, fmt, dim = fields
-            try:
-                streams.append(StreamSpec(name, fmt, dim, alias))
-            except ValueError as e:
-                raise FormatError(path, str(e), line=n, column=1) from None
-    if not streams:
-        raise FormatError(path, "no streams in the header file")
-    return streams
-
-
-def _streams_arg(args):
-    """The input's streams from --header or --stream (None when neither is given)."""
-    if args.header:
-        return read_header_file(args.header)
-    return sources.parse_streams(args) if args.stream else None
-
-
 def run(args) -> int:
     if getattr(args, "engine", "local") == "ray":
         return run_ray(args)
@@ -128,7 +97,7 @@ def run(args) -> int:
     from recordkit.formats import registry
     from recordkit.formats.detect import sniff_format
     source_format = args.source_format or sniff_format(args.path, opts)
-    streams = _streams_arg(args)
+    streams = sources.streams_arg(args)
     from recordkit.formats.records_bridge import RECORD_TARGETS
     if (target in registry.shard_formats() or target in RECORD_TARGETS) \
             and registry.get(source_format).records == "features" and streams is None and _records_as_records(args):
@@ -237,7 +206,7 @@ def run_ray(args) -> int:
     if location.isfile(args.output, opts):
         raise UsageError(f"{args.output}: exists and is not a directory (--engine ray writes part files into OUT)")
     if args.header:
-        streams = read_header_file(args.header)
+        streams = sources.read_header_file(args.header)
     else:
         streams = sources.parse_streams(args) if args.stream else None
     source = rk_ray.datasource_for(args.path, source_format=args.source_format, streams=streams,

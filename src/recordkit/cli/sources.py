@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from recordkit.engine.streams import StreamSpec, check_streams
-from recordkit.errors import RecordkitError, UsageError
+from recordkit.errors import FormatError, RecordkitError, UsageError
 from recordkit.engine import DEFAULT_CHUNK_SIZE
 
 
@@ -113,6 +113,36 @@ def _selection(args):
             except ValueError as e:
                 raise UsageError(str(e)) from None
     return selection
+
+
+def read_header_file(path: str) -> list[StreamSpec]:
+    """Streams from a ctf2bin header file: ``name alias dense|sparse dim`` per line."""
+    import io
+    from recordkit.storage.location import open_local
+    streams = []
+    with io.TextIOWrapper(open_local(path)) as f:  # a FIFO is refused, never opened
+        for n, line in enumerate(f, 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            fields = line.split()
+            if len(fields) != 4:
+                raise FormatError(path, f"expected 'name alias dense|sparse dim', found {len(fields)} field(s)",
+                                  line=n, column=1)
+            name, alias, fmt, dim = fields
+            try:
+                streams.append(StreamSpec(name, fmt, dim, alias))
+            except ValueError as e:
+                raise FormatError(path, str(e), line=n, column=1) from None
+    if not streams:
+        raise FormatError(path, "no streams in the header file")
+    return streams
+
+
+def streams_arg(args):
+    """The input's streams from --header or --stream (None when neither is given)."""
+    if args.header:
+        return read_header_file(args.header)
+    return parse_streams(args) if args.stream else None
 
 
 def reader_options(args) -> dict:

@@ -49,7 +49,7 @@ def declared_streams(args):
         from recordkit.cli.sources import parse_streams
         return parse_streams(args)
     if getattr(args, "header", None):
-        from recordkit.cli.convert import read_header_file
+        from recordkit.cli.sources import read_header_file
         return read_header_file(args.header)
     return None
 
@@ -217,13 +217,12 @@ def _conversion_source(args):
     """IN opened as ``convert`` opens it (the library's reader choice), and the precision of what
     the conversion wrote (float32 where the target holds no float64)."""
     from recordkit.cli import sources
-    from recordkit.cli.convert import _streams_arg
     from recordkit.engine import convert as conversion
     from recordkit.formats.detect import sniff_format
     opts = args.storage_options
     fmt = args.source_format or sniff_format(args.path, opts)
     reader = conversion.open_reader(
-        args.path, source_format=fmt, streams=_streams_arg(args), precision=args.precision, storage_options=opts,
+        args.path, source_format=fmt, streams=sources.streams_arg(args), precision=args.precision, storage_options=opts,
         cache_dir=args.cache_dir, max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
         trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
         csv_dim=args.csv_dim, csv_separator=args.csv_separator, csv_has_label=not args.csv_no_label,
