@@ -103,7 +103,7 @@ def test_what_makes_a_numbered_set():
 
 
 def test_a_description_beside_its_shards_says_so_whatever_their_names():
-    from recordkit.formats.openers import probe_tfrecord_parts, probe_webdataset_shards
+    from recordkit.formats.bridge_probes import probe_tfrecord_parts, probe_webdataset_shards
     assert probe_webdataset_shards({"__recordkit__.json", "train.tar", "test.tar"})
     assert not probe_webdataset_shards({"train.tar", "test.tar"})
     assert probe_tfrecord_parts({"__recordkit__.json", "a.tfrecord"}) and not probe_tfrecord_parts({"a.tfrecord"})

@@ -110,3 +110,13 @@ def test_factories_get_only_the_options_they_name():
     assert registry._call(writer, "out", [], parts=3, precision="double", total_sequences=10, chunk_size=5,
                           storage_options={"anon": True}, cache_dir=None) == "w"
     assert seen == {"parts": 3, "precision": "double", "checksums": False, "storage": {"storage_options": {"anon": True}}}
+
+
+@pytest.mark.parametrize("page", registry.MATRIX_FILES)
+def test_command_matrices_of_the_docs_are_the_registrys(page):
+    from recordkit.cli.main import COMMANDS
+    matrix = registry.readme_matrix((ROOT / page).read_text(encoding="utf-8"))
+    assert matrix is not None, f"{page} lacks the command matrix markers"
+    assert matrix == registry.markdown_matrix(list(COMMANDS)), "run: python -m recordkit.formats.registry"
+    for fmt in registry.FORMATS:
+        assert f"| `{fmt}` |" in matrix

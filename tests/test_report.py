@@ -20,7 +20,7 @@ DEMO_STREAMS = ["--stream", "word=sparse:5000:w", "--stream", "features=dense:4:
 
 @pytest.fixture(scope="module")
 def demo_ctf(tmp_path_factory):
-    from recordkit import demo
+    from recordkit.cli import demo_corpus as demo
     d = tmp_path_factory.mktemp("demo")
     return demo.run(str(d), 600, echo=lambda *a: None)["path"]
 

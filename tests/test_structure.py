@@ -57,6 +57,52 @@ def test_storage_imports_form_no_circle():
     assert "recordkit.storage.atomic" in g and "recordkit.storage.checksum" in g
 
 
+CIRCLES_LEFT = [{"recordkit.integrations.spark.sink", "recordkit.integrations.spark.source"}]  # not yet untangled
+
+
+def import_circles() -> list[set[str]]:
+    """Every set of recordkit modules that import one another in a circle (strongly connected
+    components of the import graph, imports inside functions included)."""
+    files = sorted(SRC.rglob("*.py"))
+    names = {module_name(f): f for f in files if f.name != "__init__.py"}
+    g = {m: sorted(i for i in imports_of(f) if i in names and i != m) for m, f in names.items()}
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(comp)
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_between_recordkit_modules():
+    """cli/convert and cli/verify_cmd share cli/sources' argument helpers; engine/environment asks
+    integrations/torch_env for its providers; report/stats and report/ofrecord_stats fill
+    report/summaries' classes."""
+    circles = [c for c in import_circles() if c not in CIRCLES_LEFT]
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in circles)
+
+
 def test_storage_writes_through_one_atomic_file_and_the_old_name_still_imports():
     from recordkit.atomic import AtomicFile as old
     from recordkit.storage.atomic import AtomicFile
@@ -80,6 +126,33 @@ def test_the_engine_names_no_framework_and_no_command():
 def test_formats_know_nothing_of_the_cli():
     for f in sorted((SRC / "formats").rglob("*.py")):
         assert not {i for i in imports_of(f) if i.startswith("recordkit.cli")}, f
+
+
+# A format's name compared as a string (`kind == "ctf"`, `fmt in ("cbf", ...)`): outside formats/, a command asks
+# the registry's Format entry (its flags and hooks) instead, so that a new format is its package plus one entry.
+FORMAT_NAMES = ("ctf", "cbf", "ofrecord", "singa", "kvfile", "binfile", "csv", "parquet", "hf", "lance", "webdataset",
+                "tfrecord", "mds")
+NAME_COMPARISON = re.compile(r"""(==|!=)\s*["'](%s)["']|["'](%s)["']\s*(==|!=)|\bin\s*\(\s*["'](%s)["']"""
+                             % (("|".join(FORMAT_NAMES),) * 3))
+NAME_COMPARISONS_LEFT = {"integrations/chunk_plan.py"}  # its per-file planners: not yet registry hooks
+
+
+def test_no_format_name_is_compared_outside_formats():
+    found = []
+    for f in sorted(SRC.rglob("*.py")):
+        rel = f.relative_to(SRC).as_posix()
+        if rel.startswith("formats/") or rel in NAME_COMPARISONS_LEFT:
+            continue
+        for number, line in enumerate(f.read_text().splitlines(), 1):
+            if NAME_COMPARISON.search(line):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "ask the format registry instead:\n" + "\n".join(found)
+
+
+def test_the_name_comparison_rule_sees_the_forms_it_forbids():
+    for text in ('if kind == "ctf":', "if fmt != 'mds':", 'if target in ("cbf", "ofrecord"):', '"hf" == name'):
+        assert NAME_COMPARISON.search(text), text
+    assert not NAME_COMPARISON.search('registry.get("ctf")')
 
 
 # Numbered work items ("<word> 12", "<word>s #3"): the product speaks of what it does, not of the

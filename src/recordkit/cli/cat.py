@@ -30,12 +30,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from recordkit.formats.detect import sniff
-    kind = "singa" if args.store else sniff(args.path, args.storage_options,
-                                                 part_name_prefix=args.part_name_prefix)
-    if kind == "singa":
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    if args.store:  # --store: a SINGA store of that kind
         return cat_store(args)
-    if kind == "ofrecord":
+    fmt = registry.get(sniff_format(args.path, args.storage_options, part_name_prefix=args.part_name_prefix))
+    if fmt.records == "tuples":  # a record store: its key/value tuples
+        return cat_store(args)
+    if fmt.records == "features" and not args.stream:  # records as they are; with --stream, as those streams
         return cat_ofrecord(args)
     reader = sources.open_reader(args)
     specs = reader.streams
@@ -133,7 +135,7 @@ def record_decoder(name: str, kind: str):
     if name != "image-record":
         raise UsageError(f"unknown decoder {name!r}; use one of {', '.join(DECODE_CHOICES)}")
     from recordkit.formats.singa import records
-    decode = records.decode_image_record_v1 if kind == "binfile" else records.decode_record
+    decode = records.decoder_for(kind)
 
     def fields(value: bytes, path: str, index: int) -> dict:
         return _jsonable(decode(value, path=path, record=f"tuple {index}"))

@@ -13,11 +13,11 @@ def register(sub) -> None:
                                    "writes a NAME.rkcrc sidecar (a CRC-32 per block) beside each file; every "
                                    "recordkit reader then verifies the bytes it reads against it. `verify` checks "
                                    "whole files now (exit 1 on any mismatch or missing sidecar). A directory "
-                                   "stands for its OFRecord part files.")
+                                   "stands for the files of the data set it holds (OFRecord: its part files).")
     from recordkit.cli import argtypes
     p.add_argument("action", choices=["create", "verify"],
                    help="create: write PATH.rkcrc; verify: check PATH against its PATH.rkcrc")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="files, or OFRecord directories (their part files)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, or data set directories (their files)")
     p.add_argument("--block-size", type=argtypes.size, default=None, metavar="BYTES",
                    help="create: bytes per checksummed block, e.g. 65536 or 1M (default 1M)")
     sources.add_storage_arguments(p)
@@ -25,11 +25,10 @@ def register(sub) -> None:
 
 
 def files_of(path: str, storage_options) -> list[str]:
-    from recordkit.storage import location
-    if location.isdir(path, storage_options):
-        from recordkit.formats.ofrecord.dataset import part_paths
-        return part_paths(path, storage_options=storage_options)
-    return [path]
+    """The files of the data set at ``path``, as its format names them (``Format.files``)."""
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    return registry.get(sniff_format(path, storage_options)).files(path, storage_options)
 
 
 def run(args) -> int:

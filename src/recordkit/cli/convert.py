@@ -9,8 +9,7 @@ import time
 from recordkit.cli import sources
 from recordkit.cli.cat import report_tolerated
 from recordkit.cli.progress import byte_progress
-from recordkit.engine.streams import StreamSpec
-from recordkit.errors import FormatError, UsageError
+from recordkit.errors import UsageError
 
 
 def register(sub) -> None:
@@ -82,42 +81,12 @@ def check_arguments(parser, args) -> None:
     """Cross-argument checks, while parsing (one line, exit 2): options that need another."""
     from recordkit.cli import argtypes
     argtypes.check_streams(parser, args)
-    if args.source_format == "csv" and not args.csv_dim:
-        parser.error("argument --from: csv needs --csv-dim N (the values per line)")
+    if args.source_format is not None and not args.csv_dim:  # --from names the one undetected format, CSV
+        parser.error(f"argument --from: {args.source_format} needs --csv-dim N (the values per line)")
     if args.ray_address is not None and args.engine != "ray":
         parser.error("argument --ray-address: only with --engine ray")
     if args.content_defined_chunking is not None and args.engine == "ray":
         parser.error("argument --content-defined-chunking: only with the local engine")
-
-
-def read_header_file(path: str) -> list[StreamSpec]:
-    """Streams from a ctf2bin header file: ``name alias dense|sparse dim`` per line."""
-    import io
-    from recordkit.storage.location import open_local
-    streams = []
-    with io.TextIOWrapper(open_local(path)) as f:  # a FIFO is refused, never opened
-        for n, line in enumerate(f, 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            fields = line.split()
-            if len(fields) != 4:
-                raise FormatError(path, f"expected 'name alias dense|sparse dim', found {len(fields)} field(s)",
-                                  line=n, column=1)
-            name, alias, fmt, dim = fields
-            try:
-                streams.append(StreamSpec(name, fmt, dim, alias))
-            except ValueError as e:
-                raise FormatError(path, str(e), line=n, column=1) from None
-    if not streams:
-        raise FormatError(path, "no streams in the header file")
-    return streams
-
-
-def _streams_arg(args):
-    """The input's streams from --header or --stream (None when neither is given)."""
-    if args.header:
-        return read_header_file(args.header)
-    return sources.parse_streams(args) if args.stream else None
 
 
 def run(args) -> int:
@@ -131,13 +100,13 @@ def run(args) -> int:
         raise
     from recordkit.formats import registry
     from recordkit.formats.detect import sniff_format
-    source_format = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
-    streams = _streams_arg(args)
+    source_format = args.source_format or sniff_format(args.path, opts)
+    streams = sources.streams_arg(args)
     from recordkit.formats.records_bridge import RECORD_TARGETS
-    if (target in registry.shard_formats() or target in RECORD_TARGETS) and source_format == "ofrecord" \
-            and streams is None and _records_as_records(args):
+    if (target in registry.shard_formats() or target in RECORD_TARGETS) \
+            and registry.get(source_format).records == "features" and streams is None and _records_as_records(args):
         return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum))
-    if streams is None and source_format == "ctf":
+    if streams is None and registry.get(source_format).needs_streams and not args.source_format:
         sources.parse_streams(args)  # "declare at least one --stream ..."
     with byte_progress(_input_size(args.path, opts), "convert") as bar:
         result = conversion.convert(
@@ -231,16 +200,18 @@ def run_ray(args) -> int:
         raise UsageError("--engine ray needs Ray Data: pip install 'recordkit[ray]'") from None
     from recordkit.engine.convert import precision_of as _precision_of
     from recordkit.formats.detect import by_extension
+    from recordkit.formats import registry
     target = args.to or by_extension(args.output) or "ofrecord"
-    if target not in ("cbf", "ofrecord", "parquet") + rk_ray_sets():
-        raise UsageError(f"--engine ray writes a directory of cbf, ofrecord or parquet parts, or a "
-                         f"{', '.join(rk_ray_sets())} data set, not {target} (use --to)")
+    if target not in registry.ray_targets():
+        raise UsageError(f"--engine ray writes a directory of {', '.join(registry.ray_targets('parts'))} or "
+                         f"{', '.join(registry.ray_targets('native'))} parts, or a {', '.join(rk_ray_sets())} data "
+                         f"set, not {target} (use --to)")
     from recordkit.storage import location
     opts = args.storage_options
     if location.isfile(args.output, opts):
         raise UsageError(f"{args.output}: exists and is not a directory (--engine ray writes part files into OUT)")
     if args.header:
-        streams = read_header_file(args.header)
+        streams = sources.read_header_file(args.header)
     else:
         streams = sources.parse_streams(args) if args.stream else None
     source = rk_ray.datasource_for(args.path, source_format=args.source_format, streams=streams,
@@ -258,7 +229,7 @@ def run_ray(args) -> int:
         t0 = time.perf_counter()
         with _quiet.quiet(args.trace_level):
             dataset = rk_ray.dataset_from(source, num_read_tasks=args.parts)
-            if target == "parquet":  # Ray Data's own Parquet writer over the mapping's columns
+            if registry.get(target).ray == "native":  # Ray Data's own Parquet writer over the mapping's columns
                 from recordkit.integrations.ray.parquet import write_parquet
                 paths, written = write_parquet(dataset, args.output, source.streams, precision=precision,
                                                storage_options=opts, checksums=args.checksum)

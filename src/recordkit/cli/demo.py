@@ -17,7 +17,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from recordkit import demo
+    from recordkit.cli import demo_corpus as demo
     if args.dir:
         result = demo.run(args.dir, args.sequences)
     else:

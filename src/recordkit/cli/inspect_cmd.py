@@ -27,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--chunk-size", type=argtypes.size, default=DEFAULT_CHUNK_SIZE, metavar="BYTES",
                    help="CTF: index chunk size, e.g. 65536, 64K, 32M (default 32M)")
     p.add_argument("--skip-sequence-ids", action="store_true", help="CTF: every line is a sequence")
-    from recordkit.cli.sources import add_part_arguments
+    from recordkit.cli.sources import add_part_arguments, add_stream_argument
+    add_stream_argument(p)
     add_part_arguments(p)
     p.add_argument("--plot", metavar="FILE.png|FILE.svg", default=None,
                    help="CTF/CBF: also draw the sequence-length histogram to FILE (needs recordkit[report])")
@@ -37,19 +38,22 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from recordkit.report.describe import describe_cbf, describe_ctf, describe_data_set, describe_singa
-    from recordkit.formats.detect import sniff
+    from recordkit.report.describe import describe_data_set, describe_singa
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
     from recordkit.storage import location
     opts = args.storage_options
-    kind = sniff(args.path, opts, part_name_prefix=args.part_name_prefix)
-    if args.plot and (kind not in ("ctf", "cbf") or location.isdir(args.path, opts)):
+    fmt = registry.get(sniff_format(args.path, opts, part_name_prefix=args.part_name_prefix))
+    kind = fmt.kind
+    one_file = fmt.describer is not None and not location.isdir(args.path, opts)  # CTF, CBF: its own index
+    if args.plot and not one_file:
         from recordkit.errors import UsageError
         raise UsageError(f"{args.path}: --plot draws sequence lengths, which {kind} data does not have "
                          f"(a record is one sample); `recordkit report` shows its features")
     if args.plot:
         from recordkit.report.html import _pyplot
         _pyplot()  # a missing extra is said before the file is read
-    if kind == "singa":
+    if fmt.records == "tuples":
         info = describe_singa(args.path, opts)
         if args.json:
             sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
@@ -60,22 +64,26 @@ def run(args) -> int:
                       f"{info['value_bytes']['min']}..{info['value_bytes']['max']} "
                       f"(mean {info['value_bytes']['mean']:.1f})")
         return 0
-    if kind == "ofrecord":
+    if fmt.records == "features":
         return inspect_ofrecord(args)
-    from recordkit.formats.detect import BRIDGE_FORMATS
-    if kind in BRIDGE_FORMATS:
+    if fmt.shards:
         return inspect_bridge(args, kind)
     lengths = [] if args.plot else None
-    if kind not in ("cbf", "ctf") or location.isdir(args.path, opts):  # Parquet, HF, CBF part directories
+    if not one_file:  # Parquet, HF, CBF part directories
         info = describe_data_set(args.path, kind, opts)
-    elif kind == "cbf":
-        info = describe_cbf(args.path, opts, lengths)
     else:
-        info = describe_ctf(args.path, args.chunk_size, args.skip_sequence_ids, opts, lengths)
+        info = registry.describe(fmt, args.path, storage_options=opts, lengths_out=lengths,
+                                 chunk_size=args.chunk_size, skip_ids=args.skip_sequence_ids)
+    if one_file and fmt.needs_streams and args.stream:  # the index needs no declarations; given, they are shown
+        from recordkit.cli.sources import parse_streams
+        args.defines_mb_size = None
+        info["streams"] = [{"name": s.name, "format": s.format, "dtype": "declared", "dim": s.dim,
+                            "alias": s.alias} for s in parse_streams(args)]
     if args.plot:
         from recordkit.report.html import write_lengths_plot
         write_lengths_plot(np.bincount(np.asarray(lengths[0], dtype=np.int64)), args.plot,
                            f"Sequence lengths of {os.path.basename(str(args.path))}")
+        print(f"recordkit: wrote the sequence-length histogram to {args.plot}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(info) + b"\n")
         return 0
@@ -85,13 +93,18 @@ def run(args) -> int:
         for s in info["streams"]:
             out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}")
         out += stream_lines(info)
-    elif info["format"] == "cbf":
+    elif "version" in info:  # a binary file's header
         out.append(f"version {info['version']}, header at offset {info['header_offset']}")
         out.append(f"{len(info['streams'])} streams:")
         for s in info["streams"]:
             out.append(f"  {s['name']:<20} {s['format']:<6} {s['dtype']:<8} dim {s['dim']}")
     else:
         out.append(f"mode: {info['mode']}" + (f", {info['index_errors']} index error(s)" if info["index_errors"] else ""))
+        if "streams" in info:
+            out.append(f"{len(info['streams'])} declared streams:")
+            for s in info["streams"]:
+                out.append(f"  {s['name']:<20} {s['format']:<6} dim {s['dim']}"
+                           + (f" (alias {s['alias']})" if s["alias"] != s["name"] else ""))
     out.append(f"{info['sequences']} sequences, {info['samples']} samples, {len(info['chunks'])} chunks")
     out.append(f"  {'chunk':>6} {'offset':>12} {'bytes':>12} {'sequences':>10} {'samples':>10}")
     rows = info["chunks"]

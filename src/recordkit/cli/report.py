@@ -51,9 +51,11 @@ def run(args) -> int:
     html._pyplot()  # before reading anything: a missing extra is said at once
     reports = []
     for path in args.paths:
-        from recordkit.formats.detect import sniff
-        kind = "singa" if args.store else sniff(path, args.storage_options, part_name_prefix=args.part_name_prefix)
-        streams = sources.parse_streams(args) if kind == "ctf" else None  # CBF: the streams of its header
+        from recordkit.formats import registry
+        from recordkit.formats.detect import sniff_format
+        declares = not args.store and registry.get(sniff_format(path, args.storage_options,
+                                                               part_name_prefix=args.part_name_prefix)).needs_streams
+        streams = sources.parse_streams(args) if declares else None  # CTF; the others describe their own
         size = _size(path, args.storage_options)
         with byte_progress(size, f"report {os.path.basename(path.rstrip('/'))}") as bar:
             rep = collect(path, streams=streams, max_errors=args.max_errors,
@@ -69,7 +71,7 @@ def run(args) -> int:
     html.write_page(args.output, html.render(reports, title=title, command=command))
     bad = [r for r in reports if r.errors]
     for r in reports:
-        print(f"{r.path}: {r.format}, {r.sequences} {'records' if r.format in ('ofrecord', 'singa') else 'sequences'}"
+        print(f"{r.path}: {r.format}, {r.sequences} {r.unit}"
               f", {r.errors} error(s)" + ("" if r.complete else ", pass stopped early"), file=sys.stderr)
     print(f"recordkit: wrote {args.output}", file=sys.stderr)
     return 1 if bad else 0

@@ -8,14 +8,24 @@ from __future__ import annotations
 import argparse
 
 from recordkit.engine.streams import StreamSpec, check_streams
-from recordkit.errors import RecordkitError, UsageError
+from recordkit.errors import FormatError, RecordkitError, UsageError
 from recordkit.engine import DEFAULT_CHUNK_SIZE
+
+
+STREAM_HELP = ("declare a stream, e.g. features=dense:784:F or labels=sparse:10 (repeatable): needed where the data "
+               "does not declare its streams (CTF text), a selection (and renaming) where it does")
+
+
+def add_stream_argument(p: argparse.ArgumentParser) -> None:
+    """``--stream NAME=FORMAT:DIM[:ALIAS]``, the same in every command that reads a data set."""
+    from recordkit.cli import argtypes
+    p.add_argument("--stream", action="append", default=[], type=argtypes.stream, metavar="NAME=FORMAT:DIM[:ALIAS]",
+                   help=STREAM_HELP)
 
 
 def add_ctf_arguments(p: argparse.ArgumentParser) -> None:
     from recordkit.cli import argtypes
-    p.add_argument("--stream", action="append", default=[], type=argtypes.stream, metavar="NAME=FORMAT:DIM[:ALIAS]",
-                   help="declare a stream, e.g. features=dense:784:F or labels=sparse:10 (repeatable)")
+    add_stream_argument(p)
     p.add_argument("--max-errors", type=argtypes.non_negative_int, default=0, metavar="N",
                    help="tolerate N malformed inputs (each is reported and its sequence skipped)")
     p.add_argument("--skip-sequence-ids", action="store_true",
@@ -69,8 +79,10 @@ def allowed_padding(args) -> list[str]:
 
 def parse_streams(args) -> list[StreamSpec]:
     if not args.stream:
-        raise UsageError(f"{getattr(args, 'path', None) or ', '.join(map(str, getattr(args, 'paths', [])))}: declare at least one "
-                         f"--stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+        from recordkit.formats import registry
+        from recordkit.formats.detect import streams_needed
+        path = getattr(args, "path", None) or ", ".join(map(str, getattr(args, "paths", [])))
+        raise UsageError(streams_needed(path, registry.get("ctf"), getattr(args, "storage_options", None)))
     streams = []
     for text in args.stream:
         try:
@@ -90,14 +102,6 @@ def parse_streams(args) -> list[StreamSpec]:
         raise UsageError(str(e)) from None
 
 
-def open_ctf(args, path=None, streams=None):
-    from recordkit.formats.ctf import CTFReader
-    return CTFReader(path or args.path, streams or parse_streams(args), precision=args.precision or "float",
-                     max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
-                     trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
-                     allow_empty_streams=allowed_empty(args), allow_padding=allowed_padding(args), **storage(args))
-
-
 def _selection(args):
     """--stream texts as a selection of a self-describing data set's streams (None: all)."""
     selection = None
@@ -111,13 +115,62 @@ def _selection(args):
     return selection
 
 
-def open_cbf(args, path=None):
-    """A CBF file, or a directory of CBF parts (what ``convert --engine ray OUT.cbf`` writes)."""
-    from recordkit.formats.cbf.parts import open_cbf_data_set
+def read_header_file(path: str) -> list[StreamSpec]:
+    """Streams from a ctf2bin header file: ``name alias dense|sparse dim`` per line."""
+    import io
+    from recordkit.storage.location import open_local
+    streams = []
+    with io.TextIOWrapper(open_local(path)) as f:  # a FIFO is refused, never opened
+        for n, line in enumerate(f, 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            fields = line.split()
+            if len(fields) != 4:
+                raise FormatError(path, f"expected 'name alias dense|sparse dim', found {len(fields)} field(s)",
+                                  line=n, column=1)
+            name, alias, fmt, dim = fields
+            try:
+                streams.append(StreamSpec(name, fmt, dim, alias))
+            except ValueError as e:
+                raise FormatError(path, str(e), line=n, column=1) from None
+    if not streams:
+        raise FormatError(path, "no streams in the header file")
+    return streams
+
+
+def streams_arg(args):
+    """The input's streams from --header or --stream (None when neither is given)."""
+    if args.header:
+        return read_header_file(args.header)
+    return parse_streams(args) if args.stream else None
+
+
+def reader_options(args) -> dict:
+    """The reader options a command line gives; each format's reader factory takes those it names
+    (``registry._call``)."""
+    return dict(precision=getattr(args, "precision", None), max_errors=getattr(args, "max_errors", 0),
+                skip_sequence_ids=getattr(args, "skip_sequence_ids", False),
+                trace_level=getattr(args, "trace_level", None),
+                chunk_size=getattr(args, "chunk_size", None) or DEFAULT_CHUNK_SIZE,
+                cache_index=getattr(args, "cache_index", False), allow_empty_streams=allowed_empty(args),
+                allow_padding=allowed_padding(args), **storage(args))
+
+
+def open_reader(args, path=None):
+    """A reader for ``path`` (default ``args.path``), its format sniffed from the content and opened
+    by the registry: --stream declares the streams of a format whose data does not (CTF text), and
+    selects and renames the streams of one that does (CBF, OFRecord written by recordkit, Parquet...)."""
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    path = path or args.path
+    fmt = registry.get(sniff_format(path, getattr(args, "storage_options", None),
+                                    part_name_prefix=getattr(args, "part_name_prefix", None)))
+    if fmt.needs_streams and not getattr(args, "stream", None):
+        from recordkit.formats.detect import streams_needed
+        raise UsageError(streams_needed(path, fmt, getattr(args, "storage_options", None)))
+    streams = parse_streams(args) if getattr(args, "stream", None) else None
     try:
-        reader = open_cbf_data_set(path or args.path, _selection(args), precision=args.precision,
-                                   trace_level=args.trace_level, allow_empty_streams=allowed_empty(args),
-                                   **storage(args))
+        reader = fmt.open_reader(path, streams, **reader_options(args))
     except ValueError as e:
         if isinstance(e, RecordkitError):
             raise
@@ -125,30 +178,9 @@ def open_cbf(args, path=None):
     wanted = getattr(args, "defines_mb_size", None)
     if wanted is not None and wanted not in {s.name for s in reader.streams}:
         reader.close()
-        raise UsageError(f"--defines-mb-size {wanted}: no such stream in {reader.path} "
+        raise UsageError(f"--defines-mb-size {wanted}: no such stream in {path} "
                          f"(it has: {', '.join(s.name for s in reader.streams)})")
     return reader
-
-
-def open_reader(args, path=None):
-    """A reader for ``path`` (default ``args.path``), its format sniffed from the content: CTF (with
-    --stream), CBF, or any other format of the registry that records its own streams (Parquet,
-    Hugging Face, ...), where --stream selects and renames."""
-    from recordkit.formats import registry
-    from recordkit.formats.detect import sniff_format
-    path = path or args.path
-    kind = sniff_format(path, getattr(args, "storage_options", None))
-    if kind == "cbf":
-        return open_cbf(args, path)
-    if kind in ("ctf", "ofrecord", "kvfile", "binfile", "csv"):  # ofrecord/singa: their commands' own paths
-        return open_ctf(args, path)
-    try:
-        return registry.get(kind).open_reader(path, _selection(args), precision=getattr(args, "precision", None),
-                                              **storage(args))
-    except ValueError as e:
-        if isinstance(e, RecordkitError):
-            raise
-        raise UsageError(str(e)) from None
 
 
 def add_part_arguments(p) -> None:

@@ -36,13 +36,10 @@ def table(header: list[str], rows: list[list], *, left: int = 1) -> str:
 
 def run(args) -> int:
     from recordkit.report.totals import stream_totals
-    from recordkit.formats.detect import sniff
-    kind = sniff(args.path, args.storage_options, part_name_prefix=args.part_name_prefix)
-    if kind == "singa":
-        from recordkit.errors import UsageError
-        raise UsageError(f"{args.path}: stats works on CTF, CBF and OFRecord data; for a SINGA store use "
-                         f"`recordkit inspect`, or convert it first (`recordkit convert STORE OUT.cbf`)")
-    if kind == "ofrecord":
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    fmt = registry.get(sniff_format(args.path, args.storage_options, part_name_prefix=args.part_name_prefix))
+    if fmt.records == "features" and not args.stream:  # per feature; with --stream, per declared stream
         from recordkit.formats.ofrecord import summary
         result = summary.feature_totals(sources.ofrecord_parts(args), args.storage_options)
         if args.json:

@@ -70,7 +70,7 @@ def _streams(args):
         from recordkit.cli.sources import parse_streams
         return parse_streams(args)
     if args.header:
-        from recordkit.cli.convert import read_header_file
+        from recordkit.cli.sources import read_header_file
         return read_header_file(args.header)
     return None
 

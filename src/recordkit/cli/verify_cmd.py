@@ -31,8 +31,8 @@ def register(sub) -> None:
                    help="match sequences by key: auto (when both sides store keys, else by position), yes, "
                         "no (by position only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--stream", action="append", default=[], metavar="NAME=FORMAT:DIM[:ALIAS]",
-                   help="streams of the CTF / OFRecord side(s) (default: those of the other side)")
+    from recordkit.cli.sources import add_stream_argument
+    add_stream_argument(p)  # the streams of a side that does not declare them (default: those of the other side)
     p.add_argument("--header", metavar="FILE", help="streams from a ctf2bin header file")
     p.add_argument("--defines-mb-size", metavar="NAME", help="the stream whose sample count is the sequence length")
     p.add_argument("--precision", choices=["float", "double"], default=None,
@@ -49,7 +49,7 @@ def declared_streams(args):
         from recordkit.cli.sources import parse_streams
         return parse_streams(args)
     if getattr(args, "header", None):
-        from recordkit.cli.convert import read_header_file
+        from recordkit.cli.sources import read_header_file
         return read_header_file(args.header)
     return None
 
@@ -93,28 +93,22 @@ def _ofrecord_precision(path, streams, storage_options) -> str:
 
 
 def open_side(path, kind, args, streams=None, precision=None):
-    """A Deserializer for one side: ``streams`` for CTF/OFRecord, ``precision`` for CTF."""
+    """A Deserializer for one side, opened by its format's registry entry: ``streams`` for a side
+    that does not describe its own (CTF, OFRecord) or a selection of one that does; ``precision``
+    for a text side (CTF)."""
     from recordkit.cli.sources import storage
     from recordkit.errors import UsageError
     opts = getattr(args, "storage_options", None)
-    if kind == "cbf":  # a file or a directory of parts
-        from recordkit.formats.cbf.parts import open_cbf_data_set
-        return open_cbf_data_set(path, **storage(args))
-    if kind == "singa":
-        from recordkit.formats.singa.deserializer import SingaRecordDeserializer
-        return SingaRecordDeserializer(path, precision="float", storage_options=opts)
     fmt = _format_of(path, opts)
-    if fmt.describes_streams:  # Parquet, HF, Lance, WebDataset, TFRecord, MDS...: streams recorded, a selection by name
+    if fmt.describes_streams:  # CBF, SINGA stores, Parquet, HF, Lance, WebDataset, TFRecord, MDS...: a selection by name
         return fmt.open_reader(path, _like(streams) if streams else None, **storage(args))
     if not streams:
         raise UsageError(f"{path}: {kind} needs stream declarations: give --stream NAME=FORMAT:DIM[:ALIAS] "
                          f"(or --header FILE)")
-    if kind == "ofrecord":
-        from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
-        return OFRecordDeserializer(path, streams, precision=_ofrecord_precision(path, streams, opts), **storage(args))
-    from recordkit.formats.ctf import CTFReader
-    return CTFReader(path, streams, precision=precision or "float", skip_sequence_ids=args.skip_sequence_ids,
-                     chunk_size=args.chunk_size, **storage(args))
+    if fmt.records == "features":  # records of named features: at the precision the records hold
+        precision = _ofrecord_precision(path, streams, opts)
+    return fmt.open_reader(path, streams, precision=precision or "float", skip_sequence_ids=args.skip_sequence_ids,
+                           chunk_size=args.chunk_size, **storage(args))
 
 
 def _format_of(path, storage_options):
@@ -132,14 +126,16 @@ def open_pair(args, src_path, dst_path):
     paths = [src_path, dst_path]
     declared = declared_streams(args)
     # the side that knows most about itself first: streams and dtypes (CBF, SINGA), then dtypes (OFRecord), then CTF
-    described = [_format_of(p, opts).describes_streams for p in paths]
-    rank = {"ofrecord": 1}
-    order = sorted(range(2), key=lambda i: rank.get(kinds[i], 0 if described[i] else 2))
+    formats = [_format_of(p, opts) for p in paths]
+    described = [f.describes_streams for f in formats]
+    recorded = [None if described[i] else formats[i].recorded_streams(paths[i], opts) for i in range(2)]
+    # a side that may record its declarations (OFRecord) after those that describe theirs, before CTF
+    order = sorted(range(2), key=lambda i: 0 if described[i] else 1 if formats[i].records_streams else 2)
     opened = [None, None]
     for i in order:
         other = opened[1 - i]
-        streams = declared or (_like(other.streams, getattr(other, "keeps_aliases", False))
-                               if other is not None else None)
+        streams = declared or recorded[i] or (_like(other.streams, getattr(other, "keeps_aliases", False))
+                                              if other is not None else None)
         if streams is None and not described[i]:
             raise UsageError(f"neither {src_path} ({kinds[0]}) nor {dst_path} ({kinds[1]}) carries its streams: "
                              f"declare them with --stream NAME=FORMAT:DIM[:ALIAS] (or --header FILE)")
@@ -221,18 +217,18 @@ def _conversion_source(args):
     """IN opened as ``convert`` opens it (the library's reader choice), and the precision of what
     the conversion wrote (float32 where the target holds no float64)."""
     from recordkit.cli import sources
-    from recordkit.cli.convert import _streams_arg
     from recordkit.engine import convert as conversion
     from recordkit.formats.detect import sniff_format
     opts = args.storage_options
-    fmt = "csv" if args.source_format == "csv" else sniff_format(args.path, opts)
+    fmt = args.source_format or sniff_format(args.path, opts)
     reader = conversion.open_reader(
-        args.path, source_format=fmt, streams=_streams_arg(args), precision=args.precision, storage_options=opts,
+        args.path, source_format=fmt, streams=sources.streams_arg(args), precision=args.precision, storage_options=opts,
         cache_dir=args.cache_dir, max_errors=args.max_errors, skip_sequence_ids=args.skip_sequence_ids,
         trace_level=args.trace_level, chunk_size=args.chunk_size, cache_index=args.cache_index,
         csv_dim=args.csv_dim, csv_separator=args.csv_separator, csv_has_label=not args.csv_no_label,
         allow_empty_streams=sources.allowed_empty(args), allow_padding=sources.allowed_padding(args))
     target = conversion.resolve_target(args.output, args.to, opts)
-    narrows = target in ("kvfile", "binfile", "tfrecord")
+    from recordkit.formats import registry
+    narrows = not registry.get(target).float64
     precision = "float" if narrows else (args.precision or conversion.precision_of(reader))
     return reader, precision

@@ -136,7 +136,8 @@ def output_streams(reader, target: str) -> list[StreamSpec]:
     """The streams a conversion of ``reader`` into format ``target`` writes (names, aliases)."""
     # CTF -> CTF keeps the file's short aliases, and so do formats that record them (Parquet, HF);
     # elsewhere the names are the names (CBF has no aliases)
-    if target == "ctf" and not (_is_ctf(reader) or getattr(reader, "keeps_aliases", False)):
+    from recordkit.formats import registry
+    if registry.get(target).aliases and not (_is_ctf(reader) or getattr(reader, "keeps_aliases", False)):
         return [StreamSpec(s.name, s.format, s.dim, None, s.defines_mb_size, s.dtype) for s in reader.streams]
     return list(reader.streams)
 
@@ -173,7 +174,7 @@ def estimate(reader, sample, target: str, precision: str, *, input_bytes: int) -
     densified, dropped = [], []
     streams = list(reader.streams)
     written = streams
-    if target in ("kvfile", "binfile"):  # SINGA records: one features stream (+ label)
+    if fmt.records == "tuples":  # SINGA records: one features stream (+ label)
         names = [s.name for s in streams]
         feature = next((nm for nm in names if nm != "label"), names[0])
         written = [s for s in streams if s.name in (feature, "label")]
@@ -199,8 +200,8 @@ def estimate(reader, sample, target: str, precision: str, *, input_bytes: int) -
     if not fmt.sequences:
         multi = any(np.any(col.sample_counts() > 1) for col in sample.columns.values())
         if multi:
-            dropped.append(f"sequence boundaries (a {target} record is one sample: a sequence's samples are "
-                           f"joined into one vector)")
+            dropped.append(f"sequence boundaries (a {target} record is one sample: each sample of a sequence "
+                           f"becomes a record with the sequence's key)")
     return SizeEstimate(input_bytes, int(per_seq * total_sequences), total_sequences, densified, narrowed, dropped)
 
 
@@ -311,8 +312,9 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
     out_streams = output_streams(reader, target)
     total_sequences = sum(c.num_sequences for c in reader.chunks)
     t0 = time.perf_counter()
-    if target == "cbf" and _is_ctf(reader):
-        from recordkit.formats.cbf import from_ctf
+    if fmt.from_text is not None and _is_ctf(reader):
+        import importlib
+        from_ctf = importlib.import_module(fmt.from_text)
         if from_ctf.supports(reader, resolve_precision(precision)):
             # CBF holds everything CTF does but ids: the estimate needs no sample
             est: SizeEstimate | None = SizeEstimate(input_bytes, 0, total_sequences)
@@ -337,7 +339,7 @@ def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_siz
         writer = fmt.open_writer(dst, out_streams, precision=precision, parts=parts, shard_size=shard_size,
                                  chunk_size=chunk_size, checksums=checksums, storage_options=storage_options,
                                  total_sequences=total_sequences, part_order=part_order, **(writer_options or {}))
-        ids = _SequenceIds(reader) if target == "cbf" else None
+        ids = _SequenceIds(reader) if not fmt.keys else None
         with writer:
             if first is not None:
                 _write(writer, first, source)
@@ -394,7 +396,8 @@ class _SequenceIds:
 
 def _without_keys(est: SizeEstimate, target: str) -> SizeEstimate:
     """CBF's lost ids are the note's business (it knows whether they were 0..N-1 anyway)."""
-    if target == "cbf":
+    from recordkit.formats import registry
+    if not registry.get(target).keys:
         est.dropped = [d for d in est.dropped if not d.startswith("sequence keys")]
     return est
 

@@ -31,7 +31,7 @@ def _load_defaults() -> None:
     if not _DEFAULTS_LOADED:
         _DEFAULTS_LOADED = True
         from recordkit.integrations import torch_env
-        torch_env.register_providers()
+        register(**torch_env.providers())
 
 
 def distributed_partition() -> tuple[int | None, int | None]:

@@ -87,34 +87,24 @@ class VerifyResult:
 # -- where a sequence is -----------------------------------------------------------------------------
 
 def describe(d, chunk: ChunkData, i: int, sample: int | None = None) -> str:
-    """Where sequence ``i`` of a loaded chunk is in its files, as precisely as the format allows.
-
-    A deserializer may say it itself (``sequence_location(chunk_id, index_in_chunk, sample)``);
-    the built-in formats are described here from their indexes."""
-    own = getattr(d, "sequence_location", None)
-    if own is not None:
-        return own(chunk.chunk_id, i, sample)
+    """Where sequence ``i`` of a loaded chunk is in its files, as precisely as the format allows:
+    the reader's ``sequence_location(chunk_id, index, sample)`` (``index``: the sequence's place in
+    the chunk as stored; a reader naming ``key`` also gets the sequence's key), else chunk and place."""
     pos = int(chunk.positions[i]) if chunk.positions is not None else i
     key = int(chunk.keys[i])
-    path = name_of(d)
+    own = getattr(d, "sequence_location", None)
+    if own is not None:
+        return own(chunk.chunk_id, pos, sample, key=key) if _takes_key(own) else own(chunk.chunk_id, pos, sample)
     sam = f", sample {sample}" if sample is not None else ""
-    index = getattr(d, "index", None)
-    if index is not None and hasattr(index, "first_lines") and hasattr(d, "_bounds"):  # CTF
-        s = int(d._bounds[chunk.chunk_id]) + pos
-        line = int(index.first_lines[s]) + 1
-        return f"{path}:{line} (sequence {key}{sam})"
-    where = getattr(d, "_where", None)
-    if where is not None:  # OFRecord: (part, index, lo, hi, first) per chunk
-        part, pindex, lo, _, _ = where[chunk.chunk_id]
-        return f"{part}: byte offset {int(pindex.offsets[lo + pos]) - 8}, record {lo + pos} (key {key}{sam})"
-    header = getattr(d, "header", None)
-    if header is not None and hasattr(d, "chunks"):  # CBF
-        info = d.chunks[chunk.chunk_id]
-        return f"{path}: chunk {chunk.chunk_id} at byte offset {info.offset}, sequence {pos} of the chunk{sam}"
-    starts = getattr(d, "_starts", None)
-    if starts is not None and starts and isinstance(starts[0], tuple):  # SINGA record store
-        return f"{path}: tuple {starts[chunk.chunk_id][1] + pos}{sam}"
-    return f"{path}: chunk {chunk.chunk_id}, sequence {pos} of the chunk (key {key}{sam})"
+    return f"{name_of(d)}: chunk {chunk.chunk_id}, sequence {pos} of the chunk (key {key}{sam})"
+
+
+def _takes_key(method) -> bool:
+    import inspect
+    try:
+        return "key" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def keyed(d) -> bool:

@@ -38,7 +38,53 @@ def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = N
     finally:
         src.close()
     fmt = registry.by_extension(path)
-    return fmt.name if fmt is not None and fmt.file_probe is not None else "ctf"
+    if fmt is not None and fmt.file_probe is not None:
+        return fmt.name
+    what = _not_a_record_file(head)
+    if what is not None:  # binary content that is no data set: never read as CTF text
+        from recordkit.errors import UsageError
+        raise UsageError(f"{path}: {what}")
+    return "ctf"
+
+
+# magic numbers of files that are given by mistake, and what to do instead (the fallback, CTF text, can
+# start with none of them: they are not text)
+_SIGNATURES = (
+    (b"\x1f\x8b", "gzip-compressed, not a data set: decompress it first (gunzip) and give the file inside"),
+    (b"BZh", "bzip2-compressed, not a data set: decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "xz-compressed, not a data set: decompress it first (unxz)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed, not a data set: decompress it first (unzstd)"),
+    (b"PK\x03\x04", "a zip archive, not a data set: extract it first"),
+    (b"\xff\xd8\xff", "a JPEG image, not a data set: images are read as records of one (an OFRecord bytes feature, "
+                      "a SINGA BinFile, WebDataset members), e.g. `convert OFRECORD OUT --image-feature NAME`"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image, not a data set: images are read as records of one (an OFRecord bytes "
+                            "feature, a SINGA BinFile, WebDataset members), e.g. `convert OFRECORD OUT --image-feature NAME`"),
+)
+
+
+def _not_a_record_file(head: bytes) -> str | None:
+    return next((what for magic, what in _SIGNATURES if head.startswith(magic)), None)
+
+
+def streams_needed(path, fmt, storage_options=None) -> str:
+    """The message for a data set of ``fmt`` (a Format that does not declare its streams) opened
+    without ``--stream``: what to declare, or, for a file that looks like CSV rather than CTF
+    text, how to read it as CSV."""
+    text = f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] ({fmt.title} data has no streams declared in it)"
+    try:
+        from recordkit.storage.source import open_source
+        src = open_source(str(path), storage_options=storage_options, verify=False)
+        try:
+            first = src.pread(0, min(src.size, 4096), cache=False).split(b"\n", 1)[0]
+        finally:
+            src.close()
+    except (OSError, ValueError):
+        return text
+    if b"|" not in first and (b"," in first or b";" in first):
+        return (f"{path}: looks like CSV (its first line has no '|' stream marker of CTF text): read it with "
+                f"--from csv --csv-dim N (a SINGA CSV store: label, then N values), or declare the CTF streams with "
+                f"--stream NAME=FORMAT:DIM[:ALIAS]")
+    return text
 
 
 def _sniff_directory(path, names, part_name_prefix) -> str:

@@ -6,7 +6,7 @@ A directory says it is one data set by its names: a description (``__recordkit__
 ``shard.dat``), or files of one format *numbered under one name*, which is what every sharding
 writer produces (``part-00000.cbf``, ``part-00001.cbf``; ``shard-000000.tar``; ``train-0.tar``,
 ``train-1.tar``; Ray's ``part-00000-00001.parquet``). The format registry's directory probes
-(``formats/openers.py``) decide on the names alone, and the readers list a directory's files
+(``formats/bridge_probes.py`` and the packages' ``hooks.py``) decide on the names alone, and the readers list a directory's files
 through ``part_paths``, the same rule.
 
 Any other directory (``train.parquet`` beside ``test.parquet``) is a ``NotADataSetError`` that

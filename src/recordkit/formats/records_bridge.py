@@ -82,6 +82,7 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
         writer = TFRecordWriter(dst, [], **opts)
     narrowed = warned = False
     n = 0
+    lengths: dict[str, int | None] = {}  # numeric feature -> its length in every record (None: it varies)
     with writer:
         for part, offset, index, rec in iter_records(src, storage_options):
             key, keyed = n, False
@@ -95,6 +96,7 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                     raise FormatError(part, f"image feature '{name}' is {what}", offset=offset, record=f"record {index}")
             if target == "webdataset":
                 writer.write_sample(key, _members(rec, images, part, offset, index))
+                _note_lengths(lengths, rec, images, n, skip="key" if keyed else None)
             elif target == "lance":  # images and other bytes as binary columns, byte for byte
                 for name in images:
                     _image_kinds(name, rec[name], part, offset, index)
@@ -116,7 +118,26 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                     warned = True
                 writer.write_example(feats)
             n += 1
+        if target == "webdataset":
+            writer.declare_streams(_fixed_streams(lengths))
     return n
+
+
+def _note_lengths(lengths: dict, rec, images, n: int, skip: str | None) -> None:
+    """Track each numeric feature's length over the records so far (None once it varies or is missing)."""
+    numeric = {name: len(f.value) for name, f in rec.items()
+               if name not in images and f.kind != "bytes_list" and name != skip}
+    for name in set(lengths) | set(numeric):
+        was = lengths.get(name, numeric.get(name) if n == 0 else None)
+        lengths[name] = was if was is not None and numeric.get(name) == was else None
+
+
+def _fixed_streams(lengths: dict) -> list:
+    """Dense streams for the numeric features of one length in every record (``KEY.F.npy`` members):
+    what lets recordkit's own commands read the shards (images and bytes stay members only)."""
+    from recordkit.engine.streams import StreamSpec
+    return [StreamSpec(member_field(name), "dense", n) for name, n in sorted(lengths.items())
+            if n and member_field(name) != "key"]
 
 
 def member_field(name: str) -> str:

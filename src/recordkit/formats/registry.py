@@ -47,6 +47,9 @@ class Format:
     float64: bool = True                         # keeps float64 values
     sequences: bool = True                       # keeps multi-sample sequences as such
     describes_streams: bool = True               # the data carries its stream declarations (no --stream needed)
+    records_streams: str | None = None           # "module:callable"(path, *, storage_options) -> the declarations
+                                                 # recordkit's writer recorded beside the data (OFRecord's
+                                                 # _recordkit_streams.json), or None: read back without --stream
     family: str | None = None                    # what detect.sniff() calls it (kvfile/binfile: "singa")
     file_probe: str | None = None                # "module:callable"(path, head, source, storage_options) -> bool
     directory_probe: str | None = None           # "module:callable"(names) -> bool: the directory says it is
@@ -56,12 +59,55 @@ class Format:
     validator: str | None = None                 # module with validate(path, *, checked, **options)
     joiner: str | None = None                    # "module:callable"(sources, output, *, storage_options, checksums):
                                                  # sets of this format joined into one (--engine ray's tasks)
+    parts: str | None = None                     # "module:callable"(path, *, storage_options) -> the files of a
+                                                 # directory data set (default: every file under it)
+    records: str | None = None                   # what a record is when it is not a set of streams: "features"
+                                                 # (OFRecord: named features) or "tuples" (SINGA stores: key/value);
+                                                 # cat/stats/inspect show them as such unless --stream is given
+    aliases: bool = False                        # the writer names streams by their aliases (CTF's |ALIAS)
+    from_text: str | None = None                 # module with supports(reader, dtype) / convert(reader, dst, ...):
+                                                 # a direct conversion from an indexed text reader (CTF -> CBF)
+    describer: str | None = None                 # "module:callable"(path, *, storage_options, lengths_out,
+                                                 # chunk_size, skip_ids) -> inspect's description of one file
+    ray: str | None = None                       # how `convert --engine ray` writes it: "parts" (a part per
+                                                 # task), "sets" (a set per task, joined), "native" (Ray's writer)
+    commands: tuple[str, ...] | None = None      # the only commands that take it (None: every command)
+    commands_reason: str = ""                    # ... and why the others do not, one line
     notes: str = ""
 
     @property
     def kind(self) -> str:
         """The name the sniffing helpers return (a store family for SINGA's record stores)."""
         return self.family or self.name
+
+    @property
+    def needs_streams(self) -> bool:
+        """Reading it needs ``--stream`` (CTF text, a CSV store): nothing in the data declares them."""
+        return not (self.describes_streams or self.records_streams)
+
+    def recorded_streams(self, path, storage_options=None):
+        """The stream declarations a data set carries (None when it carries none: give ``--stream``).
+        A format that describes its streams says so by opening; this answers for those that may not."""
+        if self.records_streams is None:
+            return None
+        return _load(self.records_streams)(path, storage_options=storage_options)
+
+    def files(self, path, storage_options=None) -> list[str]:
+        """The files a data set at ``path`` consists of (``checksum`` writes a sidecar beside each):
+        a file itself; a directory's parts (the format's ``parts``), else every file under it that is
+        not a sidecar."""
+        from recordkit.storage import location
+        if not location.isdir(path, storage_options):
+            return [str(path)]
+        if self.parts is not None:
+            return list(_load(self.parts)(path, storage_options=storage_options))
+        found = []
+        for name in sorted(location.listdir(path, storage_options)):
+            full = location.join(str(path), name)
+            if name.startswith(".") or name.endswith(location.SIDECAR_SUFFIX):
+                continue
+            found.extend(self.files(full, storage_options) if location.isdir(full, storage_options) else [full])
+        return found
 
     def missing(self) -> list[str]:
         """The required modules that are not importable."""
@@ -141,24 +187,24 @@ def register(fmt: Format) -> Format:
     return fmt
 
 
-_O = "recordkit.formats.openers"
 
 # -- the registrations (detection tries files' probes and directories' probes in this order; the
 #    shard formats come before OFRecord and SINGA, whose probes parse a first frame) -----
 _RV = "recordkit.formats.reader_validate"  # validation by loading every chunk through the reader
 register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
-                reader=f"{_O}:open_cbf", writer=f"{_O}:create_cbf", keys=False,
+                reader="recordkit.formats.cbf.hooks:open_cbf", writer="recordkit.formats.cbf.hooks:create_cbf", keys=False, ray="parts",
+                from_text="recordkit.formats.cbf.from_ctf", describer="recordkit.report.describe:describe_cbf",
                 validator="recordkit.formats.cbf.validate",
-                file_probe=f"{_O}:probe_cbf", directory_probe=f"{_O}:probe_cbf_parts",
+                file_probe="recordkit.formats.cbf.hooks:probe_cbf", directory_probe="recordkit.formats.cbf.hooks:probe_cbf_parts",
                 notes="keys are ordinals"))
 register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
-                extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet", validator=_RV,
-                directory_probe=f"{_O}:probe_parquet_parts",
+                extra="parquet", requires=("pyarrow",), file_probe="recordkit.formats.bridge_probes:probe_parquet", validator=_RV, ray="native",
+                directory_probe="recordkit.formats.bridge_probes:probe_parquet_parts",
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
-                joiner="recordkit.formats.hf.writer:join_sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
+                joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
                 validator=_RV,
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("lance", "Lance data set", "directory", (".lance",),
@@ -169,40 +215,67 @@ register(Format("lance", "Lance data set", "directory", (".lance",),
 register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
                 reader="recordkit.formats.webdataset:WebDatasetReader",
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
-                joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV,
-                file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
+                joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV, ray="sets",
+                file_probe="recordkit.formats.bridge_probes:probe_webdataset", directory_probe="recordkit.formats.bridge_probes:probe_webdataset_shards",
                 output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
-                joiner="recordkit.formats.tfrecord.writer:join_sets",
-                extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
-                directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
+                joiner="recordkit.formats.tfrecord.writer:join_sets", ray="sets",
+                extra="tfrecord", requires=("crc32c",), float64=False, file_probe="recordkit.formats.bridge_probes:probe_tfrecord",
+                directory_probe="recordkit.formats.bridge_probes:probe_tfrecord_parts", output_directory=True,
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
-                joiner="recordkit.formats.mds.writer:join_sets",
+                joiner="recordkit.formats.mds.writer:join_sets", ray="sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
-                reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
+                reader="recordkit.formats.ofrecord.hooks:open_ofrecord", writer="recordkit.formats.ofrecord.hooks:create_ofrecord", requires=("google.protobuf",),
+                parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
                 validator="recordkit.formats.ofrecord.validate",
-                file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
-                output_directory=True, describes_streams=False, notes="needs --stream to read as streams"))
-register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa",
-                writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
+                file_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord", directory_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord_parts",
+                output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
+                notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream"))
+register(Format("kvfile", "SINGA KVFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
+                writer="recordkit.formats.singa.hooks:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
-                file_probe=f"{_O}:probe_kvfile", directory_probe=f"{_O}:probe_singa_shard",
+                file_probe="recordkit.formats.singa.hooks:probe_kvfile", directory_probe="recordkit.formats.singa.hooks:probe_singa_shard",
                 notes="records: `features` + `label`"))
-register(Format("binfile", "SINGA BinFile record store", "file", (), reader=f"{_O}:open_singa",
-                writer=f"{_O}:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
+register(Format("binfile", "SINGA BinFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
+                writer="recordkit.formats.singa.hooks:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
-                file_probe=f"{_O}:probe_binfile", notes="records: `features` + `label`"))
-register(Format("csv", "SINGA CSV store", "file", (), reader=f"{_O}:open_csv", sparse=False,
-                keys=False, sequences=False, describes_streams=False, notes="read with --from csv --csv-dim N"))
+                file_probe="recordkit.formats.singa.hooks:probe_binfile", notes="records: `features` + `label`"))
+register(Format("csv", "SINGA CSV store", "file", (), reader="recordkit.formats.singa.hooks:open_csv", sparse=False,
+                keys=False, sequences=False, describes_streams=False, notes="read with --from csv --csv-dim N",
+                commands=("convert",), commands_reason="CSV is never detected: `convert --from csv --csv-dim N` "
+                                                       "reads it (then any command reads the output)"))
 # CTF last: a file no probe claims is read as CTF text.
-register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader=f"{_O}:open_ctf",
-                writer=f"{_O}:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
+register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader="recordkit.formats.ctf.hooks:open_ctf",
+                writer="recordkit.formats.ctf.hooks:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
+                aliases=True, describer="recordkit.report.describe:describe_ctf",
                 notes="needs --stream to read"))
+
+
+# -- which command takes which format ---------------------------------------------------------------------------------
+# Commands that do not take a data set of every format: command -> (the formats it takes, why the others are not
+# taken). Every other command takes every format (tests/test_command_matrix.py runs them all); docs/formats.md shows
+# the matrix with these reasons.
+COMMAND_LIMITS: dict[str, tuple[tuple[str, ...], str]] = {
+    "prepare": ((), "writes SINGA stores from the CIFAR-10/MNIST binaries; it reads no data set"),
+    "demo": ((), "writes and reads its own sample CTF corpus; it takes no data set"),
+    "reshard": (("ofrecord",), "re-splits OFRecord parts; other formats: `convert --parts N`"),
+}
+
+
+def unsupported(command: str, fmt: str) -> str | None:
+    """Why ``command`` does not take data sets of format ``fmt`` (one line), or None when it does."""
+    limit = COMMAND_LIMITS.get(command)
+    if limit is not None and fmt not in limit[0]:
+        return limit[1]
+    f = get(fmt)
+    if f.commands is not None and command not in f.commands:
+        return f.commands_reason
+    return None
 
 
 def get(name: str) -> Format:
@@ -210,6 +283,21 @@ def get(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise UsageError(f"unknown format {name!r} (known: {', '.join(FORMATS)})") from None
+
+
+def of_kind(kind: str) -> Format:
+    """The first format ``detect.sniff`` calls ``kind`` (a format name, or a family: 'singa')."""
+    return next((f for f in FORMATS.values() if f.kind == kind), None) or get(kind)
+
+
+def describe(fmt: Format, path, **options) -> dict:
+    """inspect's description of one file of ``fmt`` (its ``describer``), given the options it names."""
+    return _call(_load(fmt.describer), path, **options)
+
+
+def ray_targets(how: str | None = None) -> tuple[str, ...]:
+    """The formats ``convert --engine ray`` writes (``how``: only those it writes that way)."""
+    return tuple(f.name for f in FORMATS.values() if f.ray and (how is None or f.ray == how))
 
 
 def shard_formats() -> tuple[str, ...]:
@@ -258,6 +346,43 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+MATRIX_BEGIN = "<!-- command matrix: generated by `python -m recordkit.formats.registry` -->"
+MATRIX_FILES = ("README.md", "docs/formats.md")  # the pages holding the command x format matrix
+MATRIX_END = "<!-- end of command matrix -->"
+
+
+def markdown_matrix(commands) -> str:
+    """Formats as rows, ``commands`` (the CLI's, in ``recordkit --help`` order) as columns: "yes", or
+    a letter whose one-line reason follows the table."""
+    reasons: dict[str, str] = {}
+    rows = ["| format | " + " | ".join(f"`{c}`" for c in commands) + " |", "|---|" + "---|" * len(commands)]
+    for f in FORMATS.values():
+        cells = []
+        for c in commands:
+            why = unsupported(c, f.name)
+            if why is None:
+                cells.append("yes")
+                continue
+            mark = reasons.setdefault(why, chr(ord("a") + len(reasons)))
+            cells.append(f"no ({mark})")
+        rows.append(f"| `{f.name}` | " + " | ".join(cells) + " |")
+    rows.append("")
+    rows.extend(f"({mark}) {why}  " for why, mark in reasons.items())
+    return "\n".join(rows).rstrip()
+
+
+def _between(text: str, begin: str, end: str) -> str | None:
+    a, b = text.find(begin), text.find(end)
+    if a < 0 or b < a:
+        return None
+    return text[a + len(begin):b].strip("\n")
+
+
+def readme_matrix(text: str) -> str | None:
+    """The command matrix between its markers in a page's text (None if the markers are missing)."""
+    return _between(text, MATRIX_BEGIN, MATRIX_END)
+
+
 def readme_table(text: str) -> str | None:
     """The table between the markers in a README text (None if the markers are missing)."""
     a, b = text.find(TABLE_BEGIN), text.find(TABLE_END)
@@ -266,14 +391,22 @@ def readme_table(text: str) -> str | None:
     return text[a + len(TABLE_BEGIN):b].strip("\n")
 
 
-def update_readme(path: str) -> bool:
-    """Rewrite the table between the markers of ``path``; True if it changed."""
+def _replace(path: str, text: str, begin: str, end: str, content: str) -> str:
+    a, b = text.find(begin), text.find(end)
+    if a < 0 or b < a:
+        raise SystemExit(f"{path}: no generated-table markers ({begin!r} ... {end!r})")
+    return text[:a + len(begin)] + "\n" + content + "\n" + text[b:]
+
+
+def update_readme(path: str, commands=None) -> bool:
+    """Rewrite the generated tables between their markers in ``path``: the format table, and with
+    ``commands`` (the CLI's command names) the command matrix where the page has its markers; True
+    if it changed."""
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    a, b = text.find(TABLE_BEGIN), text.find(TABLE_END)
-    if a < 0 or b < a:
-        raise SystemExit(f"{path}: no format table markers ({TABLE_BEGIN!r} ... {TABLE_END!r})")
-    new = text[:a + len(TABLE_BEGIN)] + "\n" + markdown_table() + "\n" + text[b:]
+    new = _replace(path, text, TABLE_BEGIN, TABLE_END, markdown_table())
+    if commands is not None and MATRIX_BEGIN in new:
+        new = _replace(path, new, MATRIX_BEGIN, MATRIX_END, markdown_matrix(commands))
     if new != text:
         from recordkit.storage.atomic import AtomicFile
         with AtomicFile(path) as out:
@@ -283,5 +416,7 @@ def update_readme(path: str) -> bool:
 
 if __name__ == "__main__":  # python -m recordkit.formats.registry [FILE ...]
     import sys
-    for p in sys.argv[1:] or TABLE_FILES:
-        print(f"{p}: {'updated' if update_readme(p) else 'up to date'}")
+    # the script, not the module, reads the CLI's command list (the codecs know nothing of the CLI)
+    commands = list(importlib.import_module("recordkit.cli.main").COMMANDS)
+    for p in sys.argv[1:] or sorted(set(TABLE_FILES) | set(MATRIX_FILES)):
+        print(f"{p}: {'updated' if update_readme(p, commands) else 'up to date'}")

@@ -223,7 +223,8 @@ def openers_for(path, *, source_format: str | None = None, streams=None, precisi
         return kind, singa_openers(path, precision=precision or "float", storage_options=storage_options), False
     if kind == "ctf":
         if not streams:
-            raise UsageError(f"{path}: declare at least one --stream NAME=FORMAT:DIM[:ALIAS] for a CTF file")
+            from recordkit.formats.detect import streams_needed
+            raise UsageError(streams_needed(path, registry.get(kind), storage_options))
         return kind, ctf_openers(path, streams, precision=precision or "float", allow_empty_streams=allowed,
                                  **ctf_options, **storage), False
     fmt = registry.get(kind)

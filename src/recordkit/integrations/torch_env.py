@@ -33,6 +33,7 @@ def loader_workers() -> int | None:
     return int(getattr(info, "num_workers", 1) or 1) if info is not None else None
 
 
-def register_providers() -> None:
-    from recordkit.engine import environment
-    environment.register(partition=distributed_partition, workers=loader_workers)
+def providers() -> dict:
+    """The providers ``engine/environment.register`` takes (it asks for them: this module imports
+    nothing of the engine, so the two form no import circle)."""
+    return {"partition": distributed_partition, "workers": loader_workers}

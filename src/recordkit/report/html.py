@@ -261,8 +261,8 @@ def _section(r: InputReport, i: int) -> str:
     e = html.escape
     out = [f"<section id=\"in{i}\"><h2>{e(r.path)}</h2>", "<h3>Overview</h3>"]
     size = human_size(r.bytes)
-    cards = [("format", r.format.upper() if r.format != "singa" else "SINGA"), ("size", size.split(" (")[0]),
-             ("sequences" if r.format not in ("ofrecord", "singa") else "records", f"{r.sequences:,}"),
+    cards = [("format", r.format.upper()), ("size", size.split(" (")[0]),
+             (r.unit, f"{r.sequences:,}"),
              ("samples", f"{r.samples:,}"), (r.chunk_label, f"{r.chunks:,}"),
              ("errors", f"{r.errors:,}")]
     out.append("<div class=\"cards\">" + "".join(
@@ -281,7 +281,7 @@ def _section(r: InputReport, i: int) -> str:
     out.append("<h3>Streams</h3>")
     rows = stream_rows(r)
     if rows:
-        per_record = r.format == "ofrecord"
+        per_record = r.per_record
         out.append("<table class=\"streams\"><tr><th>" + ("feature" if per_record else "stream")
                    + "</th><th>kind</th><th>dim</th><th>" + ("records" if per_record else "samples") + "</th><th>"
                    + ("values" if per_record else "non-zeros") + "</th><th>sum</th><th>min</th><th>max</th></tr>")
@@ -305,7 +305,7 @@ def _section(r: InputReport, i: int) -> str:
                                                        for p in r.problems) + "</ul>")
 
     d = r.length_summary()
-    if d["count"] and r.format not in ("ofrecord", "singa"):
+    if d["count"] and r.unit == "sequences":
         out.append("<h3>Sequence lengths</h3>")
         out.append(f"<p class=\"lengths\">min {d['min']}, median {d['median']}, mean {d['mean']:.2f}, "
                    f"p90 {d['p90']}, p99 {d['p99']}, max {d['max']} samples per sequence</p>")

@@ -14,7 +14,7 @@ import numpy as np
 
 from recordkit.formats.ofrecord.summary import add_decoded
 from recordkit.errors import FormatError
-from recordkit.report.stats import IMAGES, BytesStats, DenseStats, InputReport
+from recordkit.report.summaries import IMAGES, BytesStats, DenseStats, InputReport
 
 SLICE = 4096  # records per decode_numeric call (bounds the float64 block)
 IMAGE_MAGIC = {b"\xff\xd8\xff": ("JPEG", "image/jpeg"), b"\x89PNG\r\n\x1a\n": ("PNG", "image/png")}

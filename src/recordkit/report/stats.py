@@ -18,296 +18,15 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from recordkit.engine.presence import StreamCheckError
 from recordkit.errors import ErrorBudgetExceeded, RecordkitError
 
-SAMPLE_ROWS = 100_000          # rows kept for value histograms
-SAMPLE_BYTES = 64 << 20        # ... at most this many bytes of them per stream
-HIST_DIMS = 4                  # dense dimensions shown as value histograms
-BINCOUNT_DIM = 1 << 22         # sparse index counts as a dense bincount up to this dimension
-CLASS_LIMIT = 1000             # integer labels 0..CLASS_LIMIT-1 count as classes
-IMAGES = 16                    # images in the grid
-
-
-@dataclass
-class Problem:
-    """One error (or warning) found while reading, as the reader located it."""
-    text: str
-    severity: str = "error"    # "error" | "warning" | "fatal" (the pass stopped there)
-
-
-class DenseStats:
-    """A dense stream: ``recordkit stats`` totals, per-dimension mean/std, the first rows
-    (for value histograms) and, when it is one-hot or an integer label, the class counts."""
-
-    kind = "dense"
-
-    def __init__(self, name: str, dim: int, note: str = ""):
-        self.name, self.dim, self.note = name, int(dim), note
-        self.samples = self.nnz = 0
-        self.sum, self.min, self.max = 0.0, None, None
-        self.col_sum = np.zeros(self.dim, np.float64)
-        self.col_sumsq = np.zeros(self.dim, np.float64)
-        self.row_cap = max(1, min(SAMPLE_ROWS, SAMPLE_BYTES // max(8 * self.dim, 1)))
-        self._rows: list[np.ndarray] = []
-        self.rows_kept = 0
-        self.one_hot = self.dim > 1
-        self.integer_labels = self.dim == 1
-        self.class_counts = np.zeros(self.dim if self.dim > 1 else 0, np.int64)
-
-    def add(self, values: np.ndarray) -> None:
-        self.merge(self.summarize(values))
-
-    def summarize(self, values: np.ndarray) -> dict:
-        """A chunk's column reduced to a few small arrays. Pure (reads only flags that, once
-        false, stay false), so it runs on the loading thread, GIL released in NumPy."""
-        n = values.shape[0]
-        part = {"n": n, "nnz": int(np.count_nonzero(values.reshape(-1)))}
-        if not values.size:
-            return part
-        part["sum"] = float(values.sum(dtype=np.float64))  # as `recordkit stats`: one float64 sum per chunk
-        part["min"], part["max"] = float(values.min()), float(values.max())
-        v64 = values.astype(np.float64)
-        part["col_sum"] = np.ones(n) @ v64  # BLAS: a reduction over axis 0 of a narrow array is slow
-        part["col_sumsq"] = np.einsum("ij,ij->j", v64, v64)
-        part["rows"] = np.array(values[:self.row_cap], dtype=np.float64)
-        lo, hi = part["min"], part["max"]
-        if self.one_hot:  # min/max rule most streams out before any elementwise test
-            ok = lo >= 0 and hi <= 1 and bool(np.all((values == 0) | (values == 1))) and bool(
-                np.all(values.sum(axis=1) == 1))
-            part["one_hot"] = values.sum(axis=0, dtype=np.int64) if ok else None
-        if self.integer_labels:
-            col = values[:, 0]
-            ok = lo >= 0 and hi < CLASS_LIMIT and bool(np.all(col == np.round(col)))
-            part["labels"] = np.bincount(col.astype(np.int64)) if ok else None
-        return part
-
-    def merge(self, part: dict) -> None:
-        """Add a chunk's summary (in chunk order: sums and the first rows as one pass would)."""
-        self.samples += part["n"]
-        self.nnz += part["nnz"]
-        if "sum" not in part:
-            return
-        self.sum += part["sum"]
-        self.min = part["min"] if self.min is None else min(self.min, part["min"])
-        self.max = part["max"] if self.max is None else max(self.max, part["max"])
-        self.col_sum += part["col_sum"]
-        self.col_sumsq += part["col_sumsq"]
-        if self.rows_kept < self.row_cap:
-            take = part["rows"][:self.row_cap - self.rows_kept]
-            self._rows.append(take)
-            self.rows_kept += len(take)
-        if self.one_hot:
-            if part.get("one_hot") is not None:
-                self.class_counts += part["one_hot"]
-            else:
-                self.one_hot = False
-        if self.integer_labels:
-            c = part.get("labels")
-            if c is not None:
-                if len(c) > len(self.class_counts):
-                    c = c.copy()
-                    c[:len(self.class_counts)] += self.class_counts
-                    self.class_counts = c
-                else:
-                    self.class_counts[:len(c)] += c
-            else:
-                self.integer_labels = False
-
-    @property
-    def is_label(self) -> bool:
-        return self.samples > 0 and (self.one_hot or self.integer_labels)
-
-    @property
-    def mean(self) -> np.ndarray:
-        return self.col_sum / max(self.samples, 1)
-
-    @property
-    def std(self) -> np.ndarray:
-        m = self.mean
-        return np.sqrt(np.maximum(self.col_sumsq / max(self.samples, 1) - m * m, 0.0))
-
-    def rows(self) -> np.ndarray:
-        return np.concatenate(self._rows) if self._rows else np.zeros((0, self.dim))
-
-    def histogram_dims(self) -> list[int]:
-        """The dimensions shown as value histograms: the most varied ones (a constant
-        dimension, padding or a bias, says nothing), in dimension order."""
-        if self.dim <= HIST_DIMS:
-            return list(range(self.dim))
-        return sorted(np.argsort(-self.std, kind="stable")[:HIST_DIMS].tolist())
-
-    def totals(self) -> dict:
-        over = getattr(self, "totals_override", None)
-        if over is not None:  # OFRecord: FeatureStats's numbers, those of `recordkit stats`
-            return over
-        return {"samples": self.samples, "nnz": self.nnz, "sum": self.sum, "min": self.min, "max": self.max}
-
-
-class SparseStats:
-    """A sparse stream: totals, non-zeros per sample, how often each index occurs."""
-
-    kind = "sparse"
-
-    def __init__(self, name: str, dim: int, note: str = ""):
-        self.name, self.dim, self.note = name, int(dim), note
-        self.samples = self.nnz = 0
-        self.sum, self.min, self.max = 0.0, None, None
-        self.nnz_per_sample = np.zeros(1, np.int64)   # bincount of non-zeros per sample
-        self._dense_counts = np.zeros(self.dim, np.int64) if self.dim <= BINCOUNT_DIM else None
-        self._idx: list[np.ndarray] = []              # (unique index, count) pairs, merged lazily
-        self._cnt: list[np.ndarray] = []
-        self.one_hot = True
-
-    def add(self, indices: np.ndarray, values: np.ndarray, indptr: np.ndarray) -> None:
-        self.merge(self.summarize(indices, values, indptr))
-
-    def summarize(self, indices: np.ndarray, values: np.ndarray, indptr: np.ndarray) -> dict:
-        """A chunk's column reduced (pure; runs on the loading thread)."""
-        n = len(indptr) - 1
-        per = np.bincount(np.diff(indptr)) if n else np.zeros(1, np.int64)
-        part = {"n": n, "nnz": len(values), "per": per}
-        if not values.size:
-            return part
-        part["sum"] = float(values.sum(dtype=np.float64))
-        part["min"], part["max"] = float(values.min()), float(values.max())
-        if self._dense_counts is not None:
-            part["counts"] = np.bincount(indices, minlength=self.dim)[:self.dim]
-        else:
-            part["unique"] = np.unique(indices, return_counts=True)
-        return part
-
-    def merge(self, part: dict) -> None:
-        n = part["n"]
-        self.samples += n
-        self.nnz += part["nnz"]
-        c = part["per"]
-        if len(c) > len(self.nnz_per_sample):
-            c = c.copy()
-            c[:len(self.nnz_per_sample)] += self.nnz_per_sample
-            self.nnz_per_sample = c
-        else:
-            self.nnz_per_sample[:len(c)] += c
-        if "sum" not in part:
-            if n:
-                self.one_hot = False
-            return
-        self.sum += part["sum"]
-        self.min = part["min"] if self.min is None else min(self.min, part["min"])
-        self.max = part["max"] if self.max is None else max(self.max, part["max"])
-        # one-hot: every sample exactly one non-zero (the per-sample bincount is [0, n]), all ones
-        if self.one_hot and not (len(c) == 2 and c[0] == 0 and part["min"] == 1 and part["max"] == 1):
-            self.one_hot = False
-        if "counts" in part:
-            self._dense_counts += part["counts"]
-        else:
-            u, cnt = part["unique"]
-            self._idx.append(u)
-            self._cnt.append(cnt)
-            if len(self._idx) > 64:
-                self._merge()
-
-    def _merge(self) -> None:
-        if len(self._idx) > 1:
-            u, inv = np.unique(np.concatenate(self._idx), return_inverse=True)
-            self._idx, self._cnt = [u], [np.bincount(inv, weights=np.concatenate(self._cnt)).astype(np.int64)]
-
-    def index_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(index, occurrences) of every index that occurs at least once."""
-        if self._dense_counts is not None:
-            used = np.flatnonzero(self._dense_counts)
-            return used, self._dense_counts[used]
-        self._merge()
-        return (self._idx[0], self._cnt[0]) if self._idx else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-
-    @property
-    def is_label(self) -> bool:
-        return self.samples > 0 and self.one_hot
-
-    @property
-    def class_counts(self) -> np.ndarray:
-        idx, cnt = self.index_counts()
-        out = np.zeros(self.dim, np.int64)
-        out[idx] = cnt
-        return out
-
-    def totals(self) -> dict:
-        return {"samples": self.samples, "nnz": self.nnz, "sum": self.sum, "min": self.min, "max": self.max}
-
-
-class BytesStats:
-    """A bytes feature (OFRecord ``bytes_list``): value counts and sizes; images when they are."""
-
-    kind = "bytes"
-
-    def __init__(self, name: str, note: str = ""):
-        self.name, self.note, self.dim = name, note, None
-        self.samples = self.nnz = 0
-        self.image_format = None
-
-    def totals(self) -> dict:
-        over = getattr(self, "totals_override", None)
-        return over if over is not None else {"samples": self.samples, "nnz": self.nnz, "sum": None, "min": None,
-                                              "max": None}
-
-
-@dataclass
-class InputReport:
-    """What the page shows about one input."""
-    path: str
-    format: str = "?"
-    bytes: int = 0
-    details: dict = field(default_factory=dict)       # format-specific lines: version, store kind, mode...
-    streams: list = field(default_factory=list)       # DenseStats | SparseStats | BytesStats
-    sequences: int = 0
-    samples: int = 0
-    chunks: int = 0
-    chunk_label: str = "chunks"
-    lengths: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))  # bincount of sequence lengths
-    problems: list = field(default_factory=list)      # Problem, the first max_shown
-    errors: int = 0                                   # all errors found (shown or not)
-    warnings: int = 0
-    complete: bool = True                             # False: the pass stopped at a fatal error
-    notes: list = field(default_factory=list)         # what was sampled, and how
-    images: list = field(default_factory=list)        # {"data": encoded bytes | "pixels": array, "mime", "label"}
-    max_shown: int = 20
-
-    def add_problem(self, text: str, severity: str = "error") -> None:
-        if severity == "error" or severity == "fatal":
-            self.errors += 1
-        else:
-            self.warnings += 1
-        if severity == "fatal":
-            self.complete = False
-        if len(self.problems) < self.max_shown or severity == "fatal":
-            self.problems.append(Problem(text, severity))
-
-    def add_lengths(self, lengths: np.ndarray) -> None:
-        if len(lengths):
-            c = np.bincount(np.asarray(lengths, dtype=np.int64))
-            if len(c) > len(self.lengths):
-                c[:len(self.lengths)] += self.lengths
-                self.lengths = c
-            else:
-                self.lengths[:len(c)] += c
-
-    def length_summary(self) -> dict:
-        n = int(self.lengths.sum())
-        if n == 0:
-            return {"count": 0}
-        values = np.arange(len(self.lengths))
-        cum = np.cumsum(self.lengths)
-        q = lambda p: int(values[np.searchsorted(cum, p * n, side="left")])
-        used = np.flatnonzero(self.lengths)
-        return {"count": n, "min": int(used[0]), "max": int(used[-1]),
-                "mean": float((values * self.lengths).sum() / n), "median": q(0.5), "p90": q(0.9), "p99": q(0.99)}
-
-    def stream(self, name: str):
-        return next(s for s in self.streams if s.name == name)
+from recordkit.report.summaries import (  # noqa: F401  (the summaries, also named here)
+    SAMPLE_ROWS, SAMPLE_BYTES, HIST_DIMS, BINCOUNT_DIM, CLASS_LIMIT, IMAGES, Problem,
+    DenseStats, SparseStats, BytesStats, InputReport)
 
 
 def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int = 20, progress=None,
@@ -316,36 +35,42 @@ def collect(path: str, *, streams=None, max_errors: int = 1000, max_shown: int =
     ``StreamSpec``s a CTF file needs (CBF: a selection; OFRecord: ignored, features are
     discovered); ``options``: CTF reader options (``chunk_size``, ``skip_sequence_ids``...) and
     ``storage_options``. ``progress``: an object with ``update(bytes)``."""
-    from recordkit.formats.detect import sniff
+    from recordkit.formats import registry
+    from recordkit.formats.detect import sniff_format
+    from recordkit.formats.singa.records import holds_image_records
     storage_options = options.get("storage_options")
-    kind = "singa" if options.get("store") else sniff(path, storage_options,
-                                                       part_name_prefix=options.get("part_name_prefix"))
+    fmt = registry.of_kind("singa") if options.get("store") else registry.get(
+        sniff_format(path, storage_options, part_name_prefix=options.get("part_name_prefix")))
+    store = fmt.records == "tuples"  # a record store: tuples, their values decoded as records where they are
     rep = InputReport(str(path), max_shown=max_shown)
-    rep.format = kind
-    if kind == "ofrecord":
+    rep.format = fmt.kind
+    if fmt.records is not None:
+        rep.unit = "records"
+    if fmt.records == "features":  # records of named features, summarized on the wire
         from recordkit.report import ofrecord_stats
         parts = {k: options[k] for k in ("data_part_num", "part_name_prefix", "part_name_suffix_length")
                  if options.get(k) is not None}
+        rep.per_record = True
         ofrecord_stats.collect(rep, path, storage_options=storage_options, progress=progress, **parts)
         return rep
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if kind == "singa" and _store_kind(path, options) == "binfile":
-                _singa_tuples(rep, path, "binfile", storage_options, progress, store="binfile")  # 1.x ImageRecords
+            if store and holds_image_records(_store_kind(path, options)):
+                _singa_tuples(rep, path, True, storage_options, progress, store=_store_kind(path, options))
                 return rep
-            reader = _open(rep, kind, path, streams, max_errors, options)
+            reader = _open(rep, fmt, path, streams, max_errors, options)
         except RecordkitError as e:
-            if kind == "singa" and not rep.streams:
+            if store and not rep.streams:
                 # not (all) SINGA 0.x records: every tuple as bytes, the reason on the page
-                _singa_tuples(rep, path, None, storage_options, progress, reason=str(e), store=options.get("store"))
+                _singa_tuples(rep, path, False, storage_options, progress, reason=str(e), store=options.get("store"))
                 return rep
             rep.add_problem(str(e), "fatal")
             _take_warnings(rep, caught)
             return rep
         with reader:
             _walk(rep, reader, progress, threads, caught)
-            if kind == "singa":
+            if store:
                 _singa_images(rep, path, reader.kind, storage_options)
         _take_warnings(rep, caught)
     return rep
@@ -357,7 +82,7 @@ def _store_kind(path, options) -> str:
         return s.kind
 
 
-def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, progress, reason: str = "",
+def _singa_tuples(rep: InputReport, path, image_records: bool, storage_options, progress, reason: str = "",
                   store: str | None = None) -> None:
     """A SINGA store tuple by tuple (the stores have no chunk index; their API reads one tuple
     at a time): value sizes, and for BinFile's 1.x ``ImageRecord``s the labels (class balance)
@@ -385,7 +110,7 @@ def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, p
                 value.samples += 1
                 value.nnz += 1
                 sizes.append(len(item[1]))
-                if decode == "binfile":
+                if image_records:
                     try:
                         rec = records.decode_image_record_v1(item[1], path=str(path), offset=at, record=f"tuple {i}")
                     except RecordkitError as e:
@@ -411,7 +136,7 @@ def _singa_tuples(rep: InputReport, path, decode: str | None, storage_options, p
     rep.streams.append(value)
     if label.samples:
         rep.streams.append(label)
-    if decode == "binfile":
+    if image_records:
         value.image_format = "JPEG" if rep.images else None
         rep.details["records"] = "SINGA 1.x ImageRecord" + (
             f", shape {' or '.join(str(list(x)) for x in sorted(shapes)[:3])}" if shapes else "")
@@ -435,7 +160,7 @@ def _singa_images(rep: InputReport, path, store_kind: str, storage_options) -> N
                 if item is None:
                     break
                 key, value = item
-                if store_kind == "binfile":
+                if records.holds_image_records(store_kind):
                     rec = records.decode_image_record_v1(value, path=str(path), record=f"tuple {i}")
                     if rec["pixel"][:3] == b"\xff\xd8\xff":
                         rep.images.append({"data": rec["pixel"], "mime": "image/jpeg", "alt": f"tuple {i}",
@@ -477,29 +202,31 @@ def _image_array(a):
     return None
 
 
-def _open(rep: InputReport, kind: str, path, streams, max_errors, options):
+def _open(rep: InputReport, fmt, path, streams, max_errors, options):
     storage = {k: options[k] for k in ("storage_options", "cache_dir") if options.get(k) is not None}
-    if kind == "singa":
+    if fmt.records == "tuples":
         from recordkit.formats.singa.deserializer import SingaRecordDeserializer
         reader = SingaRecordDeserializer(path, options.get("store"), storage_options=storage.get("storage_options"))
         rep.details["store"] = reader.kind
         rep.chunk_label = "chunks (of 4096 tuples)"
         rep.bytes = _size(path, storage.get("storage_options"))
         return reader
-    if kind == "cbf":
-        from recordkit.formats.cbf import CBFReader
-        reader = CBFReader(path, streams or None, precision=options.get("precision"), **storage)
-        rep.details["version"] = reader.version
-        rep.bytes = reader.header.file_size
-        return reader
-    from recordkit.formats.ctf import CTFReader
-    if not streams:
+    # every other format as the registry opens it: CTF with its declared streams, the formats that
+    # declare their own (OFRecord written by recordkit, Parquet, HF, Lance, WebDataset, TFRecord, MDS...)
+    if fmt.needs_streams and not streams:
         from recordkit.errors import UsageError
-        raise UsageError(f"{path}: a CTF file needs its streams declared: --stream NAME=FORMAT:DIM[:ALIAS]")
-    ctf_opts = {k: options[k] for k in ("chunk_size", "skip_sequence_ids", "precision") if options.get(k) is not None}
-    reader = CTFReader(path, streams, max_errors=max_errors, **ctf_opts, **storage)
-    rep.details["mode"] = "sequence ids" if reader.index.id_mode else "one sequence per line"
-    rep.bytes = reader.index.file_size
+        from recordkit.formats.detect import streams_needed
+        raise UsageError(streams_needed(path, fmt, storage.get("storage_options")))
+    reader_opts = {k: options[k] for k in ("chunk_size", "skip_sequence_ids", "precision") if options.get(k) is not None}
+    reader = fmt.open_reader(path, streams or None, max_errors=max_errors, **reader_opts, **storage)
+    index = getattr(reader, "index", None)
+    if hasattr(index, "id_mode"):  # a text index: how sequences are delimited
+        rep.details["mode"] = "sequence ids" if index.id_mode else "one sequence per line"
+    if getattr(reader, "version", None) is not None:  # a binary format's version (CBF)
+        rep.details["version"] = reader.version
+    header = getattr(reader, "header", None)
+    rep.bytes = getattr(index, "file_size", None) or getattr(header, "file_size", None) or sum(
+        c.size for c in reader.chunks)
     return reader
 
 

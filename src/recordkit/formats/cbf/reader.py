@@ -160,6 +160,12 @@ class CBFReader(ChecksPresence, ClosingReader):
     # (a randomized sparse sweep: 69 ms that way, 84 ms one after another split in two)
     splits_chunks = False
 
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk is: chunk and its byte offset (what ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.path}: chunk {chunk_id} at byte offset {self.chunks[chunk_id].offset}, sequence {index} of the " \
+               f"chunk{sam}"
+
     def load_chunk(self, chunk_id: int, *, threads: int = 1) -> ChunkData:
         """Decode one chunk; ``threads`` > 1 reads its bytes and gathers its columns in that many
         parts at once (for a caller waiting on this chunk, e.g. the first minibatch: on a 33 MB

@@ -146,6 +146,13 @@ class CTFReader(ChecksPresence, ClosingReader):
 
     splits_chunks = True  # load_chunk(cid, threads=N) parses N pieces of the chunk at once
 
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *, key=None) -> str:
+        """Where sequence ``index`` of a chunk is: file and line (what ``verify`` and errors print)."""
+        s = int(self._bounds[chunk_id]) + index
+        line = int(self.index.first_lines[s]) + 1
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.path}:{line} (sequence {key if key is not None else s}{sam})"
+
     def load_chunk(self, chunk_id: int, *, threads: int = 1) -> ChunkData:
         """Parse one chunk; ``threads`` > 1 parses byte-balanced pieces of it in parallel
         (for a caller that waits on this chunk alone, e.g. the first minibatch)."""

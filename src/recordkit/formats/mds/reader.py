@@ -185,6 +185,13 @@ class MDSReader(DeserializerBase, ClosingReader):
                                                                f"records {want!r}: the shard changed after it was "
                                                                f"written", record=f"shard {i}")
 
+
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk (one shard) is: the shard file and the place in it (what
+        ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self._shards[chunk_id][0]}: sample {index} of the shard{sam}"
+
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path, n, cols, nbytes = self._shards[chunk_id]
         data, offs = self._shard_bytes(chunk_id)

@@ -58,6 +58,9 @@ class OFRecordDeserializer(ClosingReader):
         self.trace_level = _trace_level(trace_level)
         recorded = read_streams(self.path, storage_options=storage_options)
         self.recorded_streams = recorded
+        if streams is not None:  # "NAME=FORMAT:DIM[:FEATURE]" texts, as every reader takes them
+            from recordkit.formats.registry import _selection
+            streams = _selection(streams) or None
         if streams is None:
             if recorded is None:
                 raise UsageError(f"{self.path}: the data set records no stream declarations ({STREAMS_SIDECAR}): "
@@ -119,6 +122,14 @@ class OFRecordDeserializer(ClosingReader):
     @property
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
+
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *, key=None) -> str:
+        """Where sequence ``index`` of a chunk is: part file, frame byte offset, record (what ``verify`` prints)."""
+        part, pindex, lo, _, _ = self._where[chunk_id]
+        sam = f", sample {sample}" if sample is not None else ""
+        keyed = f"key {key}{sam}" if key is not None else sam.lstrip(", ")
+        return f"{part}: byte offset {int(pindex.offsets[lo + index]) - 8}, record {lo + index}" + \
+            (f" ({keyed})" if keyed else "")
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         part, index, lo, hi, first = self._where[chunk_id]

@@ -90,6 +90,11 @@ class SingaRecordDeserializer(ClosingReader):
         label = rec.get("label")
         return feats, (0 if label is None else int(label))
 
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk is: the tuple's number in the store (what ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.path}: tuple {self._starts[chunk_id][1] + index}{sam}"
+
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         offset, first = self._starts[chunk_id]
         n = self._counts[chunk_id]
@@ -144,6 +149,13 @@ def _load_mean(mean):
     return np.asarray(mean, dtype=np.float64).reshape(-1)
 
 
+def _dense_rows(seq) -> np.ndarray:
+    """A sequence's samples as float32 rows (a sparse sequence densified)."""
+    a = seq.toarray() if hasattr(seq, "toarray") else np.asarray(seq)
+    a = np.asarray(a, dtype=np.float32)
+    return a.reshape(len(a), -1) if a.ndim > 1 else a.reshape(1, -1)
+
+
 class SingaRecordWriter:
     """Sequences (features + label streams, one sample each) out as SINGA records in a store."""
 
@@ -156,18 +168,22 @@ class SingaRecordWriter:
         self.sequences_written = 0
 
     def write_chunk(self, chunk: ChunkData) -> None:
+        """One record per sample, keyed by its sequence's key: a record holds one vector of the
+        stream's dim, so a sequence of several samples becomes several records (joined into one
+        vector, sequences of different lengths gave records of different sizes, which no reader
+        of the store takes back)."""
         feats = chunk.columns[self.feature_stream]
         labels = chunk.columns[self.label_stream] if self.label_stream else None
         for i in range(len(chunk)):
-            f = np.asarray(feats.sequence(i).toarray() if hasattr(feats.sequence(i), "toarray")
-                           else feats.sequence(i), dtype=np.float32).reshape(-1)
-            label = None
-            if labels is not None:
-                lv = labels.sequence(i)
-                lv = lv.toarray() if hasattr(lv, "toarray") else np.asarray(lv)
-                label = int(lv.reshape(-1)[0]) if lv.size else 0
-            value = records.encode_record(shape=(f.size,), label=label, data=f)
-            self._store.write(b"%05d" % int(chunk.keys[i]), value)
+            rows = _dense_rows(feats.sequence(i))
+            label_rows = _dense_rows(labels.sequence(i)) if labels is not None else None
+            key = b"%05d" % int(chunk.keys[i])
+            for j, f in enumerate(rows):
+                label = None
+                if label_rows is not None:
+                    row = label_rows[min(j, len(label_rows) - 1)] if len(label_rows) else np.zeros(1)
+                    label = int(row.reshape(-1)[0]) if row.size else 0
+                self._store.write(key, records.encode_record(shape=(f.size,), label=label, data=f))
             self.sequences_written += 1
 
     def __enter__(self):

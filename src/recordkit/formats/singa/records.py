@@ -210,3 +210,14 @@ def decode_image_record_v1(value: bytes, *, path="<record>", offset: int | None 
     """Parse a 1.x ``ImageRecord``: ``{"shape": [..], "label": [..], "pixel": bytes (JPEG)}``."""
     msg = _parse(ImageRecord, value, path, offset, record)
     return {"shape": list(msg.shape), "label": list(msg.label), "pixel": bytes(msg.pixel)}
+
+
+def decoder_for(store: str):
+    """The record decoder of a store kind: BinFile holds SINGA 1.x ``ImageRecord``s, the other stores
+    0.x ``Record``s."""
+    return decode_image_record_v1 if store == "binfile" else decode_record
+
+
+def holds_image_records(store: str) -> bool:
+    """Whether a store kind holds SINGA 1.x ``ImageRecord``s (BinFile) rather than 0.x ``Record``s."""
+    return decoder_for(store) is decode_image_record_v1

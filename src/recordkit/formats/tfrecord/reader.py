@@ -38,7 +38,7 @@ from recordkit.storage import location, open_source
 
 def looks_like(path, storage_options=None) -> bool:
     if location.isdir(path, storage_options):
-        from recordkit.formats.openers import probe_tfrecord_parts
+        from recordkit.formats.bridge_probes import probe_tfrecord_parts
         return probe_tfrecord_parts(location.listdir(path, storage_options))
     return str(path).endswith((".tfrecord", ".tfrecords"))
 
@@ -138,6 +138,13 @@ class TFRecordReader(DeserializerBase, ClosingReader):
             return streams_from_json(json.loads(f.bytes_list.value[0])["streams"])
         except (ValueError, KeyError, TypeError) as e:
             raise FormatError(path, f"bad '{META_FEATURE}' context feature: {e}", offset=0, record="record 0") from None
+
+
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk (one shard) is: the shard file and the place in it (what
+        ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[chunk_id]}: record {index} of the file{sam}"
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]

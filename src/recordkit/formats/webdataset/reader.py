@@ -38,7 +38,7 @@ from recordkit.storage import location, open_source
 def looks_like(path, storage_options=None) -> bool:
     """A directory of numbered ``*.tar`` shards (or shards and their ``__recordkit__.json``), or a ``.tar`` file."""
     if location.isdir(path, storage_options):
-        from recordkit.formats.openers import probe_webdataset_shards
+        from recordkit.formats.bridge_probes import probe_webdataset_shards
         return probe_webdataset_shards(location.listdir(path, storage_options))
     return str(path).endswith(".tar")
 
@@ -141,6 +141,12 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         got = (data, _scan(data, path))
         self._kept_scan = (path, got)
         return got
+
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
+        """Where sequence ``index`` of a chunk (one shard) is: the shard file and the place in it (what
+        ``verify`` prints)."""
+        sam = f", sample {sample}" if sample is not None else ""
+        return f"{self.paths[chunk_id]}: sample {index} of the shard{sam}"
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]

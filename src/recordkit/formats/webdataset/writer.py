@@ -65,6 +65,12 @@ class WebDatasetWriter(AtomicWriter):
     def streams(self):
         return list(self._streams)
 
+    def declare_streams(self, streams) -> None:
+        """Streams the members written with ``write_sample`` hold (records converted feature by
+        feature: their numeric features of one length), recorded in the description at ``close``
+        so that recordkit reads the shards back as those streams."""
+        self._streams = check_streams(streams)
+
     # -- shards -------------------------------------------------------------------------------------
     def _switch(self, shard: int) -> None:
         while self._shard < shard:

@@ -29,7 +29,8 @@ def write_parts(dataset, output, streams, *, to: str, precision: str = "float", 
         sink = DataSetDatasink(output, streams, to=to, precision=precision, **sink_options)
     elif to in SINKS:
         sink_options.pop("shard_size", None)
-        options = {"chunk_size": chunk_size} if to == "cbf" and chunk_size else {}
+        from recordkit.formats import registry
+        options = {"chunk_size": chunk_size} if chunk_size and registry.get(to).writer_takes("chunk_size") else {}
         sink = SINKS[to](output, streams, precision=precision, **options, **sink_options)
     else:
         raise UsageError(f"Ray conversion writes {', '.join(list(SINKS) + list(SET_FORMATS))} or parquet, not {to}")
