@@ -22,7 +22,6 @@ consumer; an exception of the reading thread is raised where the consumer reache
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from typing import Iterator
 
@@ -30,42 +29,11 @@ import numpy as np
 
 from recordkit.errors import FormatError
 from recordkit.formats.ofrecord import _kernel
+from recordkit.formats.ofrecord.buffers import Buffers  # noqa: F401  (re-exported: the readers take it from here)
 from recordkit.formats.ofrecord.dataset import index_of, keep_index, save_index, scan_blocks
 from recordkit.storage import open_source
 
 READ_BLOCK = 8 << 20
-
-
-class Buffers:
-    """Read buffers reused once nothing refers to them any more: a fresh 8 MB bytes object per
-    block costs about as much in page faults as the read itself. A buffer that a batch, a frame or
-    a record still refers to (a memoryview or array over it) is never reused, so reuse cannot
-    change what anyone holds. Sources without ``pread_into`` (remote, checksum-verified) read into
-    fresh bytes."""
-    KEEP = 4
-
-    def __init__(self):
-        self._bufs: list = []
-        self._lock = threading.Lock()
-
-    def _free(self, n: int):
-        with self._lock:
-            for b in self._bufs:
-                # referenced only by the list, this loop and getrefcount's argument: nothing exported
-                if len(b) >= n and sys.getrefcount(b) <= 3:
-                    return b
-            b = bytearray(n)
-            if len(self._bufs) < self.KEEP:
-                self._bufs.append(b)
-            return b
-
-    def pread(self, source, offset: int, n: int):
-        """``source.pread(offset, n)`` (bytes or a memoryview: fewer only at the end of the file)."""
-        into = getattr(source, "pread_into", None)
-        if into is None or n <= 0:
-            return source.pread(offset, n, cache=False)
-        view = memoryview(self._free(n))[:n]
-        return view[:into(offset, view)]
 
 
 class Run:

@@ -214,7 +214,7 @@ def scan_part(source) -> PartIndex:
             return scan_part(src)
         finally:
             src.close()
-    from recordkit.formats.ofrecord.blocks import Buffers
+    from recordkit.formats.ofrecord.buffers import Buffers
     offsets, lengths = [], []
     blocks = scan_blocks(source, read=Buffers().pread)  # each block dropped once scanned: one buffer reused
     while True:
