@@ -203,16 +203,12 @@ def parse_description(path: str, data: bytes, fmt: str) -> dict:
 
 def read_whole(path: str, storage_options=None, cache_dir=None) -> bytes:
     """A whole file (a shard is one chunk); a file that shrinks while read is a located error."""
+    from recordkit.storage.pool import whole
     src = open_source(path, storage_options=storage_options, cache_dir=cache_dir)
     try:
-        size = src.size
-        data = src.pread(0, size)
+        return whole(src, path)
     finally:
         src.close()
-    if len(data) != size:
-        raise FormatError(path, f"file shrank while being read: expected {size} bytes, got {len(data)}",
-                          offset=len(data))
-    return data
 
 
 def sequence_lengths_of(streams, counts: dict) -> np.ndarray:

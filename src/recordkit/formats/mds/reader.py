@@ -19,8 +19,9 @@ from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
-from recordkit.formats.sharding import gather_ranges, offsets, read_whole, resolve_streams, sequence_lengths_of
+from recordkit.formats.sharding import gather_ranges, offsets, resolve_streams, sequence_lengths_of
 from recordkit.storage import location
+from recordkit.storage.pool import SourcePool
 
 _VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 33: "<i4", 34: "<f4",
                  64: "<u8", 65: "<i8", 66: "<f8"}
@@ -36,12 +37,13 @@ class MDSReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
-        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        # one listing answers every "is it there", each file's metadata is read once per open
+        self._files = SourcePool(self.path, storage_options=storage_options, cache_dir=cache_dir)
         index_path = location.join(self.path, INDEX)
-        if not location.isfile(index_path, storage_options):
+        if not self._files.isfile(index_path):
             raise FormatError(index_path, "no index.json: not an MDS data set")
         try:
-            index = json.loads(read_whole(index_path, **self._storage))
+            index = json.loads(self._files.read_whole(index_path))
             shards = index["shards"]
             if index.get("version") != 2 or not isinstance(shards, list):
                 raise ValueError(f"index version {index.get('version')!r}, expected 2")
@@ -81,7 +83,7 @@ class MDSReader(DeserializerBase, ClosingReader):
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise FormatError(index_path, f"bad shard entry: {e}", record=f"shard {i}") from None
             p = location.join(self.path, name)
-            if not location.isfile(p, storage_options):
+            if not self._files.isfile(p):
                 raise FormatError(p, "shard listed in index.json is missing", record=f"shard {i}")
             self._shards.append((p, n, cols, int(info["raw_data"].get("bytes", 0))))
             samples = samples_by_shard[i] if samples_by_shard and isinstance(samples_by_shard[i], int) else n
@@ -103,7 +105,7 @@ class MDSReader(DeserializerBase, ClosingReader):
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path, n, cols, nbytes = self._shards[chunk_id]
-        data = read_whole(path, **self._storage)
+        data = self._files.read_whole(path)
         if nbytes and len(data) != nbytes:
             raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
                               offset=min(len(data), nbytes))
@@ -344,4 +346,6 @@ class MDSReader(DeserializerBase, ClosingReader):
 
 
     def close(self) -> None:
-        pass
+        files = getattr(self, "_files", None)
+        if files is not None:
+            files.close()
