@@ -169,10 +169,12 @@ def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], ou
     return staged_join(output, owns, what, fill, storage_options=storage_options, checksums=checksums)
 
 
-def read_description(directory: str, fmt: str, storage_options=None) -> dict | None:
+def read_description(directory: str, fmt: str, storage_options=None, *, files=None) -> dict | None:
     """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none); a malformed
-    one is a located ``FormatError``."""
+    one is a located ``FormatError``. ``files``: the reader's ``storage.pool.SourcePool``."""
     path = location.join(directory, META_NAME)
+    if files is not None:
+        return parse_description(path, files.read_whole(path), fmt) if files.isfile(path) else None
     if not location.isfile(path, storage_options):
         return None
     return parse_description(path, read_whole(path, storage_options), fmt)

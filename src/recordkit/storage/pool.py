@@ -34,7 +34,8 @@ def whole(src, path: str) -> bytes:
 
 
 class SourcePool:
-    def __init__(self, directory: str, *, storage_options=None, cache_dir=None):
+    def __init__(self, directory: str | None, *, storage_options=None, cache_dir=None):
+        """``directory``: the data set's directory, listed once if remote (None: a single file)."""
         self.directory = directory
         self.storage_options = storage_options
         self.cache_dir = cache_dir
@@ -42,7 +43,7 @@ class SourcePool:
         self._known: dict[str, dict] | None = None  # URL -> {"info", "sidecar"} from the listing
         self._open: dict[str, object] = {}
         self._lock = threading.Lock()
-        if is_url(directory) and not self.offline:
+        if directory is not None and is_url(directory) and not self.offline:
             self._known = self._list(directory)
 
     def _list(self, directory: str) -> dict:
@@ -57,10 +58,11 @@ class SourcePool:
         return {f"{base}/{name}": {"info": e, "sidecar": name + SIDECAR_SUFFIX in names}
                 for name, e in names.items() if e.get("type") != "directory"}
 
+    def _listed(self, path: str) -> bool:
+        return self._known is not None and path.startswith(self.directory.rstrip("/") + "/")
+
     def _entry(self, path: str) -> dict | None:
-        if self._known is None or not path.startswith(self.directory.rstrip("/") + "/"):
-            return None
-        return self._known.get(path)
+        return self._known.get(path) if self._listed(path) else None
 
     def isfile(self, path: str) -> bool:
         if path in self._open:
@@ -71,7 +73,7 @@ class SourcePool:
                 return True
             except OfflineMissError:
                 return False
-        if self._known is not None and path.startswith(self.directory.rstrip("/") + "/"):
+        if self._listed(path):
             return path in self._known
         return location.isfile(path, self.storage_options)
 

@@ -169,11 +169,16 @@ class RemoteSource:
 class SourceFile(io.RawIOBase):
     """A read-only, seekable file object over a byte source, for readers that stream
     (SINGA stores): they get retries, the range cache and checksum verification too.
-    Wrap it in ``io.BufferedReader`` (``open_file``) for small reads."""
+    Wrap it in ``io.BufferedReader`` (``open_file``) for small reads. ``owns=False``: closing the
+    file leaves the source open (a source shared by several files, ``storage.pool``). ``cache``:
+    keep the ranges read in the source's range cache, for readers whose reads fall on the same
+    ranges every time (Parquet's footer and column chunks), not for streaming ones."""
 
-    def __init__(self, source):
+    def __init__(self, source, *, owns: bool = True, cache: bool = False):
         super().__init__()
         self.source = source
+        self.owns = owns
+        self.cache = cache
         self.name = source.name
         self._pos = 0
 
@@ -194,14 +199,14 @@ class SourceFile(io.RawIOBase):
         return self._pos
 
     def readinto(self, b) -> int:
-        data = self.source.pread(self._pos, len(b), cache=False)
+        data = self.source.pread(self._pos, len(b), cache=self.cache)
         n = len(data)
         memoryview(b).cast("B")[:n] = data
         self._pos += n
         return n
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and self.owns:
             self.source.close()
         super().close()
 
