@@ -227,3 +227,21 @@ def test_offline_a_range_missing_from_the_cache_is_an_error_naming_it(s3, files,
         reader.load_chunk(3)
     with pytest.raises(OfflineMissError, match="never.cbf: not in the cache"):
         CBFReader(s3.url("never.cbf"), cache_dir=CacheDir(tmp_path, offline=True))
+
+
+def test_cli_reads_offline_from_the_cache_and_plan_shows_the_bound(s3, files, proxy, tmp_path, monkeypatch, capsys):
+    import json
+    from recordkit.cli.main import main
+    opts = ["--storage-options", json.dumps(s3.options(proxy.port))]
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert main(["cat", s3.url("c25.cbf"), *opts, *cache, "--cache-limit", "1GB"]) == 0
+    online = capsys.readouterr().out
+    assert main(["plan", s3.url("c25.cbf"), *opts, "--cache-dir", str(tmp_path / "small"), "--cache-limit", "10KB",
+                 "--mb-size", "64"]) == 0
+    shown = capsys.readouterr().out
+    assert "limit 9.8 KiB" in shown and "is fetched again every sweep" in shown
+    refuse_the_store(monkeypatch)
+    assert main(["cat", s3.url("c25.cbf"), *cache, "--offline"]) == 0
+    assert capsys.readouterr().out == online
+    assert main(["cat", s3.url("c25.cbf"), "--offline"]) == 2
+    assert "offline reading needs a cache directory" in capsys.readouterr().err

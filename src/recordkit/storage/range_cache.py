@@ -241,6 +241,19 @@ def entries(root: str):
     return out
 
 
+def plan(cache_dir, sweep_bytes: int) -> dict | None:
+    """What ``recordkit plan`` says of the range cache for a reader that reads ``sweep_bytes`` of
+    remote files a sweep: its directory, bound and mode, what it holds now, and how much of a
+    sweep can stay cached (the rest is fetched again every sweep)."""
+    if cache_dir is None:
+        return None
+    limit, offline = settings(cache_dir)
+    keep = sweep_bytes if limit is None else min(limit, sweep_bytes)
+    return {"directory": os.fspath(cache_dir), "limit": limit, "offline": offline,
+            "cached_bytes": cached_bytes(cache_dir), "sweep_bytes": int(sweep_bytes), "kept_bytes": int(keep),
+            "refetched_bytes_per_sweep": int(sweep_bytes - keep)}
+
+
 def cached_bytes(cache_dir) -> int:
     """Bytes of ranges in the cache (what ``limit`` bounds)."""
     return sum(size for _, size, _, _ in entries(os.fspath(cache_dir)))
