@@ -245,3 +245,37 @@ def test_cli_reads_offline_from_the_cache_and_plan_shows_the_bound(s3, files, pr
     assert capsys.readouterr().out == online
     assert main(["cat", s3.url("c25.cbf"), "--offline"]) == 2
     assert "offline reading needs a cache directory" in capsys.readouterr().err
+
+
+# -- partitions that share a file's bytes -------------------------------------------------------------------
+def partition_reads(s3, n, **kw):
+    keys, fetched = [], 0
+    for i in range(n):
+        reader = CBFReader(s3.url("c25.cbf"), storage_options=s3.options())
+        src = MinibatchSource(reader, randomize=True, seed=5, max_sweeps=1, max_memory=None, num_data_partitions=n,
+                              partition_index=i, **kw)
+        while (mb := src.next_minibatch(64, num_data_partitions=n, partition_index=i)) is not None:
+            keys += mb.keys.tolist()
+        fetched += reader._source.stats["bytes"]
+    return sorted(keys), fetched
+
+
+def test_randomized_partitions_of_a_remote_file_fetch_it_once_in_all(s3, files):
+    size = os.path.getsize(files / "c25.cbf")
+    every = sorted(int(k) for c in CBFReader(files / "c25.cbf").iter_chunks() for k in c.keys)
+    keys, fetched = partition_reads(s3, 2)
+    assert keys == every  # every sequence once, in one partition
+    assert fetched <= 1.1 * size
+    keys, fetched = partition_reads(s3, 2, partition_by="samples")  # the opt-out: equal samples per sweep
+    assert keys == every and fetched > 1.5 * size
+
+
+def test_a_chunk_partitioned_source_refuses_another_partition(files):
+    from recordkit.errors import UsageError
+    src = MinibatchSource(CBFReader(files / "c25.cbf"), randomize=True, max_memory=None, num_data_partitions=2,
+                          partition_index=1, partition_by="chunks")
+    assert src.next_minibatch(8, num_data_partitions=2, partition_index=1) is not None
+    with pytest.raises(UsageError, match="reads whole-chunk partition 1 of 2: it cannot read partition 0 of 3"):
+        src.next_minibatch(8, num_data_partitions=3, partition_index=0)
+    with pytest.raises(UsageError, match="partition_by must be one of"):
+        MinibatchSource(CBFReader(files / "c25.cbf"), num_data_partitions=2, partition_by="rows")

@@ -35,7 +35,8 @@ def build_plan(args) -> tuple[dict, list]:
     baseline = resident_memory()  # what a process holding these readers takes before reading
     window, sample_based = (args.window_samples, True) if args.window_samples else (args.window, False)
     sweeps = args.sweeps if args.sweeps is not None or args.max_samples is not None else 1
-    by_chunks = args.partition_by == "chunks" and args.partitions > 1
+    from recordkit.engine.chunk_partition import in_chunks
+    by_chunks = in_chunks(deserializer, args.partition_by, args.randomize, args.partitions)
     parts = None
     if by_chunks:
         from recordkit.engine import ChunkPartition
