@@ -279,3 +279,31 @@ def test_a_chunk_partitioned_source_refuses_another_partition(files):
         src.next_minibatch(8, num_data_partitions=3, partition_index=0)
     with pytest.raises(UsageError, match="partition_by must be one of"):
         MinibatchSource(CBFReader(files / "c25.cbf"), num_data_partitions=2, partition_by="rows")
+
+
+def test_chunk_partitions_chosen_by_the_source_resume_exactly_and_elastically(files):
+    def make(n, i):
+        return MinibatchSource(CBFReader(files / "c25.cbf"), randomize=True, seed=5, max_sweeps=1, max_memory=None,
+                               num_data_partitions=n, partition_index=i, partition_by="chunks")
+
+    def rest(src, n, i):
+        out = []
+        while (mb := src.next_minibatch(32, num_data_partitions=n, partition_index=i)) is not None:
+            out += mb.keys.tolist()
+        return out
+    whole = [rest(make(2, i), 2, i) for i in range(2)]
+    states, taken = [], []
+    for i in range(2):
+        src = make(2, i)
+        got = [src.next_minibatch(32, num_data_partitions=2, partition_index=i).keys.tolist() for _ in range(2)]
+        taken += sum(got, [])
+        states.append(src.get_checkpoint_state())
+        again = make(2, i)
+        again.restore_from_checkpoint(states[-1], num_data_partitions=2, partition_index=i)
+        assert sum(got, []) + rest(again, 2, i) == whole[i]  # the exact resume
+    later = []
+    for i in range(3):  # on 3 partitions: what the 2 did not deliver, exactly once
+        src = make(3, i)
+        src.restore_from_checkpoint(states, num_data_partitions=3, partition_index=i)
+        later += rest(src, 3, i)
+    assert sorted(taken + later) == sorted(whole[0] + whole[1])
