@@ -307,3 +307,32 @@ def test_chunk_partitions_chosen_by_the_source_resume_exactly_and_elastically(fi
         src.restore_from_checkpoint(states, num_data_partitions=3, partition_index=i)
         later += rest(src, 3, i)
     assert sorted(taken + later) == sorted(whole[0] + whole[1])
+
+
+def test_a_ctf_file_and_its_checksum_sidecar_are_read_offline(s3, files, tmp_path, monkeypatch):
+    from recordkit.formats.ctf import CTFReader, CTFWriter
+    from recordkit.storage.sidecars import create
+    with CTFWriter(tmp_path / "a.ctf", STREAMS) as w:
+        for s in sequences(60):
+            w.write(s)
+    create(str(tmp_path / "a.ctf"))
+    fs = s3.fs()
+    for name in ("a.ctf", "a.ctf.rkcrc"):
+        fs.put_file(str(tmp_path / name), f"{s3.bucket}/side/{name}")
+    url, cache = s3.url("side/a.ctf"), tmp_path / "cache"
+    online = CTFReader(url, STREAMS, storage_options=s3.options(), cache_dir=cache, cache_index=True, chunk_size=512)
+    assert type(online._source).__name__ == "VerifiedSource"
+    expected = sweep(online)
+    refuse_the_store(monkeypatch)
+    offline = CTFReader(url, STREAMS, cache_dir=CacheDir(cache, offline=True), cache_index=True, chunk_size=512)
+    assert type(offline._source).__name__ == "VerifiedSource"  # the sidecar the cache recorded
+    assert offline.index_from_cache and sweep(offline) == expected
+
+
+def test_offline_reads_the_version_recorded_where_the_store_gives_a_time_not_an_etag(files, tmp_path):
+    """memory:// reports a creation time, not an ETag; the recorded version must still find its ranges."""
+    import fsspec
+    fsspec.filesystem("memory").pipe("/offline/c25.cbf", (files / "c25.cbf").read_bytes())
+    expected = sweep(CBFReader("memory://offline/c25.cbf", cache_dir=tmp_path))
+    offline = CBFReader("memory://offline/c25.cbf", cache_dir=CacheDir(tmp_path, offline=True))
+    assert sweep(offline) == expected and offline._source.stats["cache_hits"] > 0

@@ -118,6 +118,8 @@ class RemoteSource:
         version = str(info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime")
                       or info.get("created") or "")
         self.fingerprint = (self.size, int.from_bytes(hashlib.sha256(version.encode()).digest()[:7], "little"))
+        if self.recorded is not None:  # the version as recorded (the record keeps only JSON-able fields)
+            self.fingerprint = tuple(self.recorded["fingerprint"])
         self._pin = None if self.offline else RemotePin(url, self._path, info, self.fs)
         self._cache = None
         if cache_dir is not None:
