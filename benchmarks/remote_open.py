@@ -1,6 +1,7 @@
 """Opening remote data: round trips at open, and requests of a warm sweep.
 
-Runs a local S3 server (moto) behind ``tests/s3_server.py``'s proxy, which holds every request
+Runs a local S3 server (moto, in a process of its own: in this process it would compete for the
+GIL with the requests it serves) behind ``tests/s3_server.py``'s proxy, which holds every request
 for a first-byte latency (``--latency``, default 20 ms) and counts them, then measures:
 
 * the open of a 25-chunk CBF file (``CBFReader`` + ``MinibatchSource``, which needs every chunk's
@@ -35,6 +36,33 @@ from recordkit.formats.mds import MDSReader  # noqa: E402
 from recordkit.formats.cbf import reader as cbf_reader  # noqa: E402
 
 
+def server_process():
+    """``tests/s3_server.S3``'s interface over ``python -m moto.server`` in a child process."""
+    import socket
+    import subprocess
+    from s3_server import S3, free_port
+
+    class ProcessS3(S3):
+        def __init__(self, bucket: str = "data"):
+            self.port, self.bucket = free_port(), bucket
+            self.child = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(200):
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            import boto3
+            boto3.client("s3", endpoint_url=self.endpoint(), region_name="us-east-1", aws_access_key_id="testing",
+                         aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+
+        def stop(self) -> None:
+            self.child.terminate()
+            self.child.wait()
+    return ProcessS3()
+
+
 def make_data(d: Path) -> None:
     rng = np.random.default_rng(0)
     streams = [StreamSpec("x", "dense", 64)]
@@ -67,8 +95,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default=None, help="also write the results to this file")
     args = ap.parse_args()
-    from s3_server import S3, FaultyProxy
-    s3 = S3()
+    from s3_server import FaultyProxy
+    s3 = server_process()
     out: dict = {"latency_s": args.latency, "load": os.getloadavg()}
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -90,7 +118,7 @@ def main() -> int:
             fetch_all = getattr(cbf_reader, "read_ranges", None)  # None: a version that fetched them in turn
             sequential = at_once
             if fetch_all is not None:
-                cbf_reader.read_ranges = lambda src, ranges, threads=16: fetch_all(src, ranges, threads=1)
+                cbf_reader.read_ranges = lambda src, ranges, threads=10: fetch_all(src, ranges, threads=1)
                 try:
                     sequential = [open_seconds(url, opts) for _ in range(args.repeat)]
                 finally:

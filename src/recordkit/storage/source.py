@@ -261,10 +261,11 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
     return source if table is None else checksum.VerifiedSource(source, table)
 
 
-def read_ranges(source, ranges, *, threads: int = 16) -> list:
+def read_ranges(source, ranges, *, threads: int = 10) -> list:
     """The bytes of every ``(offset, n)`` of ``ranges``, in order. A remote source is asked for
-    them at once (up to ``threads`` requests in flight), so a reader that needs many small ranges
-    at open (CBF's per-chunk length tables) waits about one round trip, not one per range."""
+    them at once (up to ``threads`` requests in flight: s3fs's default connection pool holds 10, and
+    more threads only wait for it), so a reader that needs many small ranges at open (CBF's
+    per-chunk length tables) waits a few round trips, not one per range."""
     ranges = list(ranges)
     if not getattr(source, "remote", False) or len(ranges) <= 1:
         return [source.pread(o, n) for o, n in ranges]
