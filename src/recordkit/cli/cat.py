@@ -31,7 +31,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from recordkit.formats.detect import sniff
-    kind = "singa" if args.store else sniff(args.path, args.storage_options,
+    kind = "singa" if args.store else sniff(args.path, args.storage_options, cache_dir=args.cache_dir,
                                                  part_name_prefix=args.part_name_prefix)
     if kind == "singa":
         return cat_store(args)

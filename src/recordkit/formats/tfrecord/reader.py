@@ -23,11 +23,12 @@ from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from
 from recordkit.errors import FormatError
 from recordkit.formats import directories
 from recordkit.formats.closing import ClosingReader
-from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
+from recordkit.formats.sharding import (META_NAME, offsets, read_description, resolve_streams,
                                          sequence_lengths_of)
 from recordkit.formats.tfrecord import fastread, framing
 from recordkit.formats.tfrecord.writer import FORMAT, KEY_FEATURE, META_FEATURE
-from recordkit.storage import location, open_source
+from recordkit.storage import location
+from recordkit.storage.pool import SourcePool
 
 
 def looks_like(path, storage_options=None) -> bool:
@@ -62,9 +63,11 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self.verify_crc = bool(verify_crc)
         location.ensure_regular(self.path, storage_options)
         is_dir = location.isdir(self.path, storage_options)
+        # one listing answers every "is it there", each file's metadata is read once per open
+        self._files = SourcePool(self.path if is_dir else None, storage_options=storage_options, cache_dir=cache_dir)
         # a record is framed by 16 bytes: length, its CRC, the data's CRC
         doc = read_description(self.path, FORMAT, storage_options, is_shard=_is_part,
-                               sequence_bytes=framing.FRAME_BYTES) if is_dir else None
+                               sequence_bytes=framing.FRAME_BYTES, files=self._files) if is_dir else None
         self.description = doc
         if doc is not None:
             self.paths = [location.join(self.path, s["name"]) for s in doc["shards"]]
@@ -86,7 +89,7 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         if counts is None:
             counts = []
             for p in self.paths:
-                offs, _ = framing.scan(read_whole(p, **self._storage), p, verify=False)
+                offs, _ = framing.scan(self._files.read_whole(p), p, verify=False)
                 counts.append((len(offs), len(offs), self._size(p)))
         self._chunks, self._first = [], [0]
         for i, (nseq, nsamp, size) in enumerate(counts):
@@ -94,16 +97,12 @@ class TFRecordReader(DeserializerBase, ClosingReader):
             self._first.append(self._first[-1] + nseq)
 
     def _size(self, path) -> int:
-        src = open_source(path, **self._storage)
-        try:
-            return src.size
-        finally:
-            src.close()
+        return self._files.size(path)
 
     def _streams_in_first_record(self):
         """The declarations in the first record's ``__recordkit__`` context feature, if any."""
         path = self.paths[0]
-        src = open_source(path, **self._storage)
+        src = self._files.source(path)
         try:
             head = src.pread(0, 12)
             if len(head) < 12:
@@ -113,7 +112,7 @@ class TFRecordReader(DeserializerBase, ClosingReader):
                 return None
             data = src.pread(12, n)
         finally:
-            src.close()
+            self._files.release(src)
         msg = _schema().SequenceExample()
         try:
             msg.ParseFromString(data)
@@ -129,7 +128,7 @@ class TFRecordReader(DeserializerBase, ClosingReader):
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
-        data = read_whole(path, **self._storage)
+        data = self._files.read_whole(path)
         first = self._first[chunk_id]
         offs, lens = framing.scan(data, path, verify=self.verify_crc)
         n = len(offs)
@@ -291,4 +290,6 @@ class TFRecordReader(DeserializerBase, ClosingReader):
 
 
     def close(self) -> None:
-        pass
+        files = getattr(self, "_files", None)
+        if files is not None:
+            files.close()
