@@ -3,12 +3,18 @@
 ``FaultyProxy`` sits between the client and moto and cuts a connection mid-response
 (an abrupt reset after ``drop_after`` bytes of a ranged GET's response) as many times as
 ``drops`` says: the way a flaky network or an overloaded object store drops a chunk read.
+It also counts the requests passing through it (``requests``: method -> count) and can hold
+each one for ``latency`` seconds before passing it on: an object store's first-byte latency
+(``most_at_once``: how many were in flight together).
 """
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
+import time
+from collections import Counter
 
 import pytest
 
@@ -20,8 +26,12 @@ def free_port() -> int:
 
 
 class FaultyProxy:
-    def __init__(self, upstream_port: int, *, drops: int = 0, drop_after: int = 4096):
+    def __init__(self, upstream_port: int, *, drops: int = 0, drop_after: int = 4096, latency: float = 0.0):
         self.upstream_port = upstream_port
+        self.latency = latency
+        self.requests: Counter = Counter()
+        self.most_at_once = 0  # with a latency: the most requests held at the same time
+        self._waiting = 0
         self.drops = drops
         self.drop_after = drop_after
         self.dropped = 0
@@ -49,6 +59,17 @@ class FaultyProxy:
     def _pump_up(self, client, upstream, state) -> None:
         try:
             while data := client.recv(65536):
+                methods = _REQUEST_LINE.findall(data)
+                if methods:
+                    with self._lock:
+                        self.requests.update(m.decode() for m in methods)
+                    if self.latency:
+                        with self._lock:
+                            self._waiting += 1
+                            self.most_at_once = max(self.most_at_once, self._waiting)
+                        time.sleep(self.latency)
+                        with self._lock:
+                            self._waiting -= 1
                 if b"GET " in data and b"\r\nrange: bytes=" in data.lower():
                     with self._lock:
                         self.ranged_gets += 1
@@ -80,9 +101,17 @@ class FaultyProxy:
         finally:
             _close(client)
 
+    def count(self) -> int:
+        """Requests passed on so far, of every method."""
+        with self._lock:
+            return sum(self.requests.values())
+
     def close(self) -> None:
         self._stop = True
         _close(self._server)
+
+
+_REQUEST_LINE = re.compile(rb"(?:^|\r\n\r\n)(GET|HEAD|PUT|POST|DELETE) /")
 
 
 def _reset(sock) -> None:

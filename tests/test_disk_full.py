@@ -136,3 +136,14 @@ def test_discard_removes_the_temporary_even_when_closing_fails(tmp_path):
     a.discard()
     assert os.listdir(tmp_path) == []
     assert discarded_targets() == [str(tmp_path / "x.bin")]
+
+
+def test_converting_into_a_missing_directory_names_the_directory_not_a_temporary(tmp_path, capsys):
+    from recordkit.cli.main import main
+    src = tmp_path / "a.ctf"
+    src.write_text("|f 1 2\n|f 3 4\n")
+    target = tmp_path / "missing" / "out.cbf"
+    assert main(["convert", str(src), str(target), "--stream", "f=dense:2"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'missing'}: no such directory" in err and ".part" not in err
+    assert not (tmp_path / "missing").exists()

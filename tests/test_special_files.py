@@ -129,3 +129,14 @@ def test_every_file_a_command_opens_is_checked_before_it_is_opened(tmp_path, mon
     out = _cli(*command)
     assert out.returncode != 0 and f"{fifo}: not a regular file (a FIFO)" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "out.cbf").exists()
+
+
+def test_a_fifo_in_place_of_a_range_cache_record_is_refused_offline(tmp_path):
+    """Offline, a remote file's version is read from the cache's record: a FIFO there is refused
+    (the record is unreadable), never opened."""
+    from recordkit.storage import range_cache
+    url = "memory://set/a.cbf"
+    os.mkfifo(tmp_path / (range_cache._url_key(url) + range_cache._RECORD_SUFFIX))
+    out = _cli("cat", url, "--cache-dir", str(tmp_path), "--offline")
+    assert out.returncode != 0 and "not a regular file (a FIFO)" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr

@@ -44,7 +44,8 @@ PathLike = "str | os.PathLike[str]"
 
 def open(path: str | os.PathLike[str], streams: Iterable[StreamSpec | str] | None = None, *,
          format: str | None = None, precision: str | None = None, storage_options: dict | None = None,
-         cache_dir: str | None = None, **options: Any) -> Deserializer:
+         cache_dir: str | None = None, cache_limit: int | str | None = None, offline: bool = False,
+         **options: Any) -> Deserializer:
     """The reader for the data set at ``path``, in any format of the registry.
 
     The format is told from the content (magic numbers, a directory's description), then from
@@ -53,6 +54,8 @@ def open(path: str | os.PathLike[str], streams: Iterable[StreamSpec | str] | Non
     ``NAME=FORMAT:DIM[:ALIAS]`` texts; needed where the data does not describe itself (CTF), else a
     selection and renaming of the recorded streams. ``options`` are the format's reader options
     (CTF: ``max_errors``, ``skip_sequence_ids``, ``chunk_size``, ``cache_index``, ``trace_level``).
+    ``cache_dir`` keeps the ranges read from remote files; ``cache_limit`` bounds it (bytes or
+    "20GB"); ``offline=True`` reads from it alone, never asking the store (docs/remote-storage.md).
 
     The reader is a Deserializer (``streams``, ``chunks``, ``load_chunk``, iteration in file order)
     and a context manager::
@@ -62,8 +65,10 @@ def open(path: str | os.PathLike[str], streams: Iterable[StreamSpec | str] | Non
                 sequence["features"]        # NumPy (samples, 4) float32
     """
     from recordkit.engine.convert import open_reader
+    from recordkit.storage.range_cache import cache_dir_of
     return open_reader(os.fspath(path), source_format=format, streams=streams, precision=precision,
-                       storage_options=storage_options, cache_dir=cache_dir, **options)
+                       storage_options=storage_options,
+                       cache_dir=cache_dir_of(cache_dir, cache_limit=cache_limit, offline=offline), **options)
 
 def convert(src: Any, dst: str | os.PathLike[str], to: str | None = None,
             streams: Iterable[StreamSpec | str] | None = None, **kwargs: Any) -> Conversion:

@@ -133,6 +133,9 @@ def main(argv=None) -> int:
     from recordkit.errors import set_trace_level, unshown_warnings
     previous_trace_level = set_trace_level(getattr(args, "trace_level", 1))  # for readers made without one
     try:
+        if hasattr(args, "cache_dir"):
+            from recordkit.cli.sources import settle_cache
+            settle_cache(args)
         with unshown_warnings() as unshown:
             try:
                 return int(args.run(args) or 0)

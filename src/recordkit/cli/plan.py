@@ -35,7 +35,8 @@ def build_plan(args) -> tuple[dict, list]:
     baseline = resident_memory()  # what a process holding these readers takes before reading
     window, sample_based = (args.window_samples, True) if args.window_samples else (args.window, False)
     sweeps = args.sweeps if args.sweeps is not None or args.max_samples is not None else 1
-    by_chunks = args.partition_by == "chunks" and args.partitions > 1
+    from recordkit.engine.chunk_partition import in_chunks
+    by_chunks = in_chunks(deserializer, args.partition_by, args.randomize, args.partitions)
     parts = None
     if by_chunks:
         from recordkit.engine import ChunkPartition
@@ -48,6 +49,10 @@ def build_plan(args) -> tuple[dict, list]:
                         truncation_length=args.truncation_length, frame_mode=args.frame_mode)
     result = make_plan(deserializer, request, baseline_bytes=baseline, partition_deserializers=parts)
     result["files"] = list(args.path)
+    from recordkit.storage.location import is_url
+    from recordkit.storage.range_cache import plan as cache_plan
+    remote = result["chunks"]["bytes"] if any(is_url(p) for p in args.path) else 0
+    result["cache"] = cache_plan(args.cache_dir, remote)
     result["streams"] = [{"name": s.name, "format": s.format, "dim": s.dim} for s in deserializer.streams]
     return result, readers
 
@@ -101,6 +106,20 @@ def render(plan: dict, *, all_chunks: bool = False) -> str:
                f"+ {fs(m['engine_bytes'])} engine positions + {fs(m['held_bytes'])} chunks held "
                f"({m['held_chunks']} at most) + {fs(m['in_flight_bytes'])} loads in flight "
                f"+ {fs(m['minibatch_bytes'])} minibatches")
+    cache = plan.get("cache")
+    if cache is not None:
+        out.append("cache:")
+        bound = "unbounded" if cache["limit"] is None else f"limit {fs(cache['limit'])}"
+        mode = ", offline (the store is never asked)" if cache["offline"] else ""
+        out.append(f"  {cache['directory']}: {bound}{mode}; holds {fs(cache['cached_bytes'])} of ranges now")
+        if cache["sweep_bytes"]:
+            if cache["refetched_bytes_per_sweep"]:
+                out.append(f"  a sweep reads {fs(cache['sweep_bytes'])} of remote chunks: {fs(cache['kept_bytes'])} "
+                           f"can stay cached, about {fs(cache['refetched_bytes_per_sweep'])} is fetched again "
+                           f"every sweep (least recently used ranges go first)")
+            else:
+                out.append(f"  a sweep reads {fs(cache['sweep_bytes'])} of remote chunks: all of it stays cached, "
+                           f"later sweeps ask the store for nothing")
     out.append("timeline:")
     part = t["partition"]
     who = f" (partition {part[0]} of {part[1]})" if part[1] > 1 else ""

@@ -63,9 +63,10 @@ def add_read_arguments(p, singa: bool = False) -> None:
                    help="split the data among N workers")
     p.add_argument("--partition-index", type=argtypes.non_negative_int, default=0, metavar="I",
                    help="read worker I's share (0 <= I < N)")
-    p.add_argument("--partition-by", choices=["samples", "chunks"], default="samples",
-                   help="samples: equal samples of every sweep (default); chunks: whole chunks per worker, so "
-                        "each parses only its own (engine.ChunkPartition; scales better when randomized)")
+    p.add_argument("--partition-by", choices=["auto", "samples", "chunks"], default="auto",
+                   help="samples: equal samples of every sweep; chunks: whole chunks per worker, so each parses "
+                        "and fetches only its own (engine.ChunkPartition; scales better when randomized); auto "
+                        "(default): chunks for a randomized read of remote inputs, else samples")
     p.add_argument("--frame-mode", action="store_true", help="single-sample sequences packed as frames")
     p.add_argument("--truncation-length", type=argtypes.non_negative_int, default=0, metavar="L",
                    help="truncated BPTT length (0: off)")
@@ -129,7 +130,8 @@ def build_source(args):
     else:
         readers = [sources.open_reader(args, path) for path in args.path]
     deserializer = join_or_mix(args, readers)
-    if args.partition_by == "chunks" and args.partitions > 1:
+    from recordkit.engine.chunk_partition import in_chunks
+    if in_chunks(deserializer, args.partition_by, args.randomize, args.partitions):
         from recordkit.engine import ChunkPartition
         deserializer = ChunkPartition(deserializer, args.partitions, args.partition_index)
         args.partitions, args.partition_index = 1, 0

@@ -60,6 +60,22 @@ def add_storage_arguments(p: argparse.ArgumentParser) -> None:
                    help='fsspec options for URLs, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'')
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="keep the chunks (and index) of remote inputs in DIR and reuse them")
+    p.add_argument("--cache-limit", default=None, metavar="SIZE",
+                   help="keep the --cache-dir within SIZE (e.g. 20GB): least recently used ranges that can be "
+                        "fetched again are evicted")
+    p.add_argument("--offline", action="store_true",
+                   help="read remote inputs from the --cache-dir only, without contacting the store (a range "
+                        "not in the cache is an error naming it)")
+
+
+def settle_cache(args) -> None:
+    """``--cache-limit`` and ``--offline`` folded into ``args.cache_dir`` (a ``CacheDir``), which every
+    command passes to its readers as it is."""
+    if not hasattr(args, "cache_dir"):
+        return
+    from recordkit.storage.range_cache import cache_dir_of
+    args.cache_dir = cache_dir_of(args.cache_dir, cache_limit=getattr(args, "cache_limit", None),
+                                  offline=getattr(args, "offline", False))
 
 
 def storage(args) -> dict:
@@ -164,7 +180,8 @@ def open_reader(args, path=None):
     from recordkit.formats.detect import sniff_format
     path = path or args.path
     fmt = registry.get(sniff_format(path, getattr(args, "storage_options", None),
-                                    part_name_prefix=getattr(args, "part_name_prefix", None)))
+                                    part_name_prefix=getattr(args, "part_name_prefix", None),
+                                    cache_dir=getattr(args, "cache_dir", None)))
     if fmt.needs_streams and not getattr(args, "stream", None):
         from recordkit.formats.detect import streams_needed
         raise UsageError(streams_needed(path, fmt, getattr(args, "storage_options", None)))

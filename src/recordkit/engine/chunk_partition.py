@@ -30,6 +30,37 @@ from recordkit.engine.deserializer import (ChunkInfo, WrapsDeserializers, chunk_
 from recordkit.errors import UsageError
 
 
+PARTITION_BY = ("auto", "samples", "chunks")
+
+
+def reads_remote(deserializer) -> bool:
+    """Whether ``deserializer`` (or any it wraps) reads a URL (an object store)."""
+    from recordkit.storage.location import is_url
+    wrapped = getattr(deserializer, "wrapped", None)
+    if callable(wrapped):
+        return any(reads_remote(d) for d in wrapped())
+    return is_url(getattr(deserializer, "path", None))
+
+
+def in_chunks(deserializer, partition_by: str, randomize: bool, num_partitions) -> bool:
+    """Whether ``MinibatchSource``'s partitions are whole chunks: ``partition_by="chunks"``, or
+    ``"auto"`` (the default) for a randomized read of remote files. Partitions by samples draw
+    every position from a window of chunks, so with a wide window every partition fetches nearly
+    every chunk: N readers download the file N times. Whole chunks are fetched once in all; the
+    price is balance to within a chunk and a different (per partition) order. ``"samples"`` keeps
+    the sample partitions. A mixture keeps its own order, hence partitions by samples."""
+    if partition_by not in PARTITION_BY:
+        raise UsageError(f"partition_by must be one of {', '.join(PARTITION_BY)}, not {partition_by!r}")
+    if num_partitions is None or int(num_partitions) <= 1 or partition_by == "samples":
+        return False
+    if hasattr(deserializer, "make_randomizer"):
+        if partition_by == "chunks":
+            raise UsageError(f"{name_of(deserializer, 'the data')}: a mixture is split by samples "
+                             f"(num_data_partitions), not into whole chunks")
+        return False
+    return partition_by == "chunks" or (bool(randomize) and reads_remote(deserializer))
+
+
 def assign_chunks(chunks: list[ChunkInfo], num_partitions: int) -> np.ndarray:
     """The partition of every chunk: contiguous runs, balanced by samples (by chunk count when
     no chunk has samples)."""

@@ -114,7 +114,7 @@ def open_reader(src, *, source_format=None, streams=None, precision=None, storag
     from recordkit.formats import registry
     from recordkit.formats.detect import sniff_format
     path = os.fspath(src)
-    kind = source_format or sniff_format(path, storage_options)
+    kind = source_format or sniff_format(path, storage_options, cache_dir=cache_dir)
     return registry.get(kind).open_reader(path, stream_specs(streams), precision=precision,
                                           storage_options=storage_options, cache_dir=cache_dir, **options)
 

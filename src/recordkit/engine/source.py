@@ -75,6 +75,10 @@ class MinibatchSource(Checkpointing):
     behaviour; a warning when the estimate exceeds the memory available). When the requested
     window does not fit, the largest one that does is used (a warning says so; ``memory`` holds
     the choice). A window that fits is never changed, so the order is CNTK's for that window.
+    partition_by: how ``num_data_partitions``/``partition_index`` given here split the data:
+    "samples" (equal samples of every sweep), "chunks" (whole chunks per partition, a
+    ``ChunkPartition``), or "auto" (default): chunks for a randomized read of remote files, so N
+    readers fetch each chunk once in all, else samples (``engine/chunk_partition.py``).
     """
 
     def __init__(self, deserializer, *, randomize: bool = True, window: int | None = None,
@@ -82,9 +86,17 @@ class MinibatchSource(Checkpointing):
                  max_sweeps: int | None = None, epoch_size: int | None = None, frame_mode: bool = False,
                  truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
-                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None, max_memory="auto"):
+                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None, max_memory="auto",
+                 partition_by: str = "auto"):
+        from recordkit.engine.chunk_partition import ChunkPartition, in_chunks
         from recordkit.errors import trace_level as _trace_level
         self.trace_level = _trace_level(trace_level)
+        self._chunk_split = None  # (n, i) when this source reads whole-chunk partition i of n
+        if in_chunks(deserializer, partition_by, randomize, num_data_partitions):
+            i = 0 if partition_index is None else int(partition_index)
+            deserializer = ChunkPartition(deserializer, int(num_data_partitions), i)
+            self._chunk_split = (int(num_data_partitions), i)
+            num_data_partitions = partition_index = None
         if max_samples is not None and max_sweeps is not None:
             raise ValueError("max_samples and max_sweeps are mutually exclusive")
         if frame_mode and truncation_length:
@@ -182,6 +194,12 @@ class MinibatchSource(Checkpointing):
 
     def _resolve_partition(self, num_data_partitions, partition_index) -> tuple[int, int]:
         n, i = num_data_partitions, partition_index
+        if self._chunk_split is not None:  # already one partition of whole chunks: nothing left to split
+            if n is not None and (int(n), 0 if i is None else int(i)) != self._chunk_split:
+                from recordkit.errors import UsageError
+                raise UsageError(f"this source reads whole-chunk partition {self._chunk_split[1]} of "
+                                 f"{self._chunk_split[0]}: it cannot read partition {i} of {n}")
+            return 1, 0
         if n is None and i is None:
             n, i = self._default_partitions
         if n is None and i is None:

@@ -141,7 +141,8 @@ def listed_files(fields: Fields, directory: str, listed: list[tuple[str, str]], 
             raise fields.fail(field, f"{name} is listed twice (also as {seen[name]})")
         seen[name] = field
         if name not in files:
-            location.has_file(location.join(directory, name), storage_options)  # a FIFO there is no "missing"
+            if not location.is_url(directory):  # a local FIFO there is no "missing" (remote: the listing said)
+                location.has_file(location.join(directory, name), storage_options)
             raise fields.fail(field, f"{name} is listed, but {directory} holds no such file (shard missing?)")
     unlisted = sorted(n for n in files if is_shard(n) and n not in seen)
     if unlisted:

@@ -5,7 +5,23 @@ The probes are the format registry's (``formats/registry.py``), tried in registr
 from __future__ import annotations
 
 
-def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = None) -> str:
+def sniff_offline(path: str, cache_dir) -> str | None:
+    """Offline, a URL's format is told from its name (sniffing would ask the store); None online."""
+    from recordkit.errors import UsageError
+    from recordkit.formats import registry
+    from recordkit.storage.location import is_url
+    from recordkit.storage.range_cache import settings
+    if not settings(cache_dir)[1] or not is_url(path):
+        return None
+    fmt = registry.by_extension(path)
+    if fmt is None:
+        raise UsageError(f"{path}: offline, the format is told from the name alone and this one does not say it: "
+                         f"name the format (format= / --from)")
+    return fmt.name
+
+
+def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = None,
+                 cache_dir=None) -> str:
     """The registry name of the format an existing path (local or fsspec URL) holds.
 
     A directory: the format whose directory probe accepts its entry names (a SINGA 0.1 shard, a
@@ -19,8 +35,12 @@ def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = N
     framing), else its extension, else CTF.
 
     The extension matters for damaged files: a ``.cbf`` whose magic number is gone should be
-    reported as a broken CBF file, not parsed as text.
+    reported as a broken CBF file, not parsed as text. Reading offline (``cache_dir``), the name alone
+    says (``sniff_offline``).
     """
+    offline = sniff_offline(path, cache_dir)
+    if offline is not None:
+        return offline
     from recordkit.formats import registry
     from recordkit.storage import location
     from recordkit.storage.source import open_source
@@ -109,11 +129,12 @@ def _sniff_directory(path, names, part_name_prefix) -> str:
     return found[0]
 
 
-def sniff(path, storage_options=None, *, part_name_prefix: str | None = None) -> str:
+def sniff(path, storage_options=None, *, part_name_prefix: str | None = None, cache_dir=None) -> str:
     """'cbf', 'ofrecord', 'singa', 'ctf', 'parquet', 'hf', ...: ``sniff_format`` with SINGA's
     record stores (KVFile, BinFile, a 0.1 shard directory) reported as their family 'singa'."""
     from recordkit.formats import registry
-    return registry.get(sniff_format(path, storage_options, part_name_prefix=part_name_prefix)).kind
+    return registry.get(sniff_format(path, storage_options, part_name_prefix=part_name_prefix,
+                                     cache_dir=cache_dir)).kind
 
 
 def __getattr__(name):

@@ -170,20 +170,28 @@ def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], ou
     return staged_join(output, owns, what, fill, storage_options=storage_options, checksums=checksums)
 
 
-def read_description(directory: str, fmt: str, storage_options=None, *, is_shard, sequence_bytes: int) -> dict | None:
+def read_description(directory: str, fmt: str, storage_options=None, *, is_shard, sequence_bytes: int,
+                     files=None) -> dict | None:
     """The parsed ``__recordkit__.json`` of ``directory`` (None when there is none), checked as
     untrusted input (``descriptions.py``): its fields (``parse_description``), and the shards it
     lists against the directory: exactly its shard files (``is_shard(name)``), each holding no
     more sequences than its bytes can at ``sequence_bytes`` each, nor more samples than bytes.
-    Each shard entry gains its file's ``size``."""
+    Each shard entry gains its file's ``size``. ``files``: the reader's ``storage.pool.SourcePool``
+    (its one listing of a remote directory answers, no request per file)."""
     path = location.join(directory, META_NAME)
-    if not location.has_file(path, storage_options):
+    if files is not None:
+        if not files.isfile(path):
+            return None
+        data = files.read_whole(path)
+    elif location.has_file(path, storage_options):
+        data = read_whole(path, storage_options)
+    else:
         return None
-    doc = parse_description(path, read_whole(path, storage_options), fmt)
+    doc = parse_description(path, data, fmt)
     fields = Fields(path)
     shards = doc["shards"]
     sizes = listed_files(fields, directory, [(f"shards[{i}].name", s["name"]) for i, s in enumerate(shards)],
-                         is_shard, storage_options=storage_options)
+                         is_shard, storage_options=storage_options, files=None if files is None else files.sizes())
     for i, (s, size) in enumerate(zip(shards, sizes)):
         shard = location.join(directory, s["name"])
         fields.count(s["sequences"], f"shards[{i}].sequences", unit="sequences", size=size, each=sequence_bytes,
@@ -215,16 +223,12 @@ def parse_description(path: str, data: bytes, fmt: str) -> dict:
 
 def read_whole(path: str, storage_options=None, cache_dir=None) -> bytes:
     """A whole file (a shard is one chunk); a file that shrinks while read is a located error."""
+    from recordkit.storage.pool import whole
     src = open_source(path, storage_options=storage_options, cache_dir=cache_dir)
     try:
-        size = src.size
-        data = src.pread(0, size)
+        return whole(src, path)
     finally:
         src.close()
-    if len(data) != size:
-        raise FormatError(path, f"file shrank while being read: expected {size} bytes, got {len(data)}",
-                          offset=len(data))
-    return data
 
 
 def sequence_lengths_of(streams, counts: dict) -> np.ndarray:

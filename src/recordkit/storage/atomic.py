@@ -71,8 +71,14 @@ class AtomicFile(Transaction):
         else:
             remove_stale_temporaries(self.path)
             directory = os.path.dirname(os.path.abspath(self.path))
-            fd, self.tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(self.path) + ".",
-                                                 suffix=".part", dir=directory)
+            try:
+                fd, self.tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(self.path) + ".",
+                                                     suffix=".part", dir=directory)
+            except FileNotFoundError:  # the temporary's name would be all the error says: name the directory
+                if os.path.isdir(directory):
+                    raise
+                raise FileNotFoundError(f"{os.path.dirname(self.path) or directory}: no such directory (the output "
+                                        f"{self.path} would be written there)") from None
             _hold(fd)
         self.file = os.fdopen(fd, "wb")
         self._done = False

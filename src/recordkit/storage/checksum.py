@@ -123,10 +123,19 @@ def compute_local(path: str, *, block_size: int | None = None) -> ChecksumTable:
 
 def load_for(source, *, storage_options=None) -> ChecksumTable | None:
     """The sidecar of ``source`` if it has one (checked against the file's size), else None."""
-    side = sidecar_path(source.name)
-    data = _read_if_exists(side, storage_options)
+    return table_from(source, sidecar_bytes(source, storage_options=storage_options))
+
+
+def sidecar_bytes(source, *, storage_options=None) -> bytes | None:
+    """The bytes of ``source``'s sidecar, None when it has none."""
+    return _read_if_exists(sidecar_path(source.name), storage_options)
+
+
+def table_from(source, data: bytes | None) -> ChecksumTable | None:
+    """The sidecar ``data`` of ``source`` parsed and checked against the file's size (None: no sidecar)."""
     if data is None:
         return None
+    side = sidecar_path(source.name)
     table = ChecksumTable.from_bytes(data, side)
     if table.file_size != source.size:
         raise FormatError(source.name, f"file is {source.size} bytes but its checksum index {side} was made for "

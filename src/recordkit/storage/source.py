@@ -84,26 +84,45 @@ class RemoteSource:
     remote = True
     local_path = None
 
-    def __init__(self, url: str, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None):
+    def __init__(self, url: str, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None,
+                 info: dict | None = None):
+        from recordkit.storage import range_cache
         self.name = url
-        self.fs, self._path = filesystem(url, storage_options)
         self.retry = retry or RetryPolicy.default()
         self.stats = {"fetches": 0, "bytes": 0, "retries": 0, "cache_hits": 0}
-        try:
-            info = self.retry.call(lambda: self.fs.info(self._path), what=url, stats=self.stats)
-        except FileNotFoundError:  # fsspec's message is the bare path: say it as local files do
-            raise FileNotFoundError(f"{url}: no such file") from None
+        self.offline = range_cache.settings(cache_dir)[1]
+        self.recorded = None  # offline: the cache's record of the version read
+        if self.offline:  # not a single request: size and version are the cache's record
+            self.fs = self._path = None
+            self.recorded = range_cache.read_record(cache_dir, url)
+            info = dict(self.recorded["info"], size=self.recorded["size"])
+        else:
+            self.fs, self._path = filesystem(url, storage_options)
+        if info is None:  # else the caller's listing already said (``SourcePool``)
+            try:
+                info = self.retry.call(lambda: self.fs.info(self._path), what=url, stats=self.stats)
+            except FileNotFoundError:  # fsspec's message is the bare path: say it as local files do
+                raise FileNotFoundError(f"{url}: no such file") from None
         if info.get("type") == "directory":
             raise IsADirectoryError(f"{url}: is a directory")
+        self.info = info
         self.size = int(info["size"])
         version = str(info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime")
                       or info.get("created") or "")
         self.fingerprint = (self.size, int.from_bytes(hashlib.sha256(version.encode()).digest()[:7], "little"))
-        self._pin = RemotePin(url, self._path, info, self.fs)
+        if self.recorded is not None:  # the version as recorded (the record keeps only JSON-able fields)
+            self.fingerprint = tuple(self.recorded["fingerprint"])
+        self._pin = None if self.offline else RemotePin(url, self._path, info, self.fs)
         self._cache = None
         if cache_dir is not None:
-            from recordkit.storage.range_cache import RangeCache
-            self._cache = RangeCache(cache_dir, url, self.fingerprint)
+            self._cache = range_cache.RangeCache(cache_dir, url, self.fingerprint)
+
+    def note_opened(self, sidecar: bytes | None) -> None:
+        """Record in the cache that this version (with this checksum sidecar) is what the store
+        serves now: offline opens read that, and the bound may evict its ranges (they can be
+        fetched again)."""
+        if self._cache is not None and not self.offline:
+            self._cache.record(self.size, self.fingerprint, self.info, sidecar)
 
     def pread(self, offset: int, n: int, *, cache: bool = True) -> bytes:
         want = max(0, min(int(n), self.size - int(offset)))
@@ -115,6 +134,11 @@ class RemoteSource:
             if hit is not None:
                 self.stats["cache_hits"] += 1
                 return hit
+        if self.offline:
+            from recordkit.storage.range_cache import OfflineMissError
+            where = "" if self._cache is None else f" {self._cache.root}"
+            raise OfflineMissError(f"{self.name}: bytes {offset}..{offset + want} are not in the cache{where} "
+                                   f"(offline: the store is not asked)")
 
         def fetch() -> bytes:
             data = self._pin.read(self.fs, offset, offset + want)
@@ -139,11 +163,16 @@ class RemoteSource:
 class SourceFile(io.RawIOBase):
     """A read-only, seekable file object over a byte source, for readers that stream
     (SINGA stores): they get retries, the range cache and checksum verification too.
-    Wrap it in ``io.BufferedReader`` (``open_file``) for small reads."""
+    Wrap it in ``io.BufferedReader`` (``open_file``) for small reads. ``owns=False``: closing the
+    file leaves the source open (a source shared by several files, ``storage.pool``). ``cache``:
+    keep the ranges read in the source's range cache, for readers whose reads fall on the same
+    ranges every time (Parquet's footer and column chunks), not for streaming ones."""
 
-    def __init__(self, source):
+    def __init__(self, source, *, owns: bool = True, cache: bool = False):
         super().__init__()
         self.source = source
+        self.owns = owns
+        self.cache = cache
         self.name = source.name
         self._pos = 0
 
@@ -164,14 +193,14 @@ class SourceFile(io.RawIOBase):
         return self._pos
 
     def readinto(self, b) -> int:
-        data = self.source.pread(self._pos, len(b), cache=False)
+        data = self.source.pread(self._pos, len(b), cache=self.cache)
         n = len(data)
         memoryview(b).cast("B")[:n] = data
         self._pos += n
         return n
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and self.owns:
             self.source.close()
         super().close()
 
@@ -201,22 +230,47 @@ def open_file(path, *, storage_options=None, buffer_size: int = 1 << 20):
 
 
 def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None,
-                verify: bool = True):
+                verify: bool = True, known: dict | None = None):
     """A byte source for ``path`` (local path or fsspec URL), checksum-verified when a sidecar exists.
 
     ``cache_dir`` keeps the ranges fetched from a remote file on the local disk (ignored for
-    local files); ``verify=False`` skips the sidecar lookup (for tools that rebuild it).
+    local files; a ``range_cache.CacheDir`` bounds it or reads offline); ``verify=False`` skips
+    the sidecar lookup (for tools that rebuild it). ``known``: what a directory listing already
+    said of a remote file (``{"info": ..., "sidecar": bool}``): no request is made for either.
     """
     if is_url(path):
-        source = RemoteSource(path, storage_options=storage_options, cache_dir=cache_dir, retry=retry)
+        source = RemoteSource(path, storage_options=storage_options, cache_dir=cache_dir, retry=retry,
+                              info=None if known is None else known["info"])
     else:
         source = LocalSource(path)
     if not verify:
         return source
     from recordkit.storage import checksum
     try:
-        table = checksum.load_for(source, storage_options=storage_options)
+        if getattr(source, "recorded", None) is not None:  # offline: the sidecar the cache recorded
+            from recordkit.storage.range_cache import sidecar_of
+            data = sidecar_of(source.recorded)
+        elif known is not None and not known.get("sidecar", True):
+            data = None
+        else:
+            data = checksum.sidecar_bytes(source, storage_options=storage_options)
+        if source.remote:
+            source.note_opened(data)
+        table = checksum.table_from(source, data)
     except BaseException:
         source.close()
         raise
     return source if table is None else checksum.VerifiedSource(source, table)
+
+
+def read_ranges(source, ranges, *, threads: int = 10) -> list:
+    """The bytes of every ``(offset, n)`` of ``ranges``, in order. A remote source is asked for
+    them at once (up to ``threads`` requests in flight: s3fs's default connection pool holds 10, and
+    more threads only wait for it), so a reader that needs many small ranges at open (CBF's
+    per-chunk length tables) waits a few round trips, not one per range."""
+    ranges = list(ranges)
+    if not getattr(source, "remote", False) or len(ranges) <= 1:
+        return [source.pread(o, n) for o, n in ranges]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=min(threads, len(ranges)), thread_name_prefix="recordkit-ranges") as pool:
+        return list(pool.map(lambda r: source.pread(r[0], r[1]), ranges))

@@ -28,8 +28,10 @@ def cbf_part_paths(path, storage_options=None) -> list[str]:
 def open_cbf_data_set(path, streams=None, *, precision=None, storage_options=None, cache_dir=None, **options):
     """A ``CBFReader`` for a file, ``CBFParts`` for a directory of parts."""
     from recordkit.formats.cbf import CBFReader
+    from recordkit.storage.range_cache import settings
     path = path if isinstance(path, str) else os.fspath(path)
-    if location.isdir(path, storage_options):
+    offline = settings(cache_dir)[1]  # a file, as the cache recorded it: asking the store is not allowed
+    if not offline and location.isdir(path, storage_options):
         return CBFParts(path, streams, precision=precision, storage_options=storage_options, cache_dir=cache_dir,
                         **options)
     return CBFReader(path, streams, precision=precision, storage_options=storage_options, cache_dir=cache_dir,

@@ -23,6 +23,7 @@ from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.cbf import _kernel, layout
 from recordkit.storage import open_source
+from recordkit.storage.source import read_ranges
 from recordkit.storage.read_buffers import PAGE as _PAGE, ReadBuffers
 
 # below this a chunk is read and gathered by one thread even when more are offered: starting
@@ -88,6 +89,7 @@ class CBFReader(ChecksPresence, ClosingReader):
         self.dtype = None if precision is None else resolve_precision(precision)
         self.keep_data_in_memory = bool(keep_data_in_memory)
         self._memory: dict[int, ChunkData] = {}
+        self._lengths: dict[int, np.ndarray] = {}  # a remote file's per-chunk length tables, fetched together
         self._selected = self._select(streams)
         table = self.header.table
         starts = np.concatenate([[0], np.cumsum(table["sequences"].astype(np.int64))])
@@ -192,10 +194,26 @@ class CBFReader(ChecksPresence, ClosingReader):
         return data
 
     def sequence_lengths(self, chunk_id: int) -> np.ndarray:
-        """The per-sequence sample counts stored at the start of a chunk (no decoding)."""
-        info = self._chunks[chunk_id]
-        n = info.num_sequences
-        return np.frombuffer(self._read(info.offset, 4 * n, chunk_id), dtype="<u4").astype(np.int64)
+        """The per-sequence sample counts stored at the start of a chunk (no decoding).
+
+        From a remote file, the first call fetches every chunk's table at once (the offset table
+        says where each is; ``storage.source.read_ranges`` asks for them concurrently) and keeps
+        them: opening a reader, which needs them all, waits about one round trip instead of one
+        per chunk. A local file is read per chunk (a ``pread`` costs no round trip)."""
+        known = self._lengths.get(chunk_id)
+        if known is not None:
+            return known
+        wanted = [chunk_id]
+        if self._source.remote:
+            wanted = [k for k in range(len(self._chunks)) if k not in self._lengths]
+        ranges = [(self._chunks[k].offset, 4 * self._chunks[k].num_sequences) for k in wanted]
+        out = {}
+        for k, (offset, n), data in zip(wanted, ranges, read_ranges(self._source, ranges)):
+            self._check_read(len(data), n, offset, k)
+            out[k] = np.frombuffer(data, dtype="<u4").astype(np.int64)
+        if self._source.remote:
+            self._lengths.update(out)
+        return out[chunk_id]
 
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each chunk (what ``max_memory`` and ``recordkit plan`` count): about

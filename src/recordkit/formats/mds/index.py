@@ -41,17 +41,20 @@ class MDSIndex:
     shards: list[IndexShard]
 
 
-def read_index(directory: str, storage_options=None, cache_dir=None) -> MDSIndex:
-    """The checked ``index.json`` of ``directory``."""
+def read_index(directory: str, storage_options=None, cache_dir=None, *, files=None) -> MDSIndex:
+    """The checked ``index.json`` of ``directory``. ``files``: the reader's ``storage.pool.SourcePool``
+    (the index read through it, the shards checked against its one listing: no request per file)."""
     path = location.join(directory, INDEX)
     fields = Fields(path)
-    doc = fields.document(read_whole(path, storage_options, cache_dir))
+    data = read_whole(path, storage_options, cache_dir) if files is None else files.read_whole(path)
+    doc = fields.document(data)
     fields.equal(doc.get("version"), "version", INDEX_VERSION)
     entries = fields.list(doc.get("shards"), "shards")
     shards = [_shard(fields, info, f"shards[{i}]") for i, info in enumerate(entries)]
     sizes = listed_files(fields, directory, [(f"shards[{i}].raw_data.basename", name)
                                              for i, (name, *_) in enumerate(shards)],
-                         lambda n: n.endswith(".mds"), storage_options=storage_options)
+                         lambda n: n.endswith(".mds"), storage_options=storage_options,
+                         files=None if files is None else files.sizes())
     out = []
     for i, ((name, n, cols, nbytes, hashes), size) in enumerate(zip(shards, sizes)):
         if nbytes != size:  # a shard cut short or replaced: said where the bytes are

@@ -26,8 +26,9 @@ from recordkit.formats.mds.columns import SCALARS, infer_streams, refused, sampl
 from recordkit.formats.mds.index import read_index
 from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
-from recordkit.formats.sharding import gather_ranges, offsets, read_whole, resolve_streams, sequence_lengths_of
+from recordkit.formats.sharding import gather_ranges, offsets, resolve_streams, sequence_lengths_of
 from recordkit.storage import location
+from recordkit.storage.pool import SourcePool
 
 _VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 33: "<i4", 34: "<f4",
                  64: "<u8", 65: "<i8", 66: "<f8"}
@@ -88,11 +89,12 @@ class MDSReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
         self.path = path if isinstance(path, str) else os.fspath(path)
-        self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
+        # one listing answers every "is it there", each file's metadata is read once per open
+        self._files = SourcePool(self.path, storage_options=storage_options, cache_dir=cache_dir)
         index_path = location.join(self.path, INDEX)
-        if not location.has_file(index_path, storage_options):
+        if not self._files.isfile(index_path):
             raise FormatError(index_path, "no index.json: not an MDS data set")
-        index = read_index(self.path, storage_options, cache_dir)
+        index = read_index(self.path, storage_options, cache_dir, files=self._files)
         recorded = index.streams
         self._shards = [(sh.path, sh.samples, sh.columns, sh.nbytes) for sh in index.shards]
         inferred = None
@@ -131,7 +133,7 @@ class MDSReader(DeserializerBase, ClosingReader):
     def _shard_bytes(self, chunk_id: int):
         """(bytes, sample offsets) of a shard, its sizes checked against index.json."""
         path, n, cols, nbytes = self._shards[chunk_id]
-        data = read_whole(path, **self._storage)
+        data = self._files.read_whole(path)
         if nbytes and len(data) != nbytes:
             raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
                               offset=min(len(data), nbytes))
@@ -172,7 +174,7 @@ class MDSReader(DeserializerBase, ClosingReader):
         for i, ((path, _, _, _), digests) in enumerate(zip(self._shards, self._digests)):
             if not isinstance(digests, dict) or not digests:
                 continue
-            data = read_whole(path, **self._storage)
+            data = self._files.read_whole(path)
             for algo, want in sorted(digests.items()):
                 digest = _digest(algo, data)
                 if digest is None:
@@ -425,4 +427,6 @@ class MDSReader(DeserializerBase, ClosingReader):
 
 
     def close(self) -> None:
-        pass
+        files = getattr(self, "_files", None)
+        if files is not None:
+            files.close()

@@ -29,6 +29,7 @@ from recordkit.formats.closing import ClosingReader
 from recordkit.formats.directories import part_paths
 from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select_streams
 from recordkit.storage import location
+from recordkit.storage.pool import SourcePool
 
 READ_BATCH = 8192  # rows per decoded batch (benchmarks/README.md: 2048 was 10-20% slower on every corpus)
 
@@ -44,15 +45,18 @@ def parquet_part_paths(path, storage_options=None) -> list[str]:
     return part_paths(path, (".parquet",), storage_options)
 
 
-def _open_file(path, storage_options, cache_dir):
-    """What pq.ParquetFile reads: the path itself (Arrow's I/O) or a recordkit byte source."""
-    from recordkit.storage.source import SourceFile, open_source, plain_local_path
+def _open_file(path, files):
+    """What pq.ParquetFile reads: the path itself (Arrow's I/O) or a recordkit byte source. A remote
+    file's source is the reader's pool's (``storage.pool``): one per file however many threads
+    read it, its size, version and sidecar asked once per open; the footer and the column chunks
+    are read at the same ranges every time, so they are kept in the range cache."""
+    from recordkit.storage.source import SourceFile, plain_local_path
     plain = plain_local_path(path)
     if plain is not None:
         return plain
     import io
-    return io.BufferedReader(SourceFile(open_source(path, storage_options=storage_options, cache_dir=cache_dir)),
-                             buffer_size=1 << 20)
+    src = files.source(path)
+    return io.BufferedReader(SourceFile(src, owns=not src.remote, cache=True), buffer_size=1 << 20)
 
 
 def arrow_error(path, e: Exception, where: str | None = None) -> FormatError:
@@ -94,7 +98,8 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
         self._files = []
         self._local = threading.local()  # per thread: its own open files (Parquet readers are not shared)
         self._opened = []
-        self._storage = (storage_options, cache_dir)
+        self._pool = SourcePool(self.path if self.paths != [self.path] else None, storage_options=storage_options,
+                                cache_dir=cache_dir)
         self._chunks, self._where = [], []
         self.keys_are_ids = False
         try:
@@ -108,7 +113,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
         first_key = 0
         for p in self.paths:
             try:
-                f = pq.ParquetFile(_open_file(p, storage_options, cache_dir))
+                f = pq.ParquetFile(_open_file(p, self._pool))
             except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
                 if isinstance(e, (FileNotFoundError, PermissionError, RecordkitError)):
                     raise
@@ -160,7 +165,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
             self._opened.append(files)
         f = files.get(k)
         if f is None:
-            f = files[k] = pq.ParquetFile(_open_file(self.paths[k], *self._storage),
+            f = files[k] = pq.ParquetFile(_open_file(self.paths[k], self._pool),
                                           metadata=self._files[k].metadata)
         return f
 
@@ -226,3 +231,6 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
                 f.close()
             except Exception:  # noqa: BLE001
                 pass
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()

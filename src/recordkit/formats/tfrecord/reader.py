@@ -27,13 +27,14 @@ from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from
 from recordkit.errors import FormatError
 from recordkit.formats import directories
 from recordkit.formats.closing import ClosingReader
-from recordkit.formats.sharding import (META_NAME, offsets, read_description, read_whole, resolve_streams,
+from recordkit.formats.sharding import (META_NAME, offsets, read_description, resolve_streams,
                                          sequence_lengths_of)
 from recordkit.formats.tfrecord import examples, fastread, framing
 from recordkit.formats.tfrecord.writer import EXAMPLE, FORMAT, KEY_FEATURE, KINDS, META_FEATURE, SEQUENCE
+from recordkit.storage import location
+from recordkit.storage.pool import SourcePool
 
 SKIP = (KEY_FEATURE, META_FEATURE)  # features that are no streams
-from recordkit.storage import location, open_source
 
 
 def looks_like(path, storage_options=None) -> bool:
@@ -68,9 +69,11 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self.verify_crc = bool(verify_crc)
         location.ensure_regular(self.path, storage_options)
         is_dir = location.isdir(self.path, storage_options)
+        # one listing answers every "is it there", each file's metadata is read once per open
+        self._files = SourcePool(self.path if is_dir else None, storage_options=storage_options, cache_dir=cache_dir)
         # a record is framed by 16 bytes: length, its CRC, the data's CRC
         doc = read_description(self.path, FORMAT, storage_options, is_shard=_is_part,
-                               sequence_bytes=framing.FRAME_BYTES) if is_dir else None
+                               sequence_bytes=framing.FRAME_BYTES, files=self._files) if is_dir else None
         self.description = doc
         self.inferred = False  # streams inferred from tf.train.Example features (``examples.py``)
         kinds = None
@@ -106,7 +109,7 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         if counts is None:
             counts = []
             for p in self.paths:
-                offs, _ = framing.scan(read_whole(p, **self._storage), p, verify=False)
+                offs, _ = framing.scan(self._files.read_whole(p), p, verify=False)
                 counts.append((len(offs), len(offs), self._size(p)))
         self._chunks, self._first = [], [0]
         for i, (nseq, nsamp, size) in enumerate(counts):
@@ -114,19 +117,15 @@ class TFRecordReader(DeserializerBase, ClosingReader):
             self._first.append(self._first[-1] + nseq)
 
     def _size(self, path) -> int:
-        src = open_source(path, **self._storage)
-        try:
-            return src.size
-        finally:
-            src.close()
+        return self._files.size(path)
 
     def _first_records(self):
         """The first records of the first part, parsed (``examples.first_messages``)."""
-        src = open_source(self.paths[0], **self._storage)
+        src = self._files.source(self.paths[0])
         try:
             return examples.first_messages(src, self.paths[0])
         finally:
-            src.close()
+            self._files.release(src)
 
     def _streams_in_first_record(self, msg):
         """The declarations in the first record's ``__recordkit__`` context feature, if any."""
@@ -148,7 +147,7 @@ class TFRecordReader(DeserializerBase, ClosingReader):
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
-        data = read_whole(path, **self._storage)
+        data = self._files.read_whole(path)
         first = self._first[chunk_id]
         offs, lens = framing.scan(data, path, verify=self.verify_crc)
         n = len(offs)
@@ -319,4 +318,6 @@ class TFRecordReader(DeserializerBase, ClosingReader):
 
 
     def close(self) -> None:
-        pass
+        files = getattr(self, "_files", None)
+        if files is not None:
+            files.close()

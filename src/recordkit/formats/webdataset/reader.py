@@ -28,11 +28,12 @@ from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.directories import part_paths
 from recordkit.formats.csr import join_offsets, offsets_problem
-from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description, read_whole,
+from recordkit.formats.sharding import (META_NAME, gather_ranges, offsets, read_description,
                                          resolve_streams, sequence_lengths_of)
 from recordkit.formats.webdataset import members, npy, tar
 from recordkit.formats.webdataset.writer import FORMAT
-from recordkit.storage import location, open_source
+from recordkit.storage import location
+from recordkit.storage.pool import SourcePool
 
 
 def looks_like(path, storage_options=None) -> bool:
@@ -57,9 +58,11 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         location.ensure_regular(self.path, storage_options)
         is_dir = location.isdir(self.path, storage_options)
+        # one listing answers every "is it there", each file's metadata is read once per open
+        self._files = SourcePool(self.path if is_dir else None, storage_options=storage_options, cache_dir=cache_dir)
         # a sample is at least one member: a 512-byte header
         doc = read_description(self.path, FORMAT, storage_options, is_shard=lambda n: n.endswith(".tar"),
-                               sequence_bytes=tar.BLOCK) if is_dir else None
+                               sequence_bytes=tar.BLOCK, files=self._files) if is_dir else None
         self.description = doc
         stored = None
         if doc is not None:
@@ -92,11 +95,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             self._first.append(self._first[-1] + nseq)
 
     def _size(self, path) -> int:
-        src = open_source(path, **self._storage)
-        try:
-            return src.size
-        finally:
-            src.close()
+        return self._files.size(path)
 
     def _infer(self):
         """The streams of the first shard's first samples (``members.infer``)."""
@@ -137,7 +136,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         if kept is not None and kept[0] == path:
             self._kept_scan = None
             return kept[1]
-        data = read_whole(path, **self._storage)
+        data = self._files.read_whole(path)
         got = (data, _scan(data, path))
         self._kept_scan = (path, got)
         return got
@@ -150,7 +149,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path = self.paths[chunk_id]
-        data = read_whole(path, **self._storage)
+        data = self._files.read_whole(path)
         fast = tar.scan_fast(data, path)
         split = _split_fast(fast[0]) if fast is not None else None
         if split is not None:
@@ -424,7 +423,9 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
 
 
     def close(self) -> None:
-        pass
+        files = getattr(self, "_files", None)
+        if files is not None:
+            files.close()
 
 
 def _scan(data, path):

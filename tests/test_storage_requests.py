@@ -1,0 +1,356 @@
+"""Requests to the object store, counted: opening in a few round trips, metadata once per open,
+a bounded range cache, offline warm reads, and partitions that share a file's bytes.
+
+Every request goes through ``FaultyProxy`` (tests/s3_server.py) in front of a local moto server,
+which counts them and can hold each for a first-byte latency.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import recordkit
+
+from helpers import dense, sparse
+from s3_server import S3, FaultyProxy
+from recordkit.engine.source import MinibatchSource
+from recordkit.formats.cbf import CBFReader, CBFWriter
+from recordkit.formats.mds import MDSReader
+from recordkit.storage import range_cache
+from recordkit.storage.range_cache import CacheDir, OfflineMissError
+
+STREAMS = [dense("x", 8), sparse("y", 50)]
+
+
+def sequences(n, seed=0):
+    import scipy.sparse as sp
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(int(rng.integers(1, 4)), 8)).astype(np.float32),
+             "y": sp.random(1, 50, density=0.1, random_state=k, dtype=np.float32, format="csr")}
+            for k in range(n)]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def files(s3, tmp_path_factory):
+    d = tmp_path_factory.mktemp("requests")
+    seqs = sequences(416)
+    with CBFWriter(d / "c25.cbf", STREAMS, chunk_size=2048) as w:
+        for s in seqs:
+            w.write(s)
+    with CBFWriter(d / "small.cbf", STREAMS) as w:
+        for s in seqs[:140]:
+            w.write(s)
+    for fmt in ("mds", "webdataset", "tfrecord", "parquet"):
+        recordkit.convert(d / "small.cbf", d / fmt, to=fmt, parts=7)
+    fs = s3.fs()
+    fs.put_file(str(d / "c25.cbf"), f"{s3.bucket}/c25.cbf")
+    for fmt in ("mds", "webdataset", "tfrecord", "parquet"):
+        for name in os.listdir(d / fmt):
+            fs.put_file(str(d / fmt / name), f"{s3.bucket}/{fmt}/{name}")
+    return d
+
+
+@pytest.fixture
+def proxy(s3):
+    p = FaultyProxy(s3.port)
+    yield p
+    p.close()
+
+
+def minibatches(src, size=64):
+    out = []
+    while (mb := src.next_minibatch(size)) is not None:
+        out.append((mb.keys.tolist(), {name: [None if a is None else np.asarray(a).tolist()
+                                              for a in (b.data, b.values, b.indices, b.indptr)]
+                                       for name, b in mb.streams.items()}))
+    return out
+
+
+def sweep(reader, **kw):
+    return minibatches(MinibatchSource(reader, randomize=True, window=4, seed=3, max_sweeps=1, max_memory=None, **kw))
+
+
+def test_the_file_has_the_chunks_the_tests_assume(files):
+    assert len(CBFReader(files / "c25.cbf").chunks) == 25
+    assert len(MDSReader(files / "mds").chunks) == 7
+
+
+# -- open in a few round trips -----------------------------------------------------------------------
+def test_opening_a_remote_cbf_asks_every_length_table_at_once(s3, files, proxy):
+    proxy.latency = 0.05
+    url = s3.url("c25.cbf")
+    reader = CBFReader(url, storage_options=s3.options(proxy.port))
+    MinibatchSource(reader, randomize=True, window=4, seed=3, max_memory=None)
+    assert proxy.requests["GET"] >= 25 + 2  # the tables, the header, the sidecar probe
+    # asked together, not one after another (25 round trips; the time is benchmarks/remote_open.py's)
+    assert proxy.most_at_once >= 8
+
+
+def test_a_warm_cache_opens_a_remote_cbf_without_ranged_reads(s3, files, proxy, tmp_path):
+    opts = s3.options(proxy.port)
+    MinibatchSource(CBFReader(s3.url("c25.cbf"), storage_options=opts, cache_dir=tmp_path), max_memory=None)
+    before = proxy.ranged_gets
+    MinibatchSource(CBFReader(s3.url("c25.cbf"), storage_options=opts, cache_dir=tmp_path), max_memory=None)
+    assert proxy.ranged_gets == before
+
+
+# -- metadata once per open ------------------------------------------------------------------------------
+def test_a_warm_mds_sweep_asks_the_store_once(s3, files, proxy, tmp_path):
+    opts = s3.options(proxy.port)
+    expected = sweep(MDSReader(files / "mds"))
+    assert sweep(MDSReader(s3.url("mds"), storage_options=opts, cache_dir=tmp_path)) == expected
+    cold = proxy.count()
+    assert cold <= 1 + 1 + 7  # a listing, the index, one GET per shard
+    reader = MDSReader(s3.url("mds"), storage_options=opts, cache_dir=tmp_path)
+    assert sweep(reader) == expected
+    assert proxy.count() - cold == 1  # the listing: sizes, versions and sidecars of every shard
+    assert sweep(reader) == expected
+    assert proxy.count() - cold == 1  # a second sweep of the same reader: nothing
+
+
+@pytest.mark.parametrize("fmt", ["webdataset", "tfrecord", "parquet"])
+def test_sharded_data_sets_read_their_metadata_once_per_open(s3, files, proxy, tmp_path, fmt):
+    opts = s3.options(proxy.port)
+    expected = sweep(recordkit.open(files / fmt))
+    assert sweep(recordkit.open(s3.url(fmt), storage_options=opts, cache_dir=tmp_path)) == expected
+    cold = proxy.count()
+    reader = recordkit.open(s3.url(fmt), storage_options=opts, cache_dir=tmp_path)
+    opened = proxy.count()
+    assert opened - cold <= 8  # telling the format and listing the directory (as many for 1 shard as for 7)
+    assert sweep(reader) == expected and sweep(reader) == expected
+    assert proxy.count() == opened  # the shards' metadata came with the listing, their bytes from the cache
+
+
+def test_a_remote_mds_reader_pins_every_shard_for_its_life(s3, files, tmp_path):
+    """Opened once, a shard keeps its version: a replaced shard is an error, never mixed in."""
+    from recordkit.storage.versions import SourceChangedError
+    fs = s3.fs()
+    for name in os.listdir(files / "mds"):
+        fs.put_file(str(files / "mds" / name), f"{s3.bucket}/pinned/{name}")
+    reader = MDSReader(s3.url("pinned"), storage_options=s3.options())
+    reader.load_chunk(0)
+    fs.copy(reader.paths[1][len("s3://"):], reader.paths[0][len("s3://"):])
+    with pytest.raises(SourceChangedError, match="bytes 0"):
+        reader.load_chunk(0)
+
+
+# -- a bounded cache -------------------------------------------------------------------------------------
+def test_a_sweep_of_three_times_the_cache_limit_gives_the_same_minibatches(s3, files, tmp_path, monkeypatch):
+    size = os.path.getsize(files / "c25.cbf")
+    limit = size // 3
+    seen = []
+    put = range_cache.RangeCache.put
+
+    def checked_put(self, offset, data):
+        put(self, offset, data)
+        seen.append(range_cache.cached_bytes(tmp_path))
+    monkeypatch.setattr(range_cache.RangeCache, "put", checked_put)
+    expected = sweep(CBFReader(files / "c25.cbf"))
+    cache = CacheDir(tmp_path, limit=limit)
+    for _ in range(2):  # the second sweep evicts and fetches again
+        reader = CBFReader(s3.url("c25.cbf"), storage_options=s3.options(), cache_dir=cache)
+        assert sweep(reader) == expected
+    assert seen and max(seen) <= limit
+    assert reader._source.stats["fetches"] > 0  # evicted ranges came from the store again
+
+
+def test_the_cache_limit_never_deletes_what_cannot_be_fetched_again(s3, files, tmp_path):
+    """Files of the directory that are not ranges, and ranges of a version the store no longer
+    serves, are left alone: a full cache then just stops caching."""
+    foreign = tmp_path / "notes.txt"
+    foreign.write_bytes(b"x" * 1000)
+    stale = tmp_path / ("0" * 24)
+    stale.mkdir()
+    (stale / f"{0:016x}-{4000:x}").write_bytes(b"s" * 4000)
+    cache = CacheDir(tmp_path, limit=5000)
+    reader = CBFReader(s3.url("c25.cbf"), storage_options=s3.options(), cache_dir=cache)
+    expected = sweep(CBFReader(files / "c25.cbf"))
+    assert sweep(reader) == expected
+    assert foreign.read_bytes() == b"x" * 1000
+    assert (stale / f"{0:016x}-{4000:x}").stat().st_size == 4000
+    assert range_cache.cached_bytes(tmp_path) <= 5000
+
+
+def test_a_cache_limit_needs_a_directory_and_a_size():
+    from recordkit.errors import UsageError
+    with pytest.raises(UsageError, match="needs a cache directory"):
+        range_cache.cache_dir_of(None, cache_limit="1GB")
+    with pytest.raises(UsageError, match="cache limit"):
+        CacheDir("/tmp", limit="lots")
+
+
+# -- offline ---------------------------------------------------------------------------------------------
+def refuse_the_store(monkeypatch):
+    """From now on a filesystem refuses every call: offline reads must never get that far."""
+    import fsspec.core
+
+    def refuse(*a, **k):
+        raise AssertionError("the store was asked while offline")
+    monkeypatch.setattr(fsspec.core, "url_to_fs", refuse)
+
+
+def warm(s3, files, proxy, tmp_path):
+    reader = CBFReader(s3.url("c25.cbf"), storage_options=s3.options(proxy.port), cache_dir=tmp_path)
+    expected = sweep(CBFReader(files / "c25.cbf"))
+    assert sweep(reader) == expected
+    return expected
+
+
+def test_an_offline_sweep_from_a_complete_cache_asks_the_store_nothing(s3, files, proxy, tmp_path, monkeypatch):
+    expected = warm(s3, files, proxy, tmp_path)
+    refuse_the_store(monkeypatch)
+    asked = proxy.count()
+    offline = CBFReader(s3.url("c25.cbf"), storage_options=s3.options(proxy.port),
+                        cache_dir=CacheDir(tmp_path, offline=True))
+    assert sweep(offline) == expected
+    assert proxy.count() == asked
+
+
+def test_offline_a_range_missing_from_the_cache_is_an_error_naming_it(s3, files, proxy, tmp_path, monkeypatch):
+    warm(s3, files, proxy, tmp_path)
+    refuse_the_store(monkeypatch)
+    reader = CBFReader(s3.url("c25.cbf"), cache_dir=CacheDir(tmp_path, offline=True))
+    info = reader.chunks[3]
+    [entry] = [p for p in tmp_path.glob("*/*") if p.name == f"{info.offset:016x}-{info.size:x}"]
+    entry.unlink()
+    with pytest.raises(OfflineMissError, match=rf"c25.cbf: bytes {info.offset}\.\.{info.offset + info.size} "
+                                               rf"are not in the cache"):
+        reader.load_chunk(3)
+    with pytest.raises(OfflineMissError, match="never.cbf: not in the cache"):
+        CBFReader(s3.url("never.cbf"), cache_dir=CacheDir(tmp_path, offline=True))
+
+
+def test_cli_reads_offline_from_the_cache_and_plan_shows_the_bound(s3, files, proxy, tmp_path, monkeypatch, capsys):
+    import json
+    from recordkit.cli.main import main
+    opts = ["--storage-options", json.dumps(s3.options(proxy.port))]
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert main(["cat", s3.url("c25.cbf"), *opts, *cache, "--cache-limit", "1GB"]) == 0
+    online = capsys.readouterr().out
+    assert main(["plan", s3.url("c25.cbf"), *opts, "--cache-dir", str(tmp_path / "small"), "--cache-limit", "10KB",
+                 "--mb-size", "64"]) == 0
+    shown = capsys.readouterr().out
+    assert "limit 9.8 KiB" in shown and "is fetched again every sweep" in shown
+    refuse_the_store(monkeypatch)
+    assert main(["cat", s3.url("c25.cbf"), *cache, "--offline"]) == 0
+    assert capsys.readouterr().out == online
+    assert main(["cat", s3.url("c25.cbf"), "--offline"]) == 2
+    assert "offline reading needs a cache directory" in capsys.readouterr().err
+
+
+# -- partitions that share a file's bytes -------------------------------------------------------------------
+def partition_reads(s3, n, **kw):
+    keys, fetched = [], 0
+    for i in range(n):
+        reader = CBFReader(s3.url("c25.cbf"), storage_options=s3.options())
+        src = MinibatchSource(reader, randomize=True, seed=5, max_sweeps=1, max_memory=None, num_data_partitions=n,
+                              partition_index=i, **kw)
+        while (mb := src.next_minibatch(64, num_data_partitions=n, partition_index=i)) is not None:
+            keys += mb.keys.tolist()
+        fetched += reader._source.stats["bytes"]
+    return sorted(keys), fetched
+
+
+def test_randomized_partitions_of_a_remote_file_fetch_it_once_in_all(s3, files):
+    size = os.path.getsize(files / "c25.cbf")
+    every = sorted(int(k) for c in CBFReader(files / "c25.cbf").iter_chunks() for k in c.keys)
+    keys, fetched = partition_reads(s3, 2)
+    assert keys == every  # every sequence once, in one partition
+    assert fetched <= 1.1 * size
+    keys, fetched = partition_reads(s3, 2, partition_by="samples")  # the opt-out: equal samples per sweep
+    assert keys == every and fetched > 1.5 * size
+
+
+def test_a_chunk_partitioned_source_refuses_another_partition(files):
+    from recordkit.errors import UsageError
+    src = MinibatchSource(CBFReader(files / "c25.cbf"), randomize=True, max_memory=None, num_data_partitions=2,
+                          partition_index=1, partition_by="chunks")
+    assert src.next_minibatch(8, num_data_partitions=2, partition_index=1) is not None
+    with pytest.raises(UsageError, match="reads whole-chunk partition 1 of 2: it cannot read partition 0 of 3"):
+        src.next_minibatch(8, num_data_partitions=3, partition_index=0)
+    with pytest.raises(UsageError, match="partition_by must be one of"):
+        MinibatchSource(CBFReader(files / "c25.cbf"), num_data_partitions=2, partition_by="rows")
+
+
+def test_chunk_partitions_chosen_by_the_source_resume_exactly_and_elastically(files):
+    def make(n, i):
+        return MinibatchSource(CBFReader(files / "c25.cbf"), randomize=True, seed=5, max_sweeps=1, max_memory=None,
+                               num_data_partitions=n, partition_index=i, partition_by="chunks")
+
+    def rest(src, n, i):
+        out = []
+        while (mb := src.next_minibatch(32, num_data_partitions=n, partition_index=i)) is not None:
+            out += mb.keys.tolist()
+        return out
+    whole = [rest(make(2, i), 2, i) for i in range(2)]
+    states, taken = [], []
+    for i in range(2):
+        src = make(2, i)
+        got = [src.next_minibatch(32, num_data_partitions=2, partition_index=i).keys.tolist() for _ in range(2)]
+        taken += sum(got, [])
+        states.append(src.get_checkpoint_state())
+        again = make(2, i)
+        again.restore_from_checkpoint(states[-1], num_data_partitions=2, partition_index=i)
+        assert sum(got, []) + rest(again, 2, i) == whole[i]  # the exact resume
+    later = []
+    for i in range(3):  # on 3 partitions: what the 2 did not deliver, exactly once
+        src = make(3, i)
+        src.restore_from_checkpoint(states, num_data_partitions=3, partition_index=i)
+        later += rest(src, 3, i)
+    assert sorted(taken + later) == sorted(whole[0] + whole[1])
+
+
+def test_a_ctf_file_and_its_checksum_sidecar_are_read_offline(s3, files, tmp_path, monkeypatch):
+    from recordkit.formats.ctf import CTFReader, CTFWriter
+    from recordkit.storage.sidecars import create
+    with CTFWriter(tmp_path / "a.ctf", STREAMS) as w:
+        for s in sequences(60):
+            w.write(s)
+    create(str(tmp_path / "a.ctf"))
+    fs = s3.fs()
+    for name in ("a.ctf", "a.ctf.rkcrc"):
+        fs.put_file(str(tmp_path / name), f"{s3.bucket}/side/{name}")
+    url, cache = s3.url("side/a.ctf"), tmp_path / "cache"
+    online = CTFReader(url, STREAMS, storage_options=s3.options(), cache_dir=cache, cache_index=True, chunk_size=512)
+    assert type(online._source).__name__ == "VerifiedSource"
+    expected = sweep(online)
+    refuse_the_store(monkeypatch)
+    offline = CTFReader(url, STREAMS, cache_dir=CacheDir(cache, offline=True), cache_index=True, chunk_size=512)
+    assert type(offline._source).__name__ == "VerifiedSource"  # the sidecar the cache recorded
+    assert offline.index_from_cache and sweep(offline) == expected
+
+
+def test_offline_reads_the_version_recorded_where_the_store_gives_a_time_not_an_etag(files, tmp_path):
+    """memory:// reports a creation time, not an ETag; the recorded version must still find its ranges."""
+    import fsspec
+    fsspec.filesystem("memory").pipe("/offline/c25.cbf", (files / "c25.cbf").read_bytes())
+    expected = sweep(CBFReader("memory://offline/c25.cbf", cache_dir=tmp_path))
+    offline = CBFReader("memory://offline/c25.cbf", cache_dir=CacheDir(tmp_path, offline=True))
+    assert sweep(offline) == expected and offline._source.stats["cache_hits"] > 0
+
+
+def test_a_remote_mds_data_set_is_read_offline_with_its_index_checked_against_the_cached_shards(
+        s3, files, tmp_path, monkeypatch):
+    """index.json's shard list is checked against the directory (descriptions.py); offline, the
+    directory is what the cache recorded of it, so the check asks the store nothing."""
+    expected = sweep(MDSReader(files / "mds"))
+    assert sweep(MDSReader(s3.url("mds"), storage_options=s3.options(), cache_dir=tmp_path)) == expected
+    refuse_the_store(monkeypatch)
+    assert sweep(MDSReader(s3.url("mds"), cache_dir=CacheDir(tmp_path, offline=True))) == expected
+
+
+def test_offline_a_shard_the_cache_never_saw_is_a_located_error(s3, files, tmp_path, monkeypatch):
+    from recordkit.errors import FormatError
+    MDSReader(s3.url("mds"), storage_options=s3.options(), cache_dir=tmp_path)  # index only: no shard read
+    refuse_the_store(monkeypatch)
+    with pytest.raises(FormatError, match=r"shard\.0000\d\.mds is listed, but .* holds no such file"):
+        MDSReader(s3.url("mds"), cache_dir=CacheDir(tmp_path, offline=True))
