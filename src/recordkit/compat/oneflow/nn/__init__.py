@@ -150,7 +150,7 @@ class OFRecordBytesDecoder(Module):
 
 class OFRecordImageDecoder(Module):
     """``flow.nn.OFRecordImageDecoder(blob_name, color_space="BGR")``: a tensor buffer of HWC uint8
-    images (Pillow; RGB, BGR or GRAY). ``max_pixels`` (recordkit's): the most pixels an image may
+    images (OpenCV; RGB, BGR or GRAY). ``max_pixels`` (recordkit's): the most pixels an image may
     declare (default Pillow's ``Image.MAX_IMAGE_PIXELS``); more, or truncated data, is a
     ``FormatError`` naming the file and the record."""
 

@@ -1,20 +1,23 @@
 """Image helpers behind the OFRecord image decoders and preprocessing ops.
 
-Pillow stands in for OneFlow's libjpeg-turbo + OpenCV decoding (both use libjpeg-turbo for
-JPEG: the same pixels), NumPy crops and flips, and resizing reproduces ``cv::resize``'s
-arithmetic in NumPy (:mod:`recordkit.compat.oneflow.ops.cv_resize`). Everything works on HWC
-``uint8`` (or ``float32`` for resizing) NumPy arrays. The public, OneFlow-shaped API lives in
-:mod:`recordkit.formats.ofrecord.decoders`; this module holds the pieces:
+OneFlow decodes and resizes with OpenCV (libjpeg-turbo / libpng under ``cv::imdecode``, then
+``cv::resize``), and so does this module: ``cv2.imdecode`` and ``cv2.resize`` give OneFlow's
+pixels by construction, and both release the GIL, so a thread pool can run them on every core.
+Pillow only reads headers (the pixel budget and the truncation floor are checked before anything
+is decoded) and decodes the formats outside :data:`CV_FORMATS`. Everything works on HWC ``uint8`` (or ``float32`` for resizing) NumPy
+arrays. The public, OneFlow-shaped API lives in :mod:`recordkit.compat.oneflow.ops.image_ops`;
+this module holds the pieces:
 
-* :func:`decode_image` -- encoded bytes to an HWC array in RGB, BGR or GRAY;
+* :func:`decode_image` -- encoded bytes to an HWC array in RGB, BGR or GRAY, optionally only a
+  window of it, optionally decoded at 1/2, 1/4 or 1/8 scale (JPEG's DCT scaling) while that
+  window still covers a wanted size;
 * :func:`random_crop_window` -- OneFlow's Inception-style crop window
   (``oneflow/user/image/random_crop_generator.cpp``), driven by a NumPy
   ``Generator`` instead of ``std::mt19937``;
 * :func:`resize_image` / :func:`keep_aspect_ratio_size` /
-  :func:`resample_filter` -- the arithmetic of ``image_resize_kernels.cpp``
-  and ``cv::resize``.
+  :func:`resample_filter` -- ``image_resize_kernels.cpp``'s sizes and ``cv2.resize``.
 
-Pillow is imported lazily so that importing recordkit does not require it.
+OpenCV and Pillow are imported lazily so that importing recordkit requires neither.
 """
 from __future__ import annotations
 
@@ -43,8 +46,26 @@ INTERPOLATIONS = {
     "area": "BOX",
     "auto": None,
 }
-#: filter name -> ``cv::resize`` method as reproduced by :mod:`recordkit.compat.oneflow.ops.cv_resize`.
-_CV_METHODS = {"BILINEAR": "bilinear", "NEAREST": "nearest", "BICUBIC": "bicubic", "BOX": "area"}
+#: filter name -> ``cv2`` interpolation flag name.
+_CV_METHODS = {"BILINEAR": "INTER_LINEAR", "NEAREST": "INTER_NEAREST", "BICUBIC": "INTER_CUBIC", "BOX": "INTER_AREA"}
+
+#: Formats (Pillow's names for them) decoded by ``cv2.imdecode`` -- OneFlow's decoder -- whose
+#: failures on truncated data were checked: OpenCV returns no image for a JPEG or PNG missing any
+#: of its bytes. Other formats are decoded by Pillow, which raises on truncated data.
+CV_FORMATS = frozenset(("JPEG", "MPO", "PNG"))
+
+#: JPEG scale denominators ``cv2.imdecode`` can decode at (libjpeg's DCT scaling), largest first.
+REDUCED_SCALES = (8, 4, 2)
+
+
+def _cv2():
+    try:
+        import cv2
+    except ImportError as exc:  # pragma: no cover - exercised only without OpenCV
+        raise ImportError(
+            "decoding and resizing images needs OpenCV: pip install 'recordkit[image]' (opencv-python-headless)"
+        ) from exc
+    return cv2
 
 
 def _pil():
@@ -223,30 +244,96 @@ def open_image(data, *, max_pixels=None):
     return im
 
 
-def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None) -> np.ndarray:
+def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None, cover=None) -> np.ndarray:
     """Decode encoded image bytes to an HWC uint8 array.
 
-    ``color_space`` is "RGB", "BGR" (C=3) or "GRAY" (C=1). Alpha is dropped and
-    palette, bilevel, CMYK and YCbCr images are converted, as OpenCV's
-    ``IMREAD_COLOR``/``IMREAD_GRAYSCALE`` would; 16-bit samples keep their high
-    byte. EXIF orientation is *not* applied (OneFlow's libjpeg path, which
-    handles every JPEG, ignores it too). ``window`` is an optional crop
-    ``(y, x, h, w)`` or a callable ``(height, width) -> (y, x, h, w)`` that is
-    given the image size before the pixels are decoded. Raises
-    :class:`ImageDecodeError` for bytes that are not a decodable image, for an
-    image declaring more than ``max_pixels`` pixels (default :data:`MAX_PIXELS`:
-    Pillow's ``Image.MAX_IMAGE_PIXELS``) or more than its bytes can hold, and for
+    ``color_space`` is "RGB", "BGR" (C=3) or "GRAY" (C=1). JPEG and PNG are
+    decoded by ``cv2.imdecode`` (OneFlow's decoder: its pixels); other formats by
+    Pillow, converted as OpenCV's ``IMREAD_COLOR``/``IMREAD_GRAYSCALE`` would
+    (alpha dropped; palette, bilevel, CMYK and YCbCr converted; 16-bit samples
+    keep their high byte). EXIF orientation is *not* applied (OneFlow's libjpeg
+    path, which handles every JPEG, ignores it too). ``window`` is an optional
+    crop ``(y, x, h, w)`` or a callable ``(height, width) -> (y, x, h, w)`` that
+    is given the image size before the pixels are decoded.
+
+    ``cover=(h, w)`` lets a JPEG be decoded at 1/8, 1/4 or 1/2 scale (libjpeg's
+    DCT scaling: the decoder does a fraction of the work) -- the smallest scale
+    at which the window still has at least ``h`` x ``w`` pixels; the window is
+    then returned at that scale, so the array is smaller than the window. The
+    pixels are not those of a full decode; None (the default) always decodes at
+    full scale.
+
+    Raises :class:`ImageDecodeError` for bytes that are not a decodable image,
+    for an image declaring more than ``max_pixels`` pixels (default
+    :data:`MAX_PIXELS`: Pillow's ``Image.MAX_IMAGE_PIXELS``) or more than its
+    bytes can hold (both from the header, before anything is decoded), and for
     truncated pixel data (never zero-filled rows).
     """
     channels_of(color_space)
     _refuse_truncated_loads()
+    data = bytes(data)
     im = open_image(data, max_pixels=max_pixels)
+    if im.format not in CV_FORMATS:
+        return _decode_pillow(im, data, color_space, window)
+    fmt, (width, height) = im.format, im.size
+    im.close()
+    if callable(window):
+        window = window(height, width)
+    return _decode_cv(data, fmt, height, width, color_space, window, cover)
+
+
+def reduced_scale(height: int, width: int, cover) -> int:
+    """The largest of :data:`REDUCED_SCALES` (else 1) at which ``height`` x ``width`` pixels still
+    cover ``cover=(h, w)`` (rounding down: a window at that scale has at least that many)."""
+    ch, cw = (int(v) for v in cover)
+    for s in REDUCED_SCALES:
+        if height // s >= ch and width // s >= cw:
+            return s
+    return 1
+
+
+def _imread_flags(cv2, gray: bool, scale: int) -> int:
+    if scale == 1:
+        flag = cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_COLOR
+    else:
+        flag = getattr(cv2, f"IMREAD_REDUCED_{'GRAYSCALE' if gray else 'COLOR'}_{scale}")
+    return flag | cv2.IMREAD_IGNORE_ORIENTATION
+
+
+def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str, window, cover) -> np.ndarray:
+    """``cv2.imdecode`` of a JPEG/PNG whose header said ``height`` x ``width``; ``window`` in full-scale
+    pixels. OpenCV returns no image (never a partial one) for corrupt or truncated data."""
+    cv2 = _cv2()
+    scale = 1
+    if cover is not None and fmt in ("JPEG", "MPO"):
+        wh, ww = (height, width) if window is None else (int(window[2]), int(window[3]))
+        scale = reduced_scale(wh, ww, cover)
+    arr = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, color_space == "GRAY", scale))
+    if arr is None:
+        raise ImageDecodeError(f"cannot decode {fmt} image ({len(data)} bytes): corrupt or truncated data")
+    hs, ws = -(-height // scale), -(-width // scale)  # libjpeg's scaled size rounds up
+    if arr.shape[:2] != (hs, ws):
+        raise ImageDecodeError(f"{fmt} image ({len(data)} bytes) declares {width}x{height} pixels but decodes to "
+                               f"{arr.shape[1] * scale}x{arr.shape[0] * scale}")
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if window is not None:
+        y, x, h, w = (int(v) for v in window)
+        if scale == 1:
+            arr = arr[y:y + h, x:x + w]
+        else:
+            arr = arr[y // scale:min(hs, -(-(y + h) // scale)), x // scale:min(ws, -(-(x + w) // scale))]
+    if color_space == "RGB":
+        return cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
+    return np.ascontiguousarray(arr)
+
+
+def _decode_pillow(im, data: bytes, color_space: str, window) -> np.ndarray:
+    """Decode an opened ``PIL.Image`` (a format outside :data:`CV_FORMATS`) as OpenCV would."""
     try:
         with im:
             if callable(window):
                 window = window(im.height, im.width)
-            if color_space == "GRAY" and im.format in ("JPEG", "MPO") and im.mode in ("RGB", "YCbCr"):
-                im.draft("L", im.size)  # libjpeg's own luma, as OpenCV's IMREAD_GRAYSCALE gets it
             try:
                 im.load()
             except Exception as exc:  # truncated or corrupt pixel data
@@ -380,11 +467,22 @@ def resample_filter(interpolation_type: str, old_wh, new_wh) -> str:
 def resize_image(image: np.ndarray, width: int, height: int, filter_name: str) -> np.ndarray:
     """Resize one HWC image (uint8 or float32, any C) to ``height`` x ``width``, same dtype.
 
-    ``filter_name`` is one of :data:`INTERPOLATIONS`' values; the arithmetic is OpenCV's
-    ``cv::resize`` (:mod:`recordkit.compat.oneflow.ops.cv_resize`), so the pixels are OneFlow's.
+    ``filter_name`` is one of :data:`INTERPOLATIONS`' values; ``cv2.resize`` does the work, as in
+    OneFlow's kernel, so the pixels are OneFlow's (float32 bicubic: within a few float32 ulps, the
+    wheels' SIMD kernels fuse multiply-adds OneFlow's build does not).
     """
-    from recordkit.compat.oneflow.ops import cv_resize
-    return cv_resize.resize(image, width, height, _CV_METHODS[filter_name])
+    cv2 = _cv2()
+    # Intel IPP's resize (on in the OpenCV wheels) rounds bicubic and float bilinear differently from
+    # OneFlow's OpenCV build; the switch is per thread, so turning it off here touches no other code.
+    ipp = cv2.ipp.useIPP()
+    if ipp:
+        cv2.ipp.setUseIPP(False)
+    try:
+        out = cv2.resize(image, (int(width), int(height)), interpolation=getattr(cv2, _CV_METHODS[filter_name]))
+    finally:
+        if ipp:
+            cv2.ipp.setUseIPP(True)
+    return out[:, :, None] if out.ndim == 2 else out
 
 
 def keep_aspect_ratio_size(

@@ -1,4 +1,4 @@
-"""OneFlow's image decoders and preprocessing ops, on NumPy and Pillow (``flow.nn`` and ``flow.nn.image``).
+"""OneFlow's image decoders and preprocessing ops, on OpenCV and NumPy (``flow.nn`` and ``flow.nn.image``).
 
 They work on batches of OFRecord records (the feature decoders ``raw_decode``/``bytes_decode`` are
 the codec's: :mod:`recordkit.formats.ofrecord.decoders`) and on OneFlow's "tensor buffers" (one
@@ -17,14 +17,13 @@ NumPy arrays. What each function mirrors (OneFlow HEAD, ``oneflow/user/kernels/*
 =============================  ====================================================
 
 Where we deliberately differ from OneFlow:
-* Images are decoded with Pillow, not libjpeg-turbo/OpenCV, and implement the
-  documented intent: any JPEG/PNG/BMP/TIFF/WebP/... in RGB, BGR or GRAY. OneFlow
-  HEAD fails on JPEGs with its default ``color_space="BGR"`` and with "GRAY"
-  (its colour conversion only knows BGR->RGB) and exits the process on
-  non-JPEG data in its libjpeg path. Pillow's JPEG decoder is libjpeg-turbo
-  too: the pixels equal OneFlow's (RGB, and GRAY from libjpeg's luma as
-  OpenCV's ``IMREAD_GRAYSCALE``; PNG GRAY uses libpng's weights, as OpenCV), and
-  EXIF orientation is ignored, as OneFlow's libjpeg path does.
+* Images are decoded with OpenCV's ``imdecode`` (JPEG, PNG; Pillow for other
+  formats) and implement the documented intent: any JPEG/PNG/BMP/TIFF/WebP/...
+  in RGB, BGR or GRAY. OneFlow HEAD fails on JPEGs with its default
+  ``color_space="BGR"`` and with "GRAY" (its colour conversion only knows
+  BGR->RGB) and exits the process on non-JPEG data in its libjpeg path. The
+  pixels equal OneFlow's (both are libjpeg-turbo / libpng), and EXIF orientation
+  is ignored, as OneFlow's libjpeg path does.
 * Random streams are NumPy's ``Generator`` (PCG64), not ``std::mt19937``:
   the random-crop algorithm and the coin-flip distribution match OneFlow, the
   exact draws for a given seed do not. Each batch slot of the random crop has
@@ -34,11 +33,10 @@ Where we deliberately differ from OneFlow:
   (``random_seed=[np.random.default_rng(...), ...]`` or one
   ``np.random.Generator`` for ``coin_flip``) to get OneFlow's stateful
   behaviour of a stream that advances from batch to batch.
-* ``resize`` reproduces ``cv::resize`` (bilinear, area, bicubic, nearest) in NumPy
-  (:mod:`recordkit.compat.oneflow.ops.cv_resize`): the same pixels as OneFlow 0.9 on
-  every image it was compared on, sizes, scales and the "auto" rule (bilinear when the
-  image does not shrink, area when it does) included. A keep-aspect side that would
-  round to 0 is made 1.
+* ``resize`` calls ``cv2.resize`` as OneFlow does: the same pixels as OneFlow 0.9 on
+  every image it was compared on (float32 bicubic: within a few float32 ulps), sizes,
+  scales and the "auto" rule (bilinear when the image does not shrink, area when it
+  does) included. A keep-aspect side that would round to 0 is made 1.
 * ``crop_mirror_normalize`` also accepts ``output_layout="NHWC"`` directly
   (OneFlow chooses it with ``ONEFLOW_ENABLE_NHWC=1``) and checks that the crop
   fits and ``crop_pos`` is in [0, 1] instead of reading out of bounds.
