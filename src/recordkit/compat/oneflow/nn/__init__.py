@@ -175,10 +175,13 @@ class OFRecordImageDecoderRandomCrop(Module):
     As OneFlow's kernel, each batch slot has its own random stream, seeded from ``random_seed``
     and advancing from call to call (NumPy generators: the crop algorithm is OneFlow's, the
     draws are not its ``std::mt19937``'s). ``max_pixels`` as for ``OFRecordImageDecoder``.
+    ``cover=(h, w)`` (recordkit's, off by default): decode a JPEG at 1/2, 1/4 or 1/8 scale where its
+    crop still has ``h`` x ``w`` pixels there, and return the crop at that scale -- less decoding for a
+    pipeline that resizes to ``h`` x ``w`` next, with pixels that are no longer OneFlow's.
     """
 
     def __init__(self, blob_name: str, color_space: str = "BGR", num_attempts: int = 10, random_seed=None,
-                 random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333), *, max_pixels=None):
+                 random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333), *, max_pixels=None, cover=None):
         super().__init__()
         from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
@@ -192,6 +195,7 @@ class OFRecordImageDecoderRandomCrop(Module):
         self._seq = np.random.SeedSequence(self.seed)
         self._gens = []
         self.max_pixels = None if max_pixels is None else _img.pixel_budget(max_pixels)
+        self.cover = None if cover is None else _img.cover_size(cover)
 
     def forward(self, input):
         from recordkit.compat.oneflow import ops as decoders
@@ -202,7 +206,7 @@ class OFRecordImageDecoderRandomCrop(Module):
         return T.TensorBuffer(decoders.image_decode_random_crop(
             batch.records(), self.blob_name, self.color_space, num_attempts=self.num_attempts,
             random_seed=self._gens[:n], random_area=self.random_area, random_aspect_ratio=self.random_aspect_ratio,
-            where=batch.where(), max_pixels=self.max_pixels))
+            where=batch.where(), max_pixels=self.max_pixels, cover=self.cover))
 
 
 class CoinFlip(Module):

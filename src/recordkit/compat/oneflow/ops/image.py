@@ -122,17 +122,35 @@ def pixel_budget(limit=None) -> int:
     return int(limit)
 
 
-def _check_declared_size(im, data, limit: int) -> None:
+def _check_declared_size(fmt: str, w: int, h: int, data, limit: int) -> None:
     """Refuse an image whose declared size exceeds the pixel budget, or which its bytes cannot
     hold, before any pixel is decoded (nothing the size of the declaration is allocated)."""
-    w, h = im.size
     if w * h > limit:
-        raise ImageDecodeError(f"{im.format} image declares {w}x{h} = {w * h:,} pixels, more than the limit of "
+        raise ImageDecodeError(f"{fmt} image declares {w}x{h} = {w * h:,} pixels, more than the limit of "
                                f"{limit:,} (max_pixels): refused before decoding")
-    need = _least_encoded_bytes(im.format, w, h, data)
+    need = _least_encoded_bytes(fmt, w, h, data)
     if need > len(data):
-        raise ImageDecodeError(f"{im.format} image of {len(data)} bytes declares {w}x{h} pixels, which need at "
+        raise ImageDecodeError(f"{fmt} image of {len(data)} bytes declares {w}x{h} pixels, which need at "
                                f"least {need:,} bytes of encoded data: truncated or a forged size")
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def header_size(data: bytes) -> tuple[str, int, int] | None:
+    """``(format, width, height)`` read from a JPEG's first start-of-frame or a PNG's IHDR, without
+    Pillow (the header of every image of a batch is read, so this is kept to a few dozen bytes
+    of Python); None for anything else, or a header this does not understand (Pillow then reads it)."""
+    if data[:8] == _PNG_SIGNATURE and data[12:16] == b"IHDR" and len(data) >= 24:
+        w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        return ("PNG", w, h) if w > 0 and h > 0 else None
+    if data[:2] != b"\xff\xd8":
+        return None
+    at = _jpeg_sof_offset(data)
+    if at is None or at + 9 > len(data):
+        return None
+    h, w = int.from_bytes(data[at + 5:at + 7], "big"), int.from_bytes(data[at + 7:at + 9], "big")
+    return ("JPEG", w, h) if w > 0 and h > 0 else None
 
 
 def _least_encoded_bytes(fmt, w: int, h: int, data) -> int:
@@ -146,11 +164,17 @@ def _least_encoded_bytes(fmt, w: int, h: int, data) -> int:
 
 def _jpeg_sof(data) -> int | None:
     """The second byte of a JPEG's first start-of-frame marker (0xC0..0xCF but DHT, JPG, DAC)."""
+    at = _jpeg_sof_offset(data)
+    return None if at is None else data[at + 1]
+
+
+def _jpeg_sof_offset(data) -> int | None:
+    """Offset of a JPEG's first start-of-frame marker, walking the segments from the start."""
     at, n = 2, len(data)
     while at + 4 <= n and data[at] == 0xFF:
         marker = data[at + 1]
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            return marker
+            return at
         if marker == 0xFF:  # fill byte
             at += 1
             continue
@@ -237,7 +261,7 @@ def open_image(data, *, max_pixels=None):
     except Exception as exc:  # UnidentifiedImageError, SyntaxError, DecompressionBombError, ...
         raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
     try:
-        _check_declared_size(im, data, limit)
+        _check_declared_size(im.format, im.size[0], im.size[1], data, limit)
     except BaseException:
         im.close()
         raise
@@ -270,16 +294,35 @@ def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None
     truncated pixel data (never zero-filled rows).
     """
     channels_of(color_space)
+    if cover is not None:
+        cover = cover_size(cover)
     _refuse_truncated_loads()
     data = bytes(data)
-    im = open_image(data, max_pixels=max_pixels)
-    if im.format not in CV_FORMATS:
-        return _decode_pillow(im, data, color_space, window)
-    fmt, (width, height) = im.format, im.size
-    im.close()
+    head = header_size(data)
+    if head is None:
+        im = open_image(data, max_pixels=max_pixels)
+        if im.format not in CV_FORMATS:
+            return _decode_pillow(im, data, color_space, window)
+        fmt, (width, height) = im.format, im.size
+        im.close()
+    else:
+        fmt, width, height = head
+        _check_declared_size(fmt, width, height, data, pixel_budget(max_pixels))
     if callable(window):
         window = window(height, width)
     return _decode_cv(data, fmt, height, width, color_space, window, cover)
+
+
+def cover_size(cover) -> tuple[int, int]:
+    """``cover`` checked: a ``(h, w)`` pair of positive ints."""
+    try:
+        h, w = cover
+        ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in (h, w))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"cover must be a (height, width) pair of positive ints, not {cover!r}")
+    return int(h), int(w)
 
 
 def reduced_scale(height: int, width: int, cover) -> int:
@@ -292,12 +335,18 @@ def reduced_scale(height: int, width: int, cover) -> int:
     return 1
 
 
-def _imread_flags(cv2, gray: bool, scale: int) -> int:
-    if scale == 1:
+def _imread_flags(cv2, color_space: str, scale: int) -> tuple[int, bool]:
+    """``imdecode`` flags, and whether they give RGB (OpenCV >= 4.11's ``IMREAD_COLOR_RGB``: libjpeg
+    writes RGB, no conversion pass) rather than BGR."""
+    gray = color_space == "GRAY"
+    rgb = color_space == "RGB" and scale == 1 and hasattr(cv2, "IMREAD_COLOR_RGB")
+    if rgb:
+        flag = cv2.IMREAD_COLOR_RGB
+    elif scale == 1:
         flag = cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_COLOR
     else:
         flag = getattr(cv2, f"IMREAD_REDUCED_{'GRAYSCALE' if gray else 'COLOR'}_{scale}")
-    return flag | cv2.IMREAD_IGNORE_ORIENTATION
+    return flag | cv2.IMREAD_IGNORE_ORIENTATION, rgb
 
 
 def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str, window, cover) -> np.ndarray:
@@ -308,7 +357,8 @@ def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str,
     if cover is not None and fmt in ("JPEG", "MPO"):
         wh, ww = (height, width) if window is None else (int(window[2]), int(window[3]))
         scale = reduced_scale(wh, ww, cover)
-    arr = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, color_space == "GRAY", scale))
+    flags, rgb = _imread_flags(cv2, color_space, scale)
+    arr = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if arr is None:
         raise ImageDecodeError(f"cannot decode {fmt} image ({len(data)} bytes): corrupt or truncated data")
     hs, ws = -(-height // scale), -(-width // scale)  # libjpeg's scaled size rounds up
@@ -323,7 +373,7 @@ def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str,
             arr = arr[y:y + h, x:x + w]
         else:
             arr = arr[y // scale:min(hs, -(-(y + h) // scale)), x // scale:min(ws, -(-(x + w) // scale))]
-    if color_space == "RGB":
+    if color_space == "RGB" and not rgb:
         return cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
     return np.ascontiguousarray(arr)
 

@@ -49,6 +49,7 @@ import numpy as np
 
 from recordkit.compat.oneflow.ops import image as _img
 from recordkit.formats.ofrecord.decoders import _error, _feature, _locations, _single_bytes
+from recordkit.images.pool import parallel_for
 
 __all__ = ["image_decode", "image_decode_random_crop", "random_crop_generators", "resize", "crop_mirror_normalize",
            "coin_flip", "flip", "normalize", "batch_align"]
@@ -66,15 +67,25 @@ def image_decode(
     raise FormatError naming the file and the record.
     """
     _img.channels_of(color_space)
+    return _decode_all(records, name, where, lambda data, i: _img.decode_image(
+        data, color_space, max_pixels=max_pixels))
+
+
+def _decode_all(records: Sequence[dict], name: str, where, decode) -> list[np.ndarray]:
+    """``decode(bytes, i)`` of feature ``name`` of every record, on every core
+    (:func:`recordkit.images.pool.parallel_for`); the first failing record's located error."""
     locs = _locations(records, where)
-    out = []
-    for i, record in enumerate(records):
+    out: list = [None] * len(records)
+
+    def one(i: int) -> None:
         loc = locs[i]
-        data = _single_bytes(_feature(record, name, loc), name, loc, "image decoder")
+        data = _single_bytes(_feature(records[i], name, loc), name, loc, "image decoder")
         try:
-            out.append(_img.decode_image(data, color_space, max_pixels=max_pixels))
+            out[i] = decode(data, i)
         except _img.ImageDecodeError as exc:
             raise _error(loc, f"feature {name!r}: {exc}") from exc
+
+    parallel_for(len(records), one)
     return out
 
 
@@ -99,6 +110,7 @@ def image_decode_random_crop(
     where=None,
     *,
     max_pixels=None,
+    cover=None,
 ) -> list[np.ndarray]:
     """Decode with an Inception-style random crop -- ``OFRecordImageDecoderRandomCrop``.
 
@@ -109,10 +121,15 @@ def image_decode_random_crop(
     sequence of ``np.random.Generator`` with one per record, which are advanced
     in place so successive batches see new windows. Errors and ``max_pixels`` as
     :func:`image_decode`.
+
+    ``cover=(h, w)`` (recordkit's, off by default): a JPEG whose window still has at least
+    ``h`` x ``w`` pixels at 1/2, 1/4 or 1/8 scale is decoded at that scale (libjpeg's DCT
+    scaling, several times less work) and its window returned at that scale -- for a pipeline
+    that resizes the crop to ``h`` x ``w`` next. Its pixels are not OneFlow's (OneFlow always
+    decodes at full scale), hence opt-in.
     """
     _img.channels_of(color_space)
     _img.validate_crop_ranges(num_attempts, random_area, random_aspect_ratio)
-    locs = _locations(records, where)
     n = len(records)
     if random_seed is not None and not isinstance(random_seed, (int, np.integer, np.random.SeedSequence)):
         gens = list(random_seed)
@@ -123,23 +140,15 @@ def image_decode_random_crop(
     else:
         gens = random_crop_generators(random_seed, n)
 
-    out = []
-    for i, record in enumerate(records):
-        loc = locs[i]
-        data = _single_bytes(_feature(record, name, loc), name, loc, "image decoder")
-        gen = gens[i]
-
-        def window(h, w, gen=gen):
+    def decode(data, i):
+        def window(h, w):  # slot i's generator: only this image's task draws from it
             return _img.random_crop_window(
-                h, w, gen, num_attempts=num_attempts,
+                h, w, gens[i], num_attempts=num_attempts,
                 random_area=random_area, random_aspect_ratio=random_aspect_ratio,
             )
+        return _img.decode_image(data, color_space, window=window, max_pixels=max_pixels, cover=cover)
 
-        try:
-            out.append(_img.decode_image(data, color_space, window=window, max_pixels=max_pixels))
-        except _img.ImageDecodeError as exc:
-            raise _error(loc, f"feature {name!r}: {exc}") from exc
-    return out
+    return _decode_all(records, name, where, decode)
 
 
 def _image_list(images, what: str) -> list[np.ndarray]:
@@ -206,12 +215,16 @@ def resize(
         tw, th = int(target_size[0]), int(target_size[1])
         out = np.empty((n, th, tw, channels), dtype=out_dt)
         for i, im in enumerate(imgs):
-            oh, ow, c = im.shape
-            if c != channels:
-                raise ValueError(f"resize: image {i} has {c} channels, channels={channels}")
+            if im.shape[2] != channels:
+                raise ValueError(f"resize: image {i} has {im.shape[2]} channels, channels={channels}")
+
+        def one(i: int) -> None:
+            oh, ow = imgs[i].shape[:2]
             filt = _img.resample_filter(interpolation_type, (ow, oh), (tw, th))
-            out[i] = _img.to_dtype(_img.resize_image(im, tw, th, filt), out_dt)
+            out[i] = _img.to_dtype(_img.resize_image(imgs[i], tw, th, filt), out_dt)
             scale[i] = (np.float32(tw) / np.float32(ow), np.float32(th) / np.float32(oh))
+
+        parallel_for(n, one)
         return out, scale, None
 
     if isinstance(target_size, (list, tuple)) or int(target_size) <= 0:
@@ -225,17 +238,20 @@ def resize(
         raise ValueError(f"target_size {target} is above max_size {max_size}")
     out_dt = None if dtype is None else np.dtype(dtype)
     new_size = np.zeros((n, 2), dtype=np.int32)
-    out_list = []
-    for i, im in enumerate(imgs):
-        oh, ow = im.shape[:2]
+    out_list: list = [None] * n
+
+    def one(i: int) -> None:
+        oh, ow = imgs[i].shape[:2]
         nw, nh = _img.keep_aspect_ratio_size(
             oh, ow, target, resize_longer=resize_side == "longer", min_size=min_size, max_size=max_size
         )
         filt = _img.resample_filter(interpolation_type, (ow, oh), (nw, nh))
-        res = _img.resize_image(im, nw, nh, filt)
-        out_list.append(res if out_dt is None else _img.to_dtype(res, out_dt))
+        res = _img.resize_image(imgs[i], nw, nh, filt)
+        out_list[i] = res if out_dt is None else _img.to_dtype(res, out_dt)
         new_size[i] = (nw, nh)
         scale[i] = (np.float32(nw) / np.float32(ow), np.float32(nh) / np.float32(oh))
+
+    parallel_for(n, one)
     return out_list, scale, new_size
 
 
@@ -329,24 +345,38 @@ def crop_mirror_normalize(
         if images.dtype != np.uint8:
             raise ValueError(f"crop_mirror_normalize needs uint8 images, not {images.dtype}")
         oh, ow, y0, x0 = check(images.shape[1:])
-        crop = imgs[:, y0:y0 + oh, x0:x0 + ow, :]
-        if flips.any():
-            crop = np.where(flips[:, None, None, None], crop[:, :, ::-1, :], crop)
-        out = (crop.astype(np.float32) - mean_v) * inv_std
+        origins = [(y0, x0)] * n
     else:
         oh, ow = crop_h, crop_w
-        out = np.empty((n, oh, ow, C), dtype=np.float32)
+        origins = []
         for i, im in enumerate(imgs):
             if im.dtype != np.uint8:
                 raise ValueError(f"crop_mirror_normalize needs uint8 images, image {i} is {im.dtype}")
-            _, _, y0, x0 = check(im.shape, i)
-            crop = im[y0:y0 + oh, x0:x0 + ow, :]
-            if flips[i]:
-                crop = crop[:, ::-1, :]
-            out[i] = (crop.astype(np.float32) - mean_v) * inv_std
-    if output_layout == "NCHW":
-        out = out.transpose(0, 3, 1, 2)
-    return np.ascontiguousarray(out, dtype=np.float32)
+            origins.append(check(im.shape, i)[2:])
+    nchw = output_layout == "NCHW"
+    out = np.empty((n, C, oh, ow) if nchw else (n, oh, ow, C), dtype=np.float32)
+
+    def one(i: int) -> None:
+        y0, x0 = origins[i]
+        crop = imgs[i][y0:y0 + oh, x0:x0 + ow, :]
+        if flips[i]:
+            crop = crop[:, ::-1, :]
+        normalize_into(crop, mean_v, inv_std, out[i], nchw)
+
+    parallel_for(n, one)
+    return out
+
+
+def normalize_into(image: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, out: np.ndarray, chw: bool) -> None:
+    """``(image - mean[c]) * inv_std[c]`` in float32 (OneFlow's arithmetic) written into ``out``,
+    ``(C, h, w)`` when ``chw`` else ``(h, w, C)``: one pass per channel, no temporary batch."""
+    if not chw:
+        np.subtract(image, mean, out=out, dtype=np.float32)
+        np.multiply(out, inv_std, out=out)
+        return
+    for c in range(image.shape[2]):
+        np.subtract(image[:, :, c], mean[c], out=out[c], dtype=np.float32)
+        np.multiply(out[c], inv_std[c], out=out[c])
 
 
 def normalize(images, std, mean):
