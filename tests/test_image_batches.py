@@ -157,3 +157,83 @@ def test_random_crop_decoder_decodes_less_only_when_asked():
         assert min(s.shape[:2]) >= 64
     with pytest.raises(ValueError, match="cover must be a"):
         ops.image_decode_random_crop(batch, "e", random_seed=3, cover=(0, 64))
+
+
+# --------------------------------------------------------------------------- the next batch, prepared ahead
+
+
+def _image_parts(directory, n=12):
+    import struct as _struct
+
+    from recordkit.compat.oneflow import record_pb2 as pb
+    directory.mkdir()
+    with open(directory / "part-0", "wb") as f:
+        for i in range(n):
+            rec = pb.OFRecord(feature={"e": pb.Feature(bytes_list=pb.BytesList(value=[jpeg(24 + i, 30, seed=i)]))})
+            data = rec.SerializeToString()
+            f.write(_struct.pack("q", len(data)) + data)
+    return str(directory)
+
+
+def test_the_readers_next_batch_is_decoded_while_the_caller_uses_this_one(tmp_path, monkeypatch):
+    import recordkit.compat.oneflow as flow
+    threads = []
+    real = img.decode_image
+
+    def spy(*a, **kw):
+        threads.append(threading.current_thread().name)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(pool, "THREADS", 1)
+    monkeypatch.setattr(img, "decode_image", spy)
+    reader = flow.nn.OFRecordReader(_image_parts(tmp_path / "d"), batch_size=4)
+    decode = flow.nn.OFRecordImageDecoder("e", "RGB")
+    first = decode(reader()).numpy()
+    deadline = time.monotonic() + 10
+    while len(threads) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(threads) == 8 and all(t.startswith("recordkit-images-ahead") for t in threads[4:]), threads
+    second = decode(reader()).numpy()
+    assert [a.shape[0] for a in first + second] == list(range(24, 32))
+    assert all(t.startswith("recordkit-images-ahead") for t in threads[4:8])
+
+
+def test_random_crops_prepared_ahead_are_the_crops_of_one_batch_at_a_time(tmp_path):
+    import recordkit.compat.oneflow as flow
+    data = _image_parts(tmp_path / "d")
+
+    def crops(prefetch):
+        reader = flow.nn.OFRecordReader(data, batch_size=4)
+        decode = flow.nn.OFRecordImageDecoderRandomCrop("e", "RGB", random_seed=11, prefetch=prefetch)
+        out = []
+        for step in range(5):
+            batch = reader()
+            if step == 2:  # a batch out of the reader's order: the one prepared ahead is dropped, its draws undone
+                out += decode(batch[1:3]).numpy()
+            out += decode(batch).numpy()
+        return out
+
+    ahead, plain = crops(True), crops(False)
+    assert len(ahead) == len(plain) == 22
+    assert len({a.shape for a in plain}) > 3
+    for a, b in zip(ahead, plain):
+        assert a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_an_error_in_a_batch_prepared_ahead_is_raised_when_that_batch_is_asked_for(tmp_path):
+    import struct as _struct
+
+    import recordkit.compat.oneflow as flow
+    from recordkit.compat.oneflow import record_pb2 as pb
+    d = tmp_path / "d"
+    d.mkdir()
+    with open(d / "part-0", "wb") as f:
+        for i in range(4):
+            blob = jpeg(16, 16) if i != 2 else b"broken"
+            data = pb.OFRecord(feature={"e": pb.Feature(bytes_list=pb.BytesList(value=[blob]))}).SerializeToString()
+            f.write(_struct.pack("q", len(data)) + data)
+    reader = flow.nn.OFRecordReader(str(d), batch_size=2)
+    decode = flow.nn.OFRecordImageDecoder("e")
+    assert len(decode(reader()).numpy()) == 2  # the broken record is in the batch prepared ahead
+    with pytest.raises(FormatError, match=r"cannot decode image .*\(record 2\)"):
+        decode(reader())

@@ -79,3 +79,19 @@ def parallel_for(n: int, fn: Callable[[int], object], *, workers: int | None = N
         f.result()
     if errors:
         raise errors[min(errors)]
+
+
+_ahead_executor: ThreadPoolExecutor | None = None
+_ahead_pid: int | None = None
+
+
+def ahead(fn: Callable[[], object]):
+    """Run ``fn()`` on the one thread that prepares next batches while the caller uses this one; a
+    ``Future``. (Not a pool thread: a batch prepared ahead runs its images through
+    :func:`parallel_for` like any caller, and a pool thread waiting on the pool could starve it.)"""
+    global _ahead_executor, _ahead_pid
+    with _lock:
+        if _ahead_executor is None or _ahead_pid != os.getpid():
+            _ahead_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-images-ahead")
+            _ahead_pid = os.getpid()
+        return _ahead_executor.submit(fn)

@@ -366,11 +366,17 @@ class OFRecordBatch(Tensor):
     reads them with the compiled wire decoder, the other decoders parse them once, on first use.
     """
 
-    def __init__(self, frames, budget=None):
+    def __init__(self, frames, budget=None, following=None):
         self._frames = list(frames)
         self._records = None
         self._budget = budget
         self._array = None
+        self._following = following
+
+    def following(self):
+        """The batch its reader will return next, read now (None if unknown or if reading it failed:
+        the reader's next call raises that): what an image decoder prepares while this one is used."""
+        return None if self._following is None else self._following()
 
     @property
     def shape(self) -> Size:
