@@ -19,7 +19,10 @@ ratio, the CPU time (all threads) per image -- the figure a loaded machine distu
 average before and after, and the floor: ``cv2.imdecode`` of the same JPEGs on one
 thread (libjpeg-turbo alone), in images/s per core. ``--reduced`` also runs recordkit's
 ``random_crop`` with ``cover=(224, 224)`` (JPEG decoded at 1/2..1/8 scale where the crop still
-covers 224x224: it never does for 375x500 images; ``write --size 1500x2000`` makes larger ones).
+covers 224x224: it never does for 375x500 images). ``reduced`` measures that option where it applies:
+64 JPEGs of 1200x1600 (``--size``), random crop + resize to 224x224, full-scale decode vs ``cover``:
+
+    PYTHONPATH=src .venv/bin/python benchmarks/oneflow_images.py reduced --rounds 5
 """
 from __future__ import annotations
 
@@ -130,6 +133,43 @@ def floor(data: str) -> dict:
     return {"decode_images_per_s_per_core": round(len(blobs) / best)}
 
 
+def reduced(size: str, rounds: int) -> int:
+    """Random crop + resize to 224x224 of 64 larger JPEGs, full-scale decode vs ``cover=(224, 224)``
+    (decoded at 1/2..1/8 scale where the crop still covers 224x224), interleaved, in this process."""
+    from PIL import Image
+
+    from recordkit.compat.oneflow import ops
+    from recordkit.formats.ofrecord.codec import Feature
+
+    h, w = (int(v) for v in size.split("x"))
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:h, 0:w]
+    records = []
+    for i in range(BATCH):
+        img = np.stack([(x + i) % 256, (y * 2 + i) % 256, ((x + y) // 3 + 7 * i) % 256], axis=2).astype(np.uint8)
+        img = np.clip(img.astype(np.int16) + rng.integers(-20, 20, img.shape), 0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(img).save(buf, "JPEG", quality=90)
+        records.append({"encoded": Feature("bytes_list", [buf.getvalue()])})
+    gens = ops.random_crop_generators(0, BATCH)
+    times: dict = {"full": [], "cover": []}
+    cpu: dict = {"full": [], "cover": []}
+    for _ in range(rounds + 1):
+        for name, cover in (("full", None), ("cover", (224, 224))):
+            t0, c0 = time.perf_counter(), time.process_time()
+            crops = ops.image_decode_random_crop(records, "encoded", "RGB", random_seed=gens, cover=cover)
+            ops.resize(crops, (224, 224))
+            times[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    out = {"size": size, "images": BATCH, "rounds": rounds, "load": [round(v, 2) for v in os.getloadavg()]}
+    for name in times:
+        out[f"{name}/images_per_s"] = round(BATCH / statistics.median(times[name][1:]))
+        out[f"{name}/cpu_ms_per_image"] = round(statistics.median(cpu[name][1:]) / BATCH * 1e3, 2)
+    out["speedup"] = round(out["cover/images_per_s"] / out["full/images_per_s"], 2)
+    print(json.dumps(out))
+    return 0
+
+
 def run(data: str, rounds: int, reduced: bool) -> int:
     here = os.path.abspath(__file__)
     procs = {
@@ -179,6 +219,9 @@ def main(argv) -> int:
     r.add_argument("data")
     r.add_argument("--rounds", type=int, default=5)
     r.add_argument("--reduced", action="store_true")
+    d = sub.add_parser("reduced")
+    d.add_argument("--size", default="1200x1600", help="HxW of the JPEGs")
+    d.add_argument("--rounds", type=int, default=5)
     k = sub.add_parser("worker")
     k.add_argument("--impl", choices=("oneflow", "recordkit"), required=True)
     k.add_argument("data")
@@ -188,6 +231,8 @@ def main(argv) -> int:
         return 0
     if a.action == "worker":
         return worker(a.impl, a.data)
+    if a.action == "reduced":
+        return reduced(a.size, a.rounds)
     return run(a.data, a.rounds, a.reduced)
 
 
