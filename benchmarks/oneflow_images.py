@@ -124,13 +124,15 @@ def floor(data: str) -> dict:
             blobs.append(np.frombuffer(rec.feature["encoded"].bytes_list.value[0], np.uint8))
             at += 8 + n
     cv2.setNumThreads(1)
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for b in blobs:
             cv2.imdecode(b, cv2.IMREAD_COLOR)
         best = min(best, time.perf_counter() - t0)
-    return {"decode_images_per_s_per_core": round(len(blobs) / best)}
+        best_cpu = min(best_cpu, time.process_time() - c0)
+    return {"decode_images_per_s_per_core": round(len(blobs) / best),
+            "decode_cpu_ms_per_image": round(best_cpu / len(blobs) * 1e3, 2)}
 
 
 def reduced(size: str, rounds: int) -> int:
