@@ -258,15 +258,6 @@ def resize(
 # --------------------------------------------------------------------------- crop / mirror / normalize
 
 
-def _per_channel(values, C: int, what: str) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float32).reshape(-1)
-    if arr.size == 1:
-        return np.full(C, arr[0], dtype=np.float32)
-    if arr.size != C:
-        raise ValueError(f"{what} must have 1 or {C} values, not {arr.size}")
-    return arr
-
-
 def _mirror_vector(mirror, n: int) -> np.ndarray:
     if mirror is None:
         return np.zeros(n, dtype=bool)
@@ -315,8 +306,8 @@ def crop_mirror_normalize(
             raise ValueError(f"{what} must be in [0, 1], not {pos}")
     if crop_h < 0 or crop_w < 0:
         raise ValueError("crop_h and crop_w must be >= 0")
-    mean_v = _per_channel(mean, C, "mean")
-    inv_std = np.float32(1.0) / _per_channel(std, C, "std")
+    mean_v = _img.per_channel(mean, C, "mean")
+    inv_std = np.float32(1.0) / _img.per_channel(std, C, "std")
 
     dense = isinstance(images, np.ndarray)
     if dense:
@@ -361,22 +352,10 @@ def crop_mirror_normalize(
         crop = imgs[i][y0:y0 + oh, x0:x0 + ow, :]
         if flips[i]:
             crop = crop[:, ::-1, :]
-        normalize_into(crop, mean_v, inv_std, out[i], nchw)
+        _img.normalize_into(crop, mean_v, inv_std, out[i], nchw)
 
     parallel_for(n, one)
     return out
-
-
-def normalize_into(image: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, out: np.ndarray, chw: bool) -> None:
-    """``(image - mean[c]) * inv_std[c]`` in float32 (OneFlow's arithmetic) written into ``out``,
-    ``(C, h, w)`` when ``chw`` else ``(h, w, C)``: one pass per channel, no temporary batch."""
-    if not chw:
-        np.subtract(image, mean, out=out, dtype=np.float32)
-        np.multiply(out, inv_std, out=out)
-        return
-    for c in range(image.shape[2]):
-        np.subtract(image[:, :, c], mean[c], out=out[c], dtype=np.float32)
-        np.multiply(out[c], inv_std[c], out=out[c])
 
 
 def normalize(images, std, mean):
@@ -386,11 +365,11 @@ def normalize(images, std, mean):
     """
     if isinstance(images, np.ndarray) and images.ndim == 4:
         C = images.shape[3]
-        return (images.astype(np.float32) - _per_channel(mean, C, "mean")) / _per_channel(std, C, "std")
+        return (images.astype(np.float32) - _img.per_channel(mean, C, "mean")) / _img.per_channel(std, C, "std")
     out = []
     for im in _image_list(images, "normalize"):
         C = im.shape[2]
-        out.append((im.astype(np.float32) - _per_channel(mean, C, "mean")) / _per_channel(std, C, "std"))
+        out.append((im.astype(np.float32) - _img.per_channel(mean, C, "mean")) / _img.per_channel(std, C, "std"))
     return out
 
 

@@ -1,0 +1,114 @@
+"""``recordkit.images.ImageStage``: decode -> random-resized-crop -> flip -> normalize for a batch of
+encoded images from any reader, seeded, its random state carried by a checkpoint."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PIL")
+cv2 = pytest.importorskip("cv2")
+from PIL import Image  # noqa: E402
+
+from recordkit.errors import FormatError  # noqa: E402
+from recordkit.images import ImageStage, pool  # noqa: E402
+
+
+def encoded(h, w, seed=0, fmt="JPEG"):
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    a = np.stack([xx * 255 // max(w - 1, 1), yy * 255 // max(h - 1, 1), (xx * 7 + yy) % 256], axis=2)
+    a = np.clip(a + rng.integers(-10, 10, a.shape), 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, fmt)
+    return buf.getvalue()
+
+
+BLOBS = [encoded(40 + 4 * i, 60 - 2 * i, seed=i, fmt="PNG" if i % 3 == 0 else "JPEG") for i in range(7)]
+
+
+def test_a_batch_becomes_one_normalized_nchw_array():
+    mean, std = np.float32([120, 110, 100]), np.float32([60, 50, 40])
+    out = ImageStage(16, mean=mean, std=std, seed=0)(BLOBS)
+    pixels = ImageStage(16, dtype="uint8", seed=0)(BLOBS)
+    assert out.shape == pixels.shape == (7, 3, 16, 16) and out.dtype == np.float32 and pixels.dtype == np.uint8
+    expect = (pixels.astype(np.float32) - mean[:, None, None]) * (np.float32(1) / std)[:, None, None]
+    assert out.tobytes() == expect.tobytes()
+    assert len({p.tobytes() for p in pixels}) == 7
+
+
+def test_without_crop_the_whole_image_is_resized_as_opencv_does():
+    stage = ImageStage(16, crop=False, dtype="uint8", layout="NHWC", seed=0)
+    out = stage(BLOBS[:1])
+    rgb = cv2.imdecode(np.frombuffer(BLOBS[0], np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+    assert out[0].tobytes() == cv2.resize(rgb, (16, 16), interpolation=cv2.INTER_AREA).tobytes()
+
+
+def test_the_same_seed_gives_the_same_batches_whatever_the_threads(monkeypatch):
+    monkeypatch.setattr(pool, "THREADS", 1)
+    one = list(ImageStage(12, seed=5).batches(BLOBS * 2, 4, prefetch=False))
+    monkeypatch.setattr(pool, "THREADS", 2)
+    two = list(ImageStage(12, seed=5).batches(BLOBS * 2, 4))
+    assert [b.shape[0] for b in one] == [4, 4, 4, 2]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(one, two))
+    assert one[0].tobytes() != one[1].tobytes()
+    assert ImageStage(12, seed=6)(BLOBS[:4]).tobytes() != one[0].tobytes()
+
+
+def test_a_checkpoint_taken_between_batches_resumes_the_same_random_draws():
+    stage = ImageStage(12, seed=9)
+    it = stage.batches(BLOBS * 2, 4)  # prepares the next batch ahead: the state is still the next one's
+    first = next(it)
+    state = stage.state_dict()
+    rest = list(it)
+    resumed = ImageStage(12, seed=1)
+    resumed.load_state_dict(state)
+    again = list(resumed.batches((BLOBS * 2)[4:], 4))
+    assert first.shape[0] == 4 and len(rest) == len(again) == 3
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(rest, again))
+
+
+@pytest.mark.parametrize("state", [None, {}, {"rng": {"bit_generator": "MT19937"}},
+                                   {"rng": {"bit_generator": "PCG64", "state": {"state": -1, "inc": 1},
+                                            "has_uint32": 0, "uinteger": 0}}])
+def test_a_malformed_checkpoint_is_refused(state):
+    with pytest.raises(ValueError, match="image stage state"):
+        ImageStage(8).load_state_dict(state)
+
+
+def test_a_bad_image_is_a_located_error_and_bombs_are_refused_unread():
+    with pytest.raises(FormatError, match=r"^shard-3.tar member 000002.jpg: cannot decode"):
+        ImageStage(8)([BLOBS[1], b"junk"], where=["shard-3.tar member 000001.jpg", "shard-3.tar member 000002.jpg"])
+    truncated = BLOBS[1][: len(BLOBS[1]) // 2]
+    with pytest.raises(FormatError, match=r"^image 1 of the batch: "):
+        ImageStage(8)([BLOBS[1], truncated])
+    with pytest.raises(FormatError, match=r"more than the limit of 100"):
+        ImageStage(8, max_pixels=100)(BLOBS[:1])
+
+
+def test_large_jpegs_are_decoded_at_reduced_scale_unless_turned_off(monkeypatch):
+    from recordkit.images import codec
+    scales = []
+    real = codec.reduced_scale
+
+    def spy(*a):
+        scales.append(real(*a))
+        return scales[-1]
+
+    monkeypatch.setattr(codec, "reduced_scale", spy)
+    big = [encoded(256, 320, seed=1)]
+    ImageStage(16, scale=(0.5, 1.0), seed=0)(big)
+    assert scales and scales[-1] >= 4
+    scales.clear()
+    ImageStage(16, scale=(0.5, 1.0), seed=0, reduced=False)(big)
+    assert scales == []
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(size=0), "size must be"), (dict(flip=2), "flip must be"),
+                                     (dict(layout="CHW"), "layout must be"), (dict(dtype="int8"), "dtype must be"),
+                                     (dict(std=[1, 0, 1]), "std must not be 0"), (dict(mean=[1, 2]), "mean must have"),
+                                     (dict(scale=(0.5, 0.1)), "random_area")])
+def test_bad_settings_are_refused(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        ImageStage(**{"size": 8, **kw})
