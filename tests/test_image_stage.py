@@ -112,3 +112,55 @@ def test_large_jpegs_are_decoded_at_reduced_scale_unless_turned_off(monkeypatch)
 def test_bad_settings_are_refused(kw, msg):
     with pytest.raises(ValueError, match=msg):
         ImageStage(**{"size": 8, **kw})
+
+
+# --------------------------------------------------------------------------- from OFRecord and WebDataset
+
+
+def _ofrecord(directory, blobs):
+    import struct
+
+    from recordkit.compat.oneflow import record_pb2 as pb
+    directory.mkdir()
+    with open(directory / "part-0", "wb") as f:
+        for b in blobs:
+            data = pb.OFRecord(feature={"jpg": pb.Feature(bytes_list=pb.BytesList(value=[b])),
+                                        "label": pb.Feature(int64_list=pb.Int64List(value=[1]))}).SerializeToString()
+            f.write(struct.pack("q", len(data)) + data)
+    return str(directory)
+
+
+PNG = b"\x89PNG"
+
+
+def _webdataset(path, blobs):
+    import tarfile
+    with tarfile.open(path, "w") as tf:
+        for i, b in enumerate(blobs):
+            ext = "png" if b.startswith(PNG) else "jpg"
+            for name, data in ((f"{i:06d}.{ext}", b), (f"{i:06d}.cls", b"3")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_ofrecord_and_webdataset_images_go_through_the_same_stage(tmp_path):
+    from recordkit.formats.ofrecord.images import encoded_images as ofrecord_images
+    from recordkit.formats.webdataset.images import encoded_images as webdataset_images
+    of = list(ImageStage(12, seed=3).batches(ofrecord_images(_ofrecord(tmp_path / "of", BLOBS), "jpg"), 3))
+    wds = list(ImageStage(12, seed=3).batches(webdataset_images(_webdataset(tmp_path / "s.tar", BLOBS)), 3))
+    assert [b.shape for b in of] == [(3, 3, 12, 12), (3, 3, 12, 12), (1, 3, 12, 12)]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(of, wds))
+
+
+def test_a_bad_image_in_a_data_set_names_its_file_and_record_or_member(tmp_path):
+    from recordkit.formats.ofrecord.images import encoded_images as ofrecord_images
+    from recordkit.formats.webdataset.images import encoded_images as webdataset_images
+    blobs = [BLOBS[1], BLOBS[2][:300]]
+    with pytest.raises(FormatError, match=r"part-0: cannot decode .* \(record 1\)"):
+        list(ImageStage(8).batches(ofrecord_images(_ofrecord(tmp_path / "of", blobs), "jpg"), 2))
+    with pytest.raises(FormatError, match=r"s.tar: .* \(member 000001.jpg\)"):
+        list(ImageStage(8).batches(webdataset_images(_webdataset(tmp_path / "s.tar", blobs)), 2))
+    with pytest.raises(FormatError, match=r"feature 'label' is a int64_list, the image stage needs a bytes_list"):
+        list(ofrecord_images(str(tmp_path / "of"), "label"))

@@ -94,19 +94,22 @@ class ImageStage:
 
     # ------------------------------------------------------------------ batches
 
-    def __call__(self, images: Sequence, where: Sequence[str] | None = None) -> np.ndarray:
+    def __call__(self, images: Sequence, where: Sequence | None = None) -> np.ndarray:
         """One batch: ``images`` is a sequence of encoded images (bytes-like); ``where`` optionally names
-        each one's place (file, member, record) for errors, else ``"image i of the batch"``."""
+        each one's place for errors -- a string, or ``(path, record)`` as the format sources give
+        (``recordkit.formats.ofrecord.images``, ``recordkit.formats.webdataset.images``) --, else
+        ``"image i of the batch"``."""
         return self._prepare(images, where)()
 
-    def batches(self, images: Iterable, batch_size: int, *, where: Iterable[str] | None = None,
-                drop_last: bool = False, prefetch: bool = True) -> Iterator[np.ndarray]:
-        """Batches of ``batch_size`` from an iterable of encoded images; with ``prefetch`` the next batch
-        is prepared on a background thread while the caller uses this one (the same batches either way)."""
+    def batches(self, images: Iterable, batch_size: int, *, drop_last: bool = False,
+                prefetch: bool = True) -> Iterator[np.ndarray]:
+        """Batches of ``batch_size`` from an iterable of encoded images, or of ``(image, where)`` pairs
+        as the format sources yield them; with ``prefetch`` the next batch is prepared on a background
+        thread while the caller uses this one (the same batches either way)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
-        pending = None  # (state before its draws, future or job)
-        for chunk, names in _chunks(images, where, batch_size, drop_last):
+        pending = None  # (state before its draws, future)
+        for chunk, names in _chunks(images, batch_size, drop_last):
             state = self._rng.bit_generator.state
             job = self._prepare(chunk, names)
             if not prefetch:
@@ -129,16 +132,16 @@ class ImageStage:
         seeds = self._rng.integers(0, 1 << 63, size=n)
         shape = (n, self.channels, self.size, self.size) if self.layout == "NCHW" else \
             (n, self.size, self.size, self.channels)
-        names = list(where) if where is not None else None
+        names = list(where) if where is not None else [None] * n
 
         def job() -> np.ndarray:
             out = np.empty(shape, dtype=self.dtype)
             parallel_for(n, lambda i: self._one(images[i], seeds[i], out[i],
-                                                names[i] if names else f"image {i} of the batch"))
+                                                names[i] or f"image {i} of the batch"))
             return out
         return job
 
-    def _one(self, data, seed, out: np.ndarray, name: str) -> None:
+    def _one(self, data, seed, out: np.ndarray, name) -> None:
         rng = np.random.default_rng(int(seed))
         window = None
         if self.crop:
@@ -148,6 +151,8 @@ class ImageStage:
             im = codec.decode_image(data, self.color_space, window=window, max_pixels=self.max_pixels,
                                     cover=(self.size, self.size) if self.reduced else None)
         except codec.ImageDecodeError as exc:
+            if isinstance(name, tuple):
+                raise FormatError(name[0], str(exc), record=name[1]) from exc
             raise FormatError(name, str(exc)) from exc
         filt = codec.resample_filter("auto", (im.shape[1], im.shape[0]), (self.size, self.size))
         im = codec.resize_image(im, self.size, self.size, filt)
@@ -164,15 +169,18 @@ def _copy_state(state: dict) -> dict:
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in state.items()}
 
 
-def _chunks(images: Iterable, where: Iterable[str] | None, batch_size: int, drop_last: bool):
-    names_it = iter(where) if where is not None else None
+def _chunks(images: Iterable, batch_size: int, drop_last: bool):
+    """``(images, names or None)`` per batch; items are encoded images or ``(image, where)`` pairs."""
     chunk, names = [], []
-    for data in images:
-        chunk.append(data)
-        if names_it is not None:
-            names.append(next(names_it))
+    for item in images:
+        if isinstance(item, tuple):
+            chunk.append(item[0])
+            names.append(item[1])
+        else:
+            chunk.append(item)
+            names.append(None)
         if len(chunk) == batch_size:
-            yield chunk, (names if names_it is not None else None)
+            yield chunk, names
             chunk, names = [], []
     if chunk and not drop_last:
-        yield chunk, (names if names_it is not None else None)
+        yield chunk, names
