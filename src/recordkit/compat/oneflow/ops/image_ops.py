@@ -63,7 +63,7 @@ def image_decode(
     One HWC uint8 array per record, C=3 for "RGB"/"BGR" and C=1 for "GRAY".
     No resizing. Bytes that are not a decodable image, truncated pixel data and an
     image declaring more than ``max_pixels`` pixels (default: Pillow's
-    ``Image.MAX_IMAGE_PIXELS``, see :data:`recordkit.compat.oneflow.ops.image.MAX_PIXELS`)
+    ``Image.MAX_IMAGE_PIXELS``, see :data:`recordkit.images.codec.MAX_PIXELS`)
     raise FormatError naming the file and the record.
     """
     _img.channels_of(color_space)
@@ -115,7 +115,7 @@ def image_decode_random_crop(
     """Decode with an Inception-style random crop -- ``OFRecordImageDecoderRandomCrop``.
 
     Per record, the crop window comes from the generator of its batch slot
-    (see :func:`recordkit.compat.oneflow.ops.image.random_crop_window` for the
+    (see :func:`recordkit.images.codec.random_crop_window` for the
     algorithm). ``random_seed`` is an int or ``SeedSequence`` (deterministic:
     slot ``i`` always gets the same generator), ``None`` (fresh entropy), or a
     sequence of ``np.random.Generator`` with one per record, which are advanced
