@@ -164,3 +164,49 @@ def test_a_bad_image_in_a_data_set_names_its_file_and_record_or_member(tmp_path)
         list(ImageStage(8).batches(webdataset_images(_webdataset(tmp_path / "s.tar", blobs)), 2))
     with pytest.raises(FormatError, match=r"feature 'label' is a int64_list, the image stage needs a bytes_list"):
         list(ofrecord_images(str(tmp_path / "of"), "label"))
+
+
+def _tfrecord(path, blobs, feature="image/encoded"):
+    from recordkit.formats.tfrecord import framing
+    from recordkit.formats.tfrecord.schema import Example
+    enc = framing.FrameEncoder()
+    with open(path, "wb") as f:
+        for b in blobs:
+            msg = Example()
+            msg.features.feature[feature].bytes_list.value.append(b)
+            msg.features.feature["label"].int64_list.value.append(1)
+            f.write(enc.frame(msg.SerializeToString()))
+    return str(path)
+
+
+def test_tfrecord_images_go_through_the_same_stage_with_located_errors(tmp_path):
+    from recordkit.formats.tfrecord.images import encoded_images as tfrecord_images
+    from recordkit.formats.webdataset.images import encoded_images as webdataset_images
+    tf = list(ImageStage(12, seed=3).batches(tfrecord_images(_tfrecord(tmp_path / "a.tfrecord", BLOBS)), 3))
+    wds = list(ImageStage(12, seed=3).batches(webdataset_images(_webdataset(tmp_path / "s.tar", BLOBS)), 3))
+    assert len(tf) == 3 and all(a.tobytes() == b.tobytes() for a, b in zip(tf, wds))
+    bad = _tfrecord(tmp_path / "b.tfrecord", [BLOBS[1], b"junk"])
+    with pytest.raises(FormatError, match=r"b.tfrecord: cannot decode image .*\(record 1\)"):
+        list(ImageStage(8).batches(tfrecord_images(bad), 2))
+    with pytest.raises(FormatError, match=r"feature 'label' must be one bytes value .*\(byte offset 0, record 0\)"):
+        list(tfrecord_images(bad, "label"))
+
+
+def test_parquet_binary_and_hf_image_columns_go_through_the_same_stage(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from recordkit.formats.parquet.images import encoded_images as parquet_images
+    from recordkit.formats.webdataset.images import encoded_images as webdataset_images
+    images = pa.array([{"bytes": b, "path": None} for b in BLOBS],
+                      pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+    pq.write_table(pa.table({"jpg": pa.array(BLOBS, pa.binary()), "image": images, "label": list(range(7))}),
+                   tmp_path / "t.parquet")
+    wds = list(ImageStage(12, seed=3).batches(webdataset_images(_webdataset(tmp_path / "s.tar", BLOBS)), 3))
+    for column in ("jpg", "image"):
+        got = list(ImageStage(12, seed=3).batches(parquet_images(str(tmp_path / "t.parquet"), column, batch_rows=2), 3))
+        assert len(got) == 3 and all(a.tobytes() == b.tobytes() for a, b in zip(got, wds))
+    with pytest.raises(FormatError, match=r"column 'label' is int64, the image stage needs binary data"):
+        list(parquet_images(str(tmp_path / "t.parquet"), "label"))
+    pq.write_table(pa.table({"jpg": pa.array([BLOBS[1], None], pa.binary())}), tmp_path / "n.parquet")
+    with pytest.raises(FormatError, match=r"n.parquet: column 'jpg' has no image bytes \(row 1\)"):
+        list(parquet_images(str(tmp_path / "n.parquet"), "jpg"))
