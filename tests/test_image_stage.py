@@ -210,3 +210,43 @@ def test_parquet_binary_and_hf_image_columns_go_through_the_same_stage(tmp_path)
     pq.write_table(pa.table({"jpg": pa.array([BLOBS[1], None], pa.binary())}), tmp_path / "n.parquet")
     with pytest.raises(FormatError, match=r"n.parquet: column 'jpg' has no image bytes \(row 1\)"):
         list(parquet_images(str(tmp_path / "n.parquet"), "jpg"))
+
+
+# --------------------------------------------------------------------------- whatever the format, and from the command line
+
+
+def test_open_images_tells_the_format_from_the_path(tmp_path):
+    from recordkit.images import open_images
+    from recordkit.errors import UsageError
+    shard = _webdataset(tmp_path / "s.tar", BLOBS[:3])
+    of = _ofrecord(tmp_path / "of", BLOBS[:3])
+    assert [w for _, w in open_images(shard, "jpg,png")] == [(shard, f"member 00000{i}.{e}")
+                                                              for i, e in enumerate(("png", "jpg", "jpg"))]
+    assert [w for _, w in open_images(of, "jpg")] == [(str(tmp_path / "of" / "part-0"), f"record {i}")
+                                                       for i in range(3)]
+    (tmp_path / "x.ctf").write_text("|a 1\n")
+    with pytest.raises(UsageError, match="recordkit reads no images from ctf data"):
+        open_images(str(tmp_path / "x.ctf"), "a")
+
+
+def _cli(*args):
+    import os
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "recordkit.cli.main", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ))
+
+
+def test_read_images_runs_the_stage_over_a_data_set(tmp_path):
+    import json
+    shard = _webdataset(tmp_path / "s.tar", BLOBS)
+    out = _cli("read", shard, "--images", "jpg,png", "--mb-size", "3", "--image-size", "32", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert (got["images"], got["batches"], got["image_shape"]) == (7, 3, [3, 32, 32])
+    bad = _ofrecord(tmp_path / "of", [BLOBS[1], b"junk"])
+    out = _cli("read", bad, "--images", "jpg", "--mb-size", "2")
+    assert out.returncode != 0
+    assert out.stderr.startswith(f"recordkit: error: {tmp_path / 'of' / 'part-0'}: cannot decode image (4 bytes): "
+                                 "not an image in any format recordkit decodes (JPEG, "), out.stderr
+    assert out.stderr.endswith("(record 1)\n") and out.stderr.count("\n") == 1, out.stderr

@@ -55,6 +55,8 @@ class Format:
     validator: str | None = None                 # module with validate(path, *, checked, **options)
     joiner: str | None = None                    # "module:callable"(sources, output, *, storage_options, checksums):
                                                  # sets of this format joined into one (--engine ray's tasks)
+    images: str | None = None                    # "module:callable"(path, field, *, storage_options, cache_dir):
+                                                 # (encoded image, (file, record)) pairs for recordkit.images
     notes: str = ""
 
     @property
@@ -86,6 +88,15 @@ class Format:
             raise UsageError(f"recordkit cannot join {self.name} data sets")
         self.require("writing")
         return _load(self.joiner)(sources, output, storage_options=storage_options, checksums=checksums)
+
+    def open_images(self, path, field, **options):
+        """The encoded images of ``field`` (a feature, column or member extension) of every record, with
+        where each came from: what :class:`recordkit.images.ImageStage` batches take."""
+        if self.images is None:
+            with_images = ", ".join(f.name for f in FORMATS.values() if f.images)
+            raise UsageError(f"recordkit reads no images from {self.name} data (it does from {with_images})")
+        self.require("reading")
+        return _call(_load(self.images), path, field, **options)
 
     def writer_takes(self, option: str) -> bool:
         """Whether this format's writer names ``option`` (a conversion refuses one it does not)."""
@@ -153,7 +164,7 @@ register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part
 register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
                 extra="parquet", requires=("pyarrow",), file_probe=f"{_O}:probe_parquet", validator=_RV,
-                directory_probe=f"{_O}:probe_parquet_parts",
+                directory_probe=f"{_O}:probe_parquet_parts", images="recordkit.formats.parquet.images:encoded_images",
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
@@ -170,13 +181,15 @@ register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNN
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
                 joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV,
                 file_probe=f"{_O}:probe_webdataset", directory_probe=f"{_O}:probe_webdataset_shards",
-                output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
+                output_directory=True, images="recordkit.formats.webdataset.images:encoded_images",
+                notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
                 joiner="recordkit.formats.tfrecord.writer:join_sets",
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe=f"{_O}:probe_tfrecord",
                 directory_probe=f"{_O}:probe_tfrecord_parts", output_directory=True,
+                images="recordkit.formats.tfrecord.images:encoded_images",
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
@@ -186,7 +199,8 @@ register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or o
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
                 validator="recordkit.formats.ofrecord.validate",
                 file_probe=f"{_O}:probe_ofrecord", directory_probe=f"{_O}:probe_ofrecord_parts",
-                output_directory=True, describes_streams=False, notes="needs --stream to read as streams"))
+                output_directory=True, describes_streams=False, notes="needs --stream to read as streams",
+                images="recordkit.formats.ofrecord.images:encoded_images"))
 register(Format("kvfile", "SINGA KVFile record store", "file", (), reader=f"{_O}:open_singa",
                 writer=f"{_O}:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",

@@ -259,7 +259,9 @@ def open_image(data, *, max_pixels=None):
     try:
         im = Image.open(io.BytesIO(data), formats=_formats(Image))
     except Exception as exc:  # UnidentifiedImageError, SyntaxError, DecompressionBombError, ...
-        raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
+        why = (f"not an image in any format recordkit decodes ({', '.join(_formats(Image))})"
+               if type(exc).__name__ == "UnidentifiedImageError" else str(exc))
+        raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {why}") from exc
     try:
         _check_declared_size(im.format, im.size[0], im.size[1], data, limit)
     except BaseException:

@@ -165,6 +165,16 @@ class ImageStage:
             codec.normalize_into(im, self.mean, self.inv_std, out, chw)
 
 
+def open_images(path, field, *, storage_options=None, cache_dir=None):
+    """The encoded images of ``field`` in the data set at ``path``, with where each came from --
+    ``(image, (file, record))`` pairs for :meth:`ImageStage.batches`. The format is told from the
+    path (as ``recordkit.open`` tells it); ``field`` is an OFRecord or TFRecord bytes feature, a
+    Parquet binary or ``Image`` column, or WebDataset member extensions (``"jpg,png"``)."""
+    from recordkit.formats import detect, registry
+    fmt = registry.get(detect.sniff_format(path, storage_options))
+    return fmt.open_images(path, field, storage_options=storage_options, cache_dir=cache_dir)
+
+
 def _copy_state(state: dict) -> dict:
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in state.items()}
 

@@ -12,12 +12,15 @@ from recordkit.formats.webdataset.reader import shard_paths
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png")
 
 
-def encoded_images(path, extensions: Sequence[str] = IMAGE_EXTENSIONS, *, storage_options=None,
+def encoded_images(path, extensions: str | Sequence[str] = IMAGE_EXTENSIONS, *, storage_options=None,
                    cache_dir=None) -> Iterator[tuple[bytes, tuple[str, str]]]:
-    """``(bytes, (shard path, "member NAME"))`` per image member, shard by shard in order. The
+    """``(bytes, (shard path, "member NAME"))`` per image member, shard by shard in order.
+    ``extensions``: a sequence, or one string of comma-separated extensions (``"jpg,png"``). The
     extension is the part of the member's name after its last dot, compared without case; a shard
     that is not a well-formed tar (bad checksum, truncated member) is a located ``FormatError``."""
-    wanted = {e.lower().lstrip(".").encode() for e in extensions}
+    if isinstance(extensions, str):
+        extensions = extensions.split(",")
+    wanted = {e.strip().lower().lstrip(".").encode() for e in extensions}
     for shard in shard_paths(path, storage_options):
         data = read_whole(shard, storage_options=storage_options, cache_dir=cache_dir)
         names, offs, sizes, _ = tar.scan(data, shard)
