@@ -237,3 +237,24 @@ def test_an_error_in_a_batch_prepared_ahead_is_raised_when_that_batch_is_asked_f
     assert len(decode(reader()).numpy()) == 2  # the broken record is in the batch prepared ahead
     with pytest.raises(FormatError, match=r"cannot decode image .*\(record 2\)"):
         decode(reader())
+
+
+def test_one_generator_shared_by_every_slot_draws_in_record_order(monkeypatch):
+    blobs = [jpeg(40, 50, seed=i) for i in range(6)]
+    batch = records(*blobs)
+    real = img.decode_image
+
+    def slow_first(data, *a, **kw):
+        if data == blobs[0]:
+            time.sleep(0.05)  # on several threads, image 1 would draw from the shared generator first
+        return real(data, *a, **kw)
+
+    def crops():
+        got = ops.image_decode_random_crop(batch, "e", random_seed=[np.random.default_rng(7)] * 6)
+        return [a.tobytes() for a in got]
+
+    monkeypatch.setattr(pool, "THREADS", 1)
+    serial = crops()
+    monkeypatch.setattr(pool, "THREADS", 2)
+    monkeypatch.setattr(img, "decode_image", slow_first)
+    assert crops() == serial

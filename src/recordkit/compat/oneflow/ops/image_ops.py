@@ -71,9 +71,9 @@ def image_decode(
         data, color_space, max_pixels=max_pixels))
 
 
-def _decode_all(records: Sequence[dict], name: str, where, decode) -> list[np.ndarray]:
-    """``decode(bytes, i)`` of feature ``name`` of every record, on every core
-    (:func:`recordkit.images.pool.parallel_for`); the first failing record's located error."""
+def _decode_all(records: Sequence[dict], name: str, where, decode, workers=None) -> list[np.ndarray]:
+    """``decode(bytes, i)`` of feature ``name`` of every record, on every core (or ``workers`` threads:
+    :func:`recordkit.images.pool.parallel_for`); the first failing record's located error."""
     locs = _locations(records, where)
     out: list = [None] * len(records)
 
@@ -85,7 +85,7 @@ def _decode_all(records: Sequence[dict], name: str, where, decode) -> list[np.nd
         except _img.ImageDecodeError as exc:
             raise _error(loc, f"feature {name!r}: {exc}") from exc
 
-    parallel_for(len(records), one)
+    parallel_for(len(records), one, workers=workers)
     return out
 
 
@@ -148,7 +148,9 @@ def image_decode_random_crop(
             )
         return _img.decode_image(data, color_space, window=window, max_pixels=max_pixels, cover=cover)
 
-    return _decode_all(records, name, where, decode)
+    # one generator given for several slots is drawn from in record order, so on one thread
+    shared = len({id(g) for g in gens[:n]}) < n
+    return _decode_all(records, name, where, decode, workers=1 if shared else None)
 
 
 def _image_list(images, what: str) -> list[np.ndarray]:
