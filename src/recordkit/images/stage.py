@@ -108,6 +108,7 @@ class ImageStage:
         thread while the caller uses this one (the same batches either way)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
+        self._undelivered = None
         pending = None  # (state before its draws, future)
         for chunk, names in _chunks(images, batch_size, drop_last):
             state = self._rng.bit_generator.state
