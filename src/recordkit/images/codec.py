@@ -591,9 +591,13 @@ def per_channel(values, C: int, what: str) -> np.ndarray:
     return arr
 
 
-def normalize_into(image: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, out: np.ndarray, chw: bool) -> None:
-    """``(image - mean[c]) * inv_std[c]`` in float32 (OneFlow's arithmetic) written into ``out``,
-    ``(C, h, w)`` when ``chw`` else ``(h, w, C)``: one pass per channel, no temporary batch."""
+def normalize_into(image: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, out: np.ndarray, chw: bool,
+                   mirror: bool = False) -> None:
+    """``(image - mean[c]) * inv_std[c]`` in float32 (OneFlow's arithmetic) of a uint8 HWC ``image``
+    (flipped left-right first if ``mirror``), written into ``out``: ``(C, h, w)`` when ``chw`` else
+    ``(h, w, C)``; one pass per channel, no temporary batch."""
+    if mirror:
+        image = image[:, ::-1]
     if not chw:
         np.subtract(image, mean, out=out, dtype=np.float32)
         np.multiply(out, inv_std, out=out)

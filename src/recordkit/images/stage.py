@@ -157,13 +157,13 @@ class ImageStage:
             raise FormatError(name, str(exc)) from exc
         filt = codec.resample_filter("auto", (im.shape[1], im.shape[0]), (self.size, self.size))
         im = codec.resize_image(im, self.size, self.size, filt)
-        if self.crop and rng.random() < self.flip:
-            im = im[:, ::-1]
+        mirror = self.crop and rng.random() < self.flip
         chw = self.layout == "NCHW"
         if self.dtype == np.uint8:
+            im = im[:, ::-1] if mirror else im
             out[...] = im.transpose(2, 0, 1) if chw else im
         else:
-            codec.normalize_into(im, self.mean, self.inv_std, out, chw)
+            codec.normalize_into(im, self.mean, self.inv_std, out, chw, mirror=mirror)
 
 
 def open_images(path, field, *, storage_options=None, cache_dir=None):

@@ -351,10 +351,7 @@ def crop_mirror_normalize(
 
     def one(i: int) -> None:
         y0, x0 = origins[i]
-        crop = imgs[i][y0:y0 + oh, x0:x0 + ow, :]
-        if flips[i]:
-            crop = crop[:, ::-1, :]
-        _img.normalize_into(crop, mean_v, inv_std, out[i], nchw)
+        _img.normalize_into(imgs[i][y0:y0 + oh, x0:x0 + ow, :], mean_v, inv_std, out[i], nchw, mirror=bool(flips[i]))
 
     parallel_for(n, one)
     return out
