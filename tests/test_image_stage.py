@@ -212,7 +212,7 @@ def test_parquet_binary_and_hf_image_columns_go_through_the_same_stage(tmp_path)
         list(parquet_images(str(tmp_path / "n.parquet"), "jpg"))
 
 
-# --------------------------------------------------------------------------- whatever the format, and from the command line
+# --------------------------------------------------------------------------- any format, and the command line
 
 
 def test_open_images_tells_the_format_from_the_path(tmp_path):

@@ -5,8 +5,9 @@ OneFlow decodes and resizes with OpenCV (libjpeg-turbo / libpng under ``cv::imde
 pixels by construction, and both release the GIL, so a thread pool can run them on every core.
 Pillow only reads headers (the pixel budget and the truncation floor are checked before anything
 is decoded) and decodes the formats outside :data:`CV_FORMATS`. Everything works on HWC ``uint8``
-(or ``float32`` for resizing) NumPy arrays. The OneFlow-shaped API lives in :mod:`recordkit.compat.oneflow.ops.image_ops`, the
-format-independent stage in :mod:`recordkit.images.stage`; this module holds the pieces:
+(or ``float32`` for resizing) NumPy arrays. The OneFlow-shaped API lives in
+:mod:`recordkit.compat.oneflow.ops.image_ops`, the format-independent stage in
+:mod:`recordkit.images.stage`; this module holds the pieces:
 
 * :func:`decode_image` -- encoded bytes to an HWC array in RGB, BGR or GRAY, optionally only a
   window of it, optionally decoded at 1/2, 1/4 or 1/8 scale (JPEG's DCT scaling) while that

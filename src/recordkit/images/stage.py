@@ -37,15 +37,16 @@ class ImageStage:
     range; ``flip``: probability of a left-right flip; ``crop=False``: the whole image, resized, no
     flip (evaluation); ``mean``/``std``: per channel (or one value), pixel units; ``dtype``:
     ``"float32"`` (normalized) or ``"uint8"`` (pixels, ``mean``/``std`` unused); ``layout``:
-    ``"NCHW"`` or ``"NHWC"``; ``color_space``: ``"RGB"``, ``"BGR"`` or ``"GRAY"``; ``seed``: int or
-    None (fresh entropy); ``reduced``: JPEG decoding at reduced scale where the crop allows it;
-    ``max_pixels``: the most pixels an image may declare (default Pillow's threshold).
+    ``"NCHW"`` or ``"NHWC"``; ``color_space``: ``"RGB"``, ``"BGR"`` or ``"GRAY"``; ``seed``: int,
+    a NumPy ``SeedSequence`` or None (fresh entropy); ``reduced``: JPEG decoding at reduced scale
+    where the crop allows it; ``max_pixels``: the most pixels an image may declare (default
+    Pillow's threshold).
     """
 
     def __init__(self, size: int = 224, *, scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3 / 4, 4 / 3), flip: float = 0.5, crop: bool = True,
                  mean: Sequence[float] = (0.0,), std: Sequence[float] = (1.0,), dtype: str = "float32",
-                 layout: str = "NCHW", color_space: str = "RGB", seed: int | None = None,
+                 layout: str = "NCHW", color_space: str = "RGB", seed=None,
                  reduced: bool = True, max_pixels: int | None = None):
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
             raise ValueError(f"size must be a positive int, not {size!r}")
@@ -101,16 +102,21 @@ class ImageStage:
         ``"image i of the batch"``."""
         return self._prepare(images, where)()
 
-    def batches(self, images: Iterable, batch_size: int, *, drop_last: bool = False,
-                prefetch: bool = True) -> Iterator[np.ndarray]:
+    def batches(self, images: Iterable, batch_size: int, *, drop_last: bool = False, prefetch: bool = True,
+                select=None) -> Iterator[np.ndarray]:
         """Batches of ``batch_size`` from an iterable of encoded images, or of ``(image, where)`` pairs
         as the format sources yield them; with ``prefetch`` the next batch is prepared on a background
-        thread while the caller uses this one (the same batches either way)."""
+        thread while the caller uses this one (the same batches either way). ``select(k)``: make only
+        the batches ``k`` (0, 1, ...) it accepts -- the others' random draws are still taken, so
+        workers sharing a seed and splitting the batches make the batches one stage would."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
         self._undelivered = None
         pending = None  # (state before its draws, future)
-        for chunk, names in _chunks(images, batch_size, drop_last):
+        for k, (chunk, names) in enumerate(_chunks(images, batch_size, drop_last)):
+            if select is not None and not select(k):
+                self._rng.integers(0, 1 << 63, size=len(chunk))  # another worker's batch: its draws
+                continue
             state = self._rng.bit_generator.state
             job = self._prepare(chunk, names)
             if not prefetch:
