@@ -250,3 +250,20 @@ def test_read_images_runs_the_stage_over_a_data_set(tmp_path):
     assert out.stderr.startswith(f"recordkit: error: {tmp_path / 'of' / 'part-0'}: cannot decode image (4 bytes): "
                                  "not an image in any format recordkit decodes (JPEG, "), out.stderr
     assert out.stderr.endswith("(record 1)\n") and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_hf_save_to_disk_image_columns_go_through_the_same_stage(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from recordkit.images import open_images
+    from recordkit.formats.webdataset.images import encoded_images as webdataset_images
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    ds = datasets.Dataset.from_dict({"image": [{"bytes": b, "path": None} for b in BLOBS],
+                                     "label": list(range(7))}, features=features)
+    ds.save_to_disk(str(tmp_path / "hf"))
+    got = list(ImageStage(12, seed=3).batches(open_images(str(tmp_path / "hf"), "image"), 3))
+    wds = list(ImageStage(12, seed=3).batches(webdataset_images(_webdataset(tmp_path / "s.tar", BLOBS)), 3))
+    assert len(got) == 3 and all(a.tobytes() == b.tobytes() for a, b in zip(got, wds))
+    first = next(iter(open_images(str(tmp_path / "hf"), "image")))[1]
+    assert first[0].endswith(".arrow") and first[1] == "row 0"
+    with pytest.raises(FormatError, match=r"column 'label' is int64"):
+        next(iter(open_images(str(tmp_path / "hf"), "label")))

@@ -169,7 +169,7 @@ register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
                 joiner="recordkit.formats.hf.writer:join_sets", extra="hf", requires=("pyarrow",), directory_probe=f"{_O}:probe_hf", output_directory=True,
-                validator=_RV,
+                validator=_RV, images="recordkit.formats.hf.images:encoded_images",
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("lance", "Lance data set", "directory", (".lance",),
                 reader="recordkit.formats.lance.reader:LanceDeserializer",

@@ -37,6 +37,32 @@ def _read(path, storage_options) -> bytes:
                                 f"dataset_info.json)") from None
 
 
+def open_stream(p, storage_options=None):
+    """``(buffer, record batches, schema)`` of the Arrow IPC stream file ``p`` (memory-mapped when
+    local and without a checksum sidecar; the batches are views of the buffer, keep it)."""
+    try:
+        if location.is_url(p):
+            from recordkit.storage.source import open_file
+            with open_file(p, storage_options=storage_options) as f:
+                buf = pa.py_buffer(f.read())
+        else:
+            from recordkit.storage.checksum import sidecar_path
+            if os.path.exists(sidecar_path(p)):
+                from recordkit.storage.source import open_file
+                with open_file(p) as f:  # verified against its sidecar
+                    buf = pa.py_buffer(f.read())
+            else:
+                buf = pa.memory_map(location.local_path(p), "r")
+        reader = pa.ipc.open_stream(buf)
+        batches = list(reader)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
+    except (pa.ArrowException, OSError) as e:
+        raise FormatError(p, f"cannot read the Arrow stream: {str(e).strip().splitlines()[0]} "
+                             f"(truncated or not an Arrow IPC stream?)") from None
+    return buf, batches, reader.schema
+
+
 class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
@@ -81,28 +107,9 @@ class HFDeserializer(DeserializerBase, ClosingReader):
                     start, size, rows = j + 1, 0, 0
 
     def _open_stream(self, p):
-        try:
-            if location.is_url(p):
-                from recordkit.storage.source import open_file
-                with open_file(p, storage_options=self._storage) as f:
-                    buf = pa.py_buffer(f.read())
-            else:
-                from recordkit.storage.checksum import sidecar_path
-                if os.path.exists(sidecar_path(p)):
-                    from recordkit.storage.source import open_file
-                    with open_file(p) as f:  # verified against its sidecar
-                        buf = pa.py_buffer(f.read())
-                else:
-                    buf = pa.memory_map(location.local_path(p), "r")
-            self._buffers.append(buf)
-            reader = pa.ipc.open_stream(buf)
-            batches = list(reader)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
-        except (pa.ArrowException, OSError) as e:
-            raise FormatError(p, f"cannot read the Arrow stream: {str(e).strip().splitlines()[0]} "
-                                 f"(truncated or not an Arrow IPC stream?)") from None
-        return batches, reader.schema
+        buf, batches, schema = open_stream(p, self._storage)
+        self._buffers.append(buf)
+        return batches, schema
 
     @property
     def streams(self):
