@@ -267,3 +267,34 @@ def test_hf_save_to_disk_image_columns_go_through_the_same_stage(tmp_path):
     assert first[0].endswith(".arrow") and first[1] == "row 0"
     with pytest.raises(FormatError, match=r"column 'label' is int64"):
         next(iter(open_images(str(tmp_path / "hf"), "label")))
+
+
+def _mds(directory, blobs, encoding="jpeg"):
+    import json
+    import struct
+    directory.mkdir()
+    rows = [struct.pack("<I", len(b)) + b + struct.pack("<q", i) for i, b in enumerate(blobs)]
+    head = 4 + 4 * (len(rows) + 1)
+    offs = [head]
+    for r in rows:
+        offs.append(offs[-1] + len(r))
+    data = struct.pack("<I", len(rows)) + struct.pack(f"<{len(offs)}I", *offs) + b"".join(rows)
+    (directory / "shard.00000.mds").write_bytes(data)
+    shard = {"column_encodings": [encoding, "int64"], "column_names": ["image", "label"], "column_sizes": [None, 8],
+             "compression": None, "format": "mds", "hashes": [], "samples": len(rows), "size_limit": 1 << 26,
+             "version": 2, "raw_data": {"basename": "shard.00000.mds", "bytes": len(data), "hashes": {}},
+             "zip_data": None}
+    (directory / "index.json").write_text(json.dumps({"version": 2, "shards": [shard]}))
+    return str(directory)
+
+
+def test_mds_image_columns_go_through_the_same_stage(tmp_path):
+    from recordkit.images import open_images
+    from recordkit.formats.webdataset.images import encoded_images as webdataset_images
+    got = list(ImageStage(12, seed=3).batches(open_images(_mds(tmp_path / "mds", BLOBS), "image"), 3))
+    wds = list(ImageStage(12, seed=3).batches(webdataset_images(_webdataset(tmp_path / "s.tar", BLOBS)), 3))
+    assert len(got) == 3 and all(a.tobytes() == b.tobytes() for a, b in zip(got, wds))
+    with pytest.raises(FormatError, match=r"shard.00000.mds: cannot decode image .*\(sample 1\)"):
+        list(ImageStage(8).batches(open_images(_mds(tmp_path / "bad", [BLOBS[1], b"junk"]), "image"), 2))
+    with pytest.raises(FormatError, match=r"column 'label' is encoded 'int64', the image stage needs one of jpeg"):
+        next(iter(open_images(str(tmp_path / "mds"), "label")))

@@ -194,7 +194,8 @@ register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory 
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
                 joiner="recordkit.formats.mds.writer:join_sets",
-                directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
+                directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV,
+                images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader=f"{_O}:open_ofrecord", writer=f"{_O}:create_ofrecord", requires=("google.protobuf",),
                 validator="recordkit.formats.ofrecord.validate",

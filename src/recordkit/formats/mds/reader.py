@@ -32,6 +32,43 @@ def looks_like(path, storage_options=None) -> bool:
     return location.isdir(path, storage_options) and location.isfile(location.join(path, INDEX), storage_options)
 
 
+def sample_table(data: bytes, path: str, n: int, nbytes: int) -> np.ndarray:
+    """The ``n + 1`` sample offsets of a whole shard, checked against the index (``n`` samples,
+    ``nbytes`` bytes) and the shard's length."""
+    if nbytes and len(data) != nbytes:
+        raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
+                          offset=min(len(data), nbytes))
+    if len(data) < 4 + 4 * (n + 1):
+        raise FormatError(path, "shard too short for its sample table", offset=0)
+    stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
+    if stored_n != n:
+        raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
+    offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+    if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
+        raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
+                                "(truncated shard?)", offset=4)
+    return offs
+
+
+def column_spans(data: bytes, offs: np.ndarray, cols, k: int, path: str) -> list[tuple[int, int]]:
+    """``(position, size)`` of each of sample ``k``'s columns (``cols``: the index's (name, encoding,
+    fixed size or None)), checked to stay inside the sample."""
+    a, b = int(offs[k]), int(offs[k + 1])
+    nvar = sum(size is None for _, _, size in cols)
+    if b - a < 4 * nvar:
+        raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
+    sizes = iter(np.frombuffer(data, "<u4", nvar, a).tolist())
+    pos = a + 4 * nvar
+    spans = []
+    for c, _, fixed in cols:
+        size = int(fixed) if fixed is not None else next(sizes)
+        if pos + size > b:
+            raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
+        spans.append((pos, size))
+        pos += size
+    return spans
+
+
 class MDSReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
@@ -78,20 +115,7 @@ class MDSReader(DeserializerBase, ClosingReader):
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
         path, n, cols, nbytes = self._shards[chunk_id]
         data = read_whole(path, **self._storage)
-        if nbytes and len(data) != nbytes:
-            raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
-                              offset=min(len(data), nbytes))
-        if len(data) < 4 + 4 * (n + 1):
-            raise FormatError(path, "shard too short for its sample table", offset=0)
-        stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
-        if stored_n != n:
-            raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
-        offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
-        if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
-            raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
-                                    "(truncated shard?)", offset=4)
-        var = [i for i, (_, _, size) in enumerate(cols) if size is None]
-        fixed = {i: int(size) for i, (_, _, size) in enumerate(cols) if size is not None}
+        offs = sample_table(data, path, n, nbytes)
         where = {c: i for i, (c, _, _) in enumerate(cols)}
         wanted = {c for s in self._streams for f in [self._fields[s.name]]
                   for c in ([f + ".indices", f + ".values", f + ".offsets"] if s.is_sparse else [f])}
@@ -103,24 +127,11 @@ class MDSReader(DeserializerBase, ClosingReader):
         keys = []
         has_key = KEY_COLUMN in where and cols[where[KEY_COLUMN]][1] in ("uint64", "int64", "int")
         for k in range(n):
-            a, b = int(offs[k]), int(offs[k + 1])
-            if b - a < 4 * len(var):
-                raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
-            sizes = np.frombuffer(data, "<u4", len(var), a).astype(np.int64)
-            pos = a + 4 * len(var)
-            vi = 0
-            for i, (c, enc, _) in enumerate(cols):
-                size = fixed.get(i)
-                if size is None:
-                    size = int(sizes[vi])
-                    vi += 1
-                if pos + size > b:
-                    raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
+            for (c, enc, _), (pos, size) in zip(cols, column_spans(data, offs, cols, k, path)):
                 if c in wanted:
                     per[c].append(self._ndarray(enc, buf, pos, size, path, k, c))
                 elif has_key and c == KEY_COLUMN:
                     keys.append(bytes(buf[pos:pos + 8]))
-                pos += size
         cols_out, counts = {}, {}
         for spec in self._streams:
             if spec.is_sparse:
