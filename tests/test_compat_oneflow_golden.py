@@ -9,7 +9,8 @@ committed data sets (no OneFlow needed) and every output is compared:
 
 * exactly: raw/bytes decoders, JPEG and PNG decoding (RGB, BGR, GRAY, float32), flip, normalize,
   batch_align, CropMirrorNormalize (NCHW, NHWC, GRAY), Resize (every interpolation, uint8 and
-  float32 images, fixed size and keep-aspect: OpenCV's arithmetic reproduced), the tensor surface
+  float32 images, fixed size and keep-aspect: OpenCV's ``cv2.resize``, as OneFlow; float32 bicubic
+  within a few float32 ulps), the tensor surface
   (dtype and shape strings), and the record order of seeded shuffles (OneFlow's
   std::default_random_engine shuffle buffer and std::mt19937 part shuffle, draw for draw);
 * by properties: coin flips and random crops (OneFlow's random streams are not reproduced).
@@ -56,11 +57,24 @@ def _keys(golden, prefix):
     return keys
 
 
+#: float32 images resized bicubically: OpenCV's wheels run its SIMD float kernel with fused multiply-adds,
+#: OneFlow 0.9's OpenCV build without, so the last float32 bits differ (up to 3e-5 on 0..255 values).
+_ULPS_APART = ("img/resize_f32in_bicubic/", "img/resize_keep_f32/")
+
+
+def _same(k, a, b) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if k.startswith(_ULPS_APART) and not k.endswith("/n"):
+        return bool(np.allclose(a, b, rtol=1e-6, atol=1e-4))
+    return a.tobytes() == b.tobytes()
+
+
 def _exact(golden, ours, keys):
     bad = []
     for k in keys:
         a, b = golden[k], ours[k]
-        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+        if not _same(k, a, b):
             bad.append(f"{k}: OneFlow {a.dtype}{a.shape} {a.ravel()[:8]} vs recordkit {b.dtype}{b.shape} {b.ravel()[:8]}")
     assert not bad, "\n".join(bad[:10])
 

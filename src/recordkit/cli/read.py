@@ -19,6 +19,15 @@ def register(sub) -> None:
                    help="also print how well sweep 0's order mixes (position displacement, correlation with "
                         "file order, consecutive sequences from the same chunk) for the chosen window and for 1, 4, 16, 64 chunks and the whole data set, "
                         "computed from the randomizer's orders alone")
+    from recordkit.cli import argtypes
+    g = p.add_argument_group("images (docs: Training loops, Images)")
+    g.add_argument("--images", default=None, metavar="FIELD",
+                   help="read the encoded images of FIELD (an OFRecord/TFRecord bytes feature, a Parquet binary or "
+                        "Image column, WebDataset member extensions such as jpg,png) through recordkit's image stage "
+                        "(decode, random-resized-crop, flip, normalize; --seed seeds it) in batches of --mb-size "
+                        "images, and print images/s")
+    g.add_argument("--image-size", type=argtypes.positive_int, default=224, metavar="PIXELS",
+                   help="side of the square images the stage makes (default 224)")
     p.set_defaults(run=run, check=check)
 
 
@@ -111,6 +120,12 @@ def check(parser, args) -> None:
                      f"for {len(args.path or [])} PATHs (one per PATH)")
     if getattr(args, "sweep_sequences", None) is not None and getattr(args, "weights", None) is None:
         parser.error("argument --sweep-sequences: only with --weights")
+    if getattr(args, "images", None) is not None:
+        if len(args.path or []) != 1:
+            parser.error("argument --images: one PATH (the data set holding the images)")
+        for name in ("stream", "resume", "save_state", "weights", "repeats", "singa_conf"):
+            if getattr(args, name, None):
+                parser.error(f"argument --{name.replace('_', '-')}: not allowed with --images")
     if args.partition_index >= args.partitions:
         parser.error(f"argument --partition-index: {args.partition_index} is not below --partitions "
                      f"{args.partitions} (workers are numbered 0..{args.partitions - 1})")
@@ -194,6 +209,8 @@ def memory_bound(args):
 
 def run(args) -> int:
     import orjson
+    if getattr(args, "images", None) is not None:
+        return run_images(args)
     t0 = time.perf_counter()
     readers, source = build_source(args)
     t_open = time.perf_counter() - t0
@@ -233,6 +250,34 @@ def run(args) -> int:
     for r in readers:
         report_tolerated(r)
         r.close()
+    return 0
+
+
+def run_images(args) -> int:
+    """``read --images FIELD``: the data set's encoded images through ``ImageStage`` in batches."""
+    import orjson
+
+    from recordkit.images import ImageStage, open_images
+    t0 = time.perf_counter()
+    stage = ImageStage(args.image_size, seed=args.seed)
+    pairs = open_images(args.path[0], args.images, **sources.storage(args))
+    images = batches = 0
+    shape = None
+    for batch in stage.batches(pairs, args.mb_size):
+        images += batch.shape[0]
+        batches += 1
+        shape = list(batch.shape[1:])
+        if getattr(args, "stop_after", None) is not None and batches >= args.stop_after:
+            break
+    seconds = time.perf_counter() - t0
+    rate = round(images / seconds, 1) if seconds > 0 else None
+    result = {"images": images, "batches": batches, "image_shape": shape, "seconds": round(seconds, 4),
+              "images_per_second": rate}
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+    else:
+        print(f"{images} images in {batches} batches of <= {args.mb_size}, each image {shape} float32")
+        print(f"{seconds:.3f} s: {rate or 0:,.0f} images/s")
     return 0
 
 

@@ -73,6 +73,8 @@ class Format:
                                                  # task), "sets" (a set per task, joined), "native" (Ray's writer)
     commands: tuple[str, ...] | None = None      # the only commands that take it (None: every command)
     commands_reason: str = ""                    # ... and why the others do not, one line
+    images: str | None = None                    # "module:callable"(path, field, *, storage_options, cache_dir):
+                                                 # (encoded image, (file, record)) pairs for recordkit.images
     notes: str = ""
 
     @property
@@ -133,6 +135,15 @@ class Format:
             raise UsageError(f"recordkit cannot join {self.name} data sets")
         self.require("writing")
         return _load(self.joiner)(sources, output, storage_options=storage_options, checksums=checksums)
+
+    def open_images(self, path, field, **options):
+        """The encoded images of ``field`` (a feature, column or member extension) of every record, with
+        where each came from: what :class:`recordkit.images.ImageStage` batches take."""
+        if self.images is None:
+            with_images = ", ".join(f.name for f in FORMATS.values() if f.images)
+            raise UsageError(f"recordkit reads no images from {self.name} data (it does from {with_images})")
+        self.require("reading")
+        return _call(_load(self.images), path, field, **options)
 
     def writer_takes(self, option: str) -> bool:
         """Whether this format's writer names ``option`` (a conversion refuses one it does not)."""
@@ -200,12 +211,12 @@ register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part
 register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN.parquet", (".parquet",),
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
                 extra="parquet", requires=("pyarrow",), file_probe="recordkit.formats.bridge_probes:probe_parquet", validator=_RV, ray="native",
-                directory_probe="recordkit.formats.bridge_probes:probe_parquet_parts",
+                directory_probe="recordkit.formats.bridge_probes:probe_parquet_parts", images="recordkit.formats.parquet.images:encoded_images",
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
                 joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
-                validator=_RV,
+                validator=_RV, images="recordkit.formats.hf.images:encoded_images",
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("lance", "Lance data set", "directory", (".lance",),
                 reader="recordkit.formats.lance.reader:LanceDeserializer",
@@ -217,25 +228,29 @@ register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNN
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
                 joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV, ray="sets",
                 file_probe="recordkit.formats.bridge_probes:probe_webdataset", directory_probe="recordkit.formats.bridge_probes:probe_webdataset_shards",
-                output_directory=True, notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
+                output_directory=True, images="recordkit.formats.webdataset.images:encoded_images",
+                notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
 register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
                 joiner="recordkit.formats.tfrecord.writer:join_sets", ray="sets",
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe="recordkit.formats.bridge_probes:probe_tfrecord",
                 directory_probe="recordkit.formats.bridge_probes:probe_tfrecord_parts", output_directory=True,
+                images="recordkit.formats.tfrecord.images:encoded_images",
                 notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
                 joiner="recordkit.formats.mds.writer:join_sets", ray="sets",
-                directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV, notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
+                directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV,
+                images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader="recordkit.formats.ofrecord.hooks:open_ofrecord", writer="recordkit.formats.ofrecord.hooks:create_ofrecord", requires=("google.protobuf",),
                 parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
                 validator="recordkit.formats.ofrecord.validate",
                 file_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord", directory_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord_parts",
                 output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
-                notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream"))
+                notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream",
+                images="recordkit.formats.ofrecord.images:encoded_images"))
 register(Format("kvfile", "SINGA KVFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
                 writer="recordkit.formats.singa.hooks:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",

@@ -368,12 +368,18 @@ class OFRecordBatch(Tensor):
     parse the records once, on first use.
     """
 
-    def __init__(self, frames=None, budget=None, *, runs=None):
+    def __init__(self, frames=None, budget=None, *, runs=None, following=None):
         self._frames = None if frames is None else list(frames)
         self._runs = runs
         self._records = None
         self._budget = budget
         self._array = None
+        self._following = following
+
+    def following(self):
+        """The batch its reader will return next, read now (None if unknown or if reading it failed:
+        the reader's next call raises that): what an image decoder prepares while this one is used."""
+        return None if self._following is None else self._following()
 
     @property
     def runs(self):

@@ -62,6 +62,33 @@ def _first_rows(batches, columns, path):
     return batches[0].select(columns)
 
 
+def open_stream(p, storage_options=None):
+    """``(buffer, record batches, schema)`` of the Arrow IPC stream file ``p``: memory-mapped when a
+    plain local file (a FIFO refused first: mapping it would block), else read whole (a URL, or a
+    file verified against its checksum sidecar); every batch's buffer sizes checked against its
+    lengths. The batches are views of the buffer: keep it."""
+    from recordkit.storage.source import open_file, plain_local_path
+    try:
+        plain = plain_local_path(p)
+        if plain is None:
+            with open_file(p, storage_options=storage_options) as f:
+                buf = pa.py_buffer(f.read())
+        else:
+            buf = pa.memory_map(plain, "r")
+        reader = pa.ipc.open_stream(buf)
+        batches = list(reader)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
+    except RecordkitError:
+        raise
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+        raise FormatError(p, f"cannot read the Arrow stream: {_first_line(e)} "
+                             f"(truncated or not an Arrow IPC stream?)") from None
+    for j, b in enumerate(batches):
+        _check_batch(b, p, j, full=False)
+    return buf, batches, reader.schema
+
+
 class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
@@ -108,27 +135,9 @@ class HFDeserializer(DeserializerBase, ClosingReader):
                     start, size, rows = j + 1, 0, 0
 
     def _open_stream(self, p):
-        from recordkit.storage.source import open_file, plain_local_path
-        try:
-            plain = plain_local_path(p)  # a FIFO is refused here: memory_map would block opening it
-            if plain is None:  # a URL, or a file verified against its sidecar
-                with open_file(p, storage_options=self._storage) as f:
-                    buf = pa.py_buffer(f.read())
-            else:
-                buf = pa.memory_map(plain, "r")
-            self._buffers.append(buf)
-            reader = pa.ipc.open_stream(buf)
-            batches = list(reader)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{p}: data file listed in state.json is missing") from None
-        except RecordkitError:
-            raise
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
-            raise FormatError(p, f"cannot read the Arrow stream: {_first_line(e)} "
-                                 f"(truncated or not an Arrow IPC stream?)") from None
-        for j, b in enumerate(batches):
-            _check_batch(b, p, j, full=False)
-        return batches, reader.schema
+        buf, batches, schema = open_stream(p, self._storage)
+        self._buffers.append(buf)
+        return batches, schema
 
     @property
     def streams(self):

@@ -85,6 +85,43 @@ def looks_like(path, storage_options=None) -> bool:
     return location.isdir(path, storage_options) and location.isfile(location.join(path, INDEX), storage_options)
 
 
+def sample_table(data: bytes, path: str, n: int, nbytes: int) -> np.ndarray:
+    """The ``n + 1`` sample offsets of a whole shard, checked against the index (``n`` samples,
+    ``nbytes`` bytes) and the shard's length."""
+    if nbytes and len(data) != nbytes:
+        raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
+                          offset=min(len(data), nbytes))
+    if len(data) < 4 + 4 * (n + 1):
+        raise FormatError(path, "shard too short for its sample table", offset=0)
+    stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
+    if stored_n != n:
+        raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
+    offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+    if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
+        raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
+                                "(truncated shard?)", offset=4)
+    return offs
+
+
+def column_spans(data: bytes, offs: np.ndarray, cols, k: int, path: str) -> list[tuple[int, int]]:
+    """``(position, size)`` of each of sample ``k``'s columns (``cols``: the index's (name, encoding,
+    fixed size or None)), checked to stay inside the sample."""
+    a, b = int(offs[k]), int(offs[k + 1])
+    nvar = sum(size is None for _, _, size in cols)
+    if b - a < 4 * nvar:
+        raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
+    sizes = iter(np.frombuffer(data, "<u4", nvar, a).tolist())
+    pos = a + 4 * nvar
+    spans = []
+    for c, _, fixed in cols:
+        size = int(fixed) if fixed is not None else next(sizes)
+        if pos + size > b:
+            raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
+        spans.append((pos, size))
+        pos += size
+    return spans
+
+
 class MDSReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):

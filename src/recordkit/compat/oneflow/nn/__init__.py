@@ -82,8 +82,18 @@ class OFRecordReader(Module):
             random_seed=self.seed, rank=rank, world_size=world_size, epochs=None,
             storage_options=storage_options, cache_dir=cache_dir)
         self._batches = None
+        self._peeked = None  # (batch, error): the next batch, read ahead by _peek
 
     def forward(self):
+        peeked, self._peeked = self._peeked, None
+        if peeked is None:
+            return self._read()
+        batch, error = peeked
+        if error is not None:
+            raise error
+        return batch
+
+    def _read(self):
         if self._batches is None:  # in read order: the frames stay in the blocks read (runs)
             self._batches = self._reader._batched(self._reader.frames()) if self.random_shuffle \
                 else self._reader.batch_runs()
@@ -92,8 +102,18 @@ class OFRecordReader(Module):
         except StopIteration:
             raise RuntimeError(f"{self.ofrecord_dir}: no readable records") from None
         if self.random_shuffle:
-            return T.OFRecordBatch(batch, self._reader.budget)
-        return T.OFRecordBatch(budget=self._reader.budget, runs=batch)
+            return T.OFRecordBatch(batch, self._reader.budget, following=self._peek)
+        return T.OFRecordBatch(budget=self._reader.budget, runs=batch, following=self._peek)
+
+    def _peek(self):
+        """The batch the next call returns, read now, so that an image decoder can prepare it while
+        the caller uses this one; None when reading it failed (the next call raises that error)."""
+        if self._peeked is None:
+            try:
+                self._peeked = (self._read(), None)
+            except Exception as exc:  # raised by the next call, where it belongs
+                self._peeked = (None, exc)
+        return self._peeked[0]
 
 
 OfrecordReader = OFRecordReader
@@ -153,37 +173,89 @@ class OFRecordBytesDecoder(Module):
         return T.TensorBuffer(decoders.bytes_decode(batch.records(), self.blob_name, where=batch.where()))
 
 
-class OFRecordImageDecoder(Module):
-    """``flow.nn.OFRecordImageDecoder(blob_name, color_space="BGR")``: a tensor buffer of HWC uint8
-    images (Pillow; RGB, BGR or GRAY). ``max_pixels`` (recordkit's): the most pixels an image may
-    declare (default Pillow's ``Image.MAX_IMAGE_PIXELS``); more, or truncated data, is a
-    ``FormatError`` naming the file and the record."""
+class _DecodesAhead(Module):
+    """An image decoder that, given a batch from ``OFRecordReader``, also starts decoding the batch the
+    reader returns next, on a background thread (:func:`recordkit.images.pool.ahead`), so that it is
+    ready -- or nearly -- when asked for, while the caller worked on this one. The result is what a
+    call without preparing ahead would give: a prepared batch is used only if it is exactly the
+    batch asked for (otherwise it is dropped and its random draws undone), and its errors are raised
+    by that call. ``prefetch=False`` turns this off."""
 
-    def __init__(self, blob_name: str, color_space: str = "BGR", *, max_pixels=None):
+    _ahead = None  # (batch, future, undo)
+
+    def _decode_batch(self, batch):
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] is batch:
+            out = ahead[1].result()
+        else:
+            if ahead is not None:
+                self._drop(ahead)
+            out = self._job(batch)[0]()
+        if self.prefetch:
+            nxt = batch.following()
+            if nxt is not None:
+                job, undo = self._job(nxt)
+                from recordkit.images.pool import ahead as run_ahead
+                self._ahead = (nxt, run_ahead(job), undo)
+        return out
+
+    @staticmethod
+    def _drop(ahead) -> None:
+        try:
+            ahead[1].result()
+        except Exception:  # noqa: BLE001 - a batch nobody asked for: its error is nobody's
+            pass
+        ahead[2]()
+
+    def _job(self, batch):
+        """``(decode, undo)``: a function decoding ``batch`` and one undoing its random draws."""
+        raise NotImplementedError
+
+
+class OFRecordImageDecoder(_DecodesAhead):
+    """``flow.nn.OFRecordImageDecoder(blob_name, color_space="BGR")``: a tensor buffer of HWC uint8
+    images (OpenCV; RGB, BGR or GRAY). ``max_pixels`` (recordkit's): the most pixels an image may
+    declare (default Pillow's ``Image.MAX_IMAGE_PIXELS``); more, or truncated data, is a
+    ``FormatError`` naming the file and the record. The reader's next batch is decoded while the
+    caller uses this one (``prefetch=False``: not)."""
+
+    def __init__(self, blob_name: str, color_space: str = "BGR", *, max_pixels=None, prefetch: bool = True):
         super().__init__()
         from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
         self.blob_name = blob_name
         self.color_space = color_space
         self.max_pixels = None if max_pixels is None else _img.pixel_budget(max_pixels)
+        self.prefetch = bool(prefetch)
 
     def forward(self, input):
+        return T.TensorBuffer(self._decode_batch(_records_input(input, "OFRecordImageDecoder")))
+
+    def _job(self, batch):
         from recordkit.compat.oneflow import ops as decoders
-        batch = _records_input(input, "OFRecordImageDecoder")
-        return T.TensorBuffer(decoders.image_decode(batch.records(), self.blob_name, self.color_space,
-                                                    where=batch.where(), max_pixels=self.max_pixels))
+
+        def decode():
+            return decoders.image_decode(batch.records(), self.blob_name, self.color_space, where=batch.where(),
+                                         max_pixels=self.max_pixels)
+        return decode, lambda: None
 
 
-class OFRecordImageDecoderRandomCrop(Module):
+class OFRecordImageDecoderRandomCrop(_DecodesAhead):
     """``flow.nn.OFRecordImageDecoderRandomCrop``: decode with an Inception-style random crop.
 
     As OneFlow's kernel, each batch slot has its own random stream, seeded from ``random_seed``
     and advancing from call to call (NumPy generators: the crop algorithm is OneFlow's, the
     draws are not its ``std::mt19937``'s). ``max_pixels`` as for ``OFRecordImageDecoder``.
+    ``cover=(h, w)`` (recordkit's, off by default): decode a JPEG at 1/2, 1/4 or 1/8 scale where its
+    crop still has ``h`` x ``w`` pixels there, and return the crop at that scale -- less decoding for a
+    pipeline that resizes to ``h`` x ``w`` next, with pixels that are no longer OneFlow's. The
+    reader's next batch is decoded (its windows drawn) while the caller uses this one
+    (``prefetch=False``: not); the windows are the same either way.
     """
 
     def __init__(self, blob_name: str, color_space: str = "BGR", num_attempts: int = 10, random_seed=None,
-                 random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333), *, max_pixels=None):
+                 random_area=(0.08, 1.0), random_aspect_ratio=(0.75, 1.333333), *, max_pixels=None, cover=None,
+                 prefetch: bool = True):
         super().__init__()
         from recordkit.compat.oneflow.ops import image as _img
         _img.channels_of(color_space)
@@ -197,17 +269,30 @@ class OFRecordImageDecoderRandomCrop(Module):
         self._seq = np.random.SeedSequence(self.seed)
         self._gens = []
         self.max_pixels = None if max_pixels is None else _img.pixel_budget(max_pixels)
+        self.cover = None if cover is None else _img.cover_size(cover)
+        self.prefetch = bool(prefetch)
 
     def forward(self, input):
+        return T.TensorBuffer(self._decode_batch(_records_input(input, "OFRecordImageDecoderRandomCrop")))
+
+    def _job(self, batch):
         from recordkit.compat.oneflow import ops as decoders
-        batch = _records_input(input, "OFRecordImageDecoderRandomCrop")
         n = len(batch)
         if len(self._gens) < n:
             self._gens += [np.random.default_rng(s) for s in self._seq.spawn(n - len(self._gens))]
-        return T.TensorBuffer(decoders.image_decode_random_crop(
-            batch.records(), self.blob_name, self.color_space, num_attempts=self.num_attempts,
-            random_seed=self._gens[:n], random_area=self.random_area, random_aspect_ratio=self.random_aspect_ratio,
-            where=batch.where(), max_pixels=self.max_pixels))
+        gens = self._gens[:n]
+        states = [g.bit_generator.state for g in gens]
+
+        def decode():
+            return decoders.image_decode_random_crop(
+                batch.records(), self.blob_name, self.color_space, num_attempts=self.num_attempts,
+                random_seed=gens, random_area=self.random_area, random_aspect_ratio=self.random_aspect_ratio,
+                where=batch.where(), max_pixels=self.max_pixels, cover=self.cover)
+
+        def undo():
+            for g, st in zip(gens, states):
+                g.bit_generator.state = st
+        return decode, undo
 
 
 class CoinFlip(Module):

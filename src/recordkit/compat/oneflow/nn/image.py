@@ -26,7 +26,7 @@ class Resize(Module):
     is the shorter (or longer, ``resize_side``) side; images stay a tensor buffer, ``new_size`` an
     ``(N, 2)`` int32 tensor of (w, h). OneFlow's deprecated ``color_space``/``interp_type``/
     ``resize_shorter``/``resize_x``/``resize_y`` are mapped the way OneFlow maps them. The pixels are
-    OpenCV's (``recordkit.compat.oneflow.ops.cv_resize`` reproduces ``cv::resize``).
+    OpenCV's (``cv2.resize``, as in OneFlow).
     """
 
     def __init__(self, target_size=None, min_size=None, max_size=None, keep_aspect_ratio: bool = False,

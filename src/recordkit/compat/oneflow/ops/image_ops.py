@@ -1,4 +1,4 @@
-"""OneFlow's image decoders and preprocessing ops, on NumPy and Pillow (``flow.nn`` and ``flow.nn.image``).
+"""OneFlow's image decoders and preprocessing ops, on OpenCV and NumPy (``flow.nn`` and ``flow.nn.image``).
 
 They work on batches of OFRecord records (the feature decoders ``raw_decode``/``bytes_decode`` are
 the codec's: :mod:`recordkit.formats.ofrecord.decoders`) and on OneFlow's "tensor buffers" (one
@@ -17,14 +17,13 @@ NumPy arrays. What each function mirrors (OneFlow HEAD, ``oneflow/user/kernels/*
 =============================  ====================================================
 
 Where we deliberately differ from OneFlow:
-* Images are decoded with Pillow, not libjpeg-turbo/OpenCV, and implement the
-  documented intent: any JPEG/PNG/BMP/TIFF/WebP/... in RGB, BGR or GRAY. OneFlow
-  HEAD fails on JPEGs with its default ``color_space="BGR"`` and with "GRAY"
-  (its colour conversion only knows BGR->RGB) and exits the process on
-  non-JPEG data in its libjpeg path. Pillow's JPEG decoder is libjpeg-turbo
-  too: the pixels equal OneFlow's (RGB, and GRAY from libjpeg's luma as
-  OpenCV's ``IMREAD_GRAYSCALE``; PNG GRAY uses libpng's weights, as OpenCV), and
-  EXIF orientation is ignored, as OneFlow's libjpeg path does.
+* Images are decoded with OpenCV's ``imdecode`` (JPEG, PNG; Pillow for other
+  formats) and implement the documented intent: any JPEG/PNG/BMP/TIFF/WebP/...
+  in RGB, BGR or GRAY. OneFlow HEAD fails on JPEGs with its default
+  ``color_space="BGR"`` and with "GRAY" (its colour conversion only knows
+  BGR->RGB) and exits the process on non-JPEG data in its libjpeg path. The
+  pixels equal OneFlow's (both are libjpeg-turbo / libpng), and EXIF orientation
+  is ignored, as OneFlow's libjpeg path does.
 * Random streams are NumPy's ``Generator`` (PCG64), not ``std::mt19937``:
   the random-crop algorithm and the coin-flip distribution match OneFlow, the
   exact draws for a given seed do not. Each batch slot of the random crop has
@@ -34,11 +33,10 @@ Where we deliberately differ from OneFlow:
   (``random_seed=[np.random.default_rng(...), ...]`` or one
   ``np.random.Generator`` for ``coin_flip``) to get OneFlow's stateful
   behaviour of a stream that advances from batch to batch.
-* ``resize`` reproduces ``cv::resize`` (bilinear, area, bicubic, nearest) in NumPy
-  (:mod:`recordkit.compat.oneflow.ops.cv_resize`): the same pixels as OneFlow 0.9 on
-  every image it was compared on, sizes, scales and the "auto" rule (bilinear when the
-  image does not shrink, area when it does) included. A keep-aspect side that would
-  round to 0 is made 1.
+* ``resize`` calls ``cv2.resize`` as OneFlow does: the same pixels as OneFlow 0.9 on
+  every image it was compared on (float32 bicubic: within a few float32 ulps), sizes,
+  scales and the "auto" rule (bilinear when the image does not shrink, area when it
+  does) included. A keep-aspect side that would round to 0 is made 1.
 * ``crop_mirror_normalize`` also accepts ``output_layout="NHWC"`` directly
   (OneFlow chooses it with ``ONEFLOW_ENABLE_NHWC=1``) and checks that the crop
   fits and ``crop_pos`` is in [0, 1] instead of reading out of bounds.
@@ -51,6 +49,7 @@ import numpy as np
 
 from recordkit.compat.oneflow.ops import image as _img
 from recordkit.formats.ofrecord.decoders import _error, _feature, _locations, _single_bytes
+from recordkit.images.pool import parallel_for
 
 __all__ = ["image_decode", "image_decode_random_crop", "random_crop_generators", "resize", "crop_mirror_normalize",
            "coin_flip", "flip", "normalize", "batch_align"]
@@ -64,19 +63,29 @@ def image_decode(
     One HWC uint8 array per record, C=3 for "RGB"/"BGR" and C=1 for "GRAY".
     No resizing. Bytes that are not a decodable image, truncated pixel data and an
     image declaring more than ``max_pixels`` pixels (default: Pillow's
-    ``Image.MAX_IMAGE_PIXELS``, see :data:`recordkit.compat.oneflow.ops.image.MAX_PIXELS`)
+    ``Image.MAX_IMAGE_PIXELS``, see :data:`recordkit.images.codec.MAX_PIXELS`)
     raise FormatError naming the file and the record.
     """
     _img.channels_of(color_space)
+    return _decode_all(records, name, where, lambda data, i: _img.decode_image(
+        data, color_space, max_pixels=max_pixels))
+
+
+def _decode_all(records: Sequence[dict], name: str, where, decode, workers=None) -> list[np.ndarray]:
+    """``decode(bytes, i)`` of feature ``name`` of every record, on every core (or ``workers`` threads:
+    :func:`recordkit.images.pool.parallel_for`); the first failing record's located error."""
     locs = _locations(records, where)
-    out = []
-    for i, record in enumerate(records):
+    out: list = [None] * len(records)
+
+    def one(i: int) -> None:
         loc = locs[i]
-        data = _single_bytes(_feature(record, name, loc), name, loc, "image decoder")
+        data = _single_bytes(_feature(records[i], name, loc), name, loc, "image decoder")
         try:
-            out.append(_img.decode_image(data, color_space, max_pixels=max_pixels))
+            out[i] = decode(data, i)
         except _img.ImageDecodeError as exc:
             raise _error(loc, f"feature {name!r}: {exc}") from exc
+
+    parallel_for(len(records), one, workers=workers)
     return out
 
 
@@ -101,20 +110,26 @@ def image_decode_random_crop(
     where=None,
     *,
     max_pixels=None,
+    cover=None,
 ) -> list[np.ndarray]:
     """Decode with an Inception-style random crop -- ``OFRecordImageDecoderRandomCrop``.
 
     Per record, the crop window comes from the generator of its batch slot
-    (see :func:`recordkit.compat.oneflow.ops.image.random_crop_window` for the
+    (see :func:`recordkit.images.codec.random_crop_window` for the
     algorithm). ``random_seed`` is an int or ``SeedSequence`` (deterministic:
     slot ``i`` always gets the same generator), ``None`` (fresh entropy), or a
     sequence of ``np.random.Generator`` with one per record, which are advanced
     in place so successive batches see new windows. Errors and ``max_pixels`` as
     :func:`image_decode`.
+
+    ``cover=(h, w)`` (recordkit's, off by default): a JPEG whose window still has at least
+    ``h`` x ``w`` pixels at 1/2, 1/4 or 1/8 scale is decoded at that scale (libjpeg's DCT
+    scaling, several times less work) and its window returned at that scale -- for a pipeline
+    that resizes the crop to ``h`` x ``w`` next. Its pixels are not OneFlow's (OneFlow always
+    decodes at full scale), hence opt-in.
     """
     _img.channels_of(color_space)
     _img.validate_crop_ranges(num_attempts, random_area, random_aspect_ratio)
-    locs = _locations(records, where)
     n = len(records)
     if random_seed is not None and not isinstance(random_seed, (int, np.integer, np.random.SeedSequence)):
         gens = list(random_seed)
@@ -125,23 +140,17 @@ def image_decode_random_crop(
     else:
         gens = random_crop_generators(random_seed, n)
 
-    out = []
-    for i, record in enumerate(records):
-        loc = locs[i]
-        data = _single_bytes(_feature(record, name, loc), name, loc, "image decoder")
-        gen = gens[i]
-
-        def window(h, w, gen=gen):
+    def decode(data, i):
+        def window(h, w):  # slot i's generator: only this image's task draws from it
             return _img.random_crop_window(
-                h, w, gen, num_attempts=num_attempts,
+                h, w, gens[i], num_attempts=num_attempts,
                 random_area=random_area, random_aspect_ratio=random_aspect_ratio,
             )
+        return _img.decode_image(data, color_space, window=window, max_pixels=max_pixels, cover=cover)
 
-        try:
-            out.append(_img.decode_image(data, color_space, window=window, max_pixels=max_pixels))
-        except _img.ImageDecodeError as exc:
-            raise _error(loc, f"feature {name!r}: {exc}") from exc
-    return out
+    # one generator given for several slots is drawn from in record order, so on one thread
+    shared = len({id(g) for g in gens[:n]}) < n
+    return _decode_all(records, name, where, decode, workers=1 if shared else None)
 
 
 def _image_list(images, what: str) -> list[np.ndarray]:
@@ -208,12 +217,16 @@ def resize(
         tw, th = int(target_size[0]), int(target_size[1])
         out = np.empty((n, th, tw, channels), dtype=out_dt)
         for i, im in enumerate(imgs):
-            oh, ow, c = im.shape
-            if c != channels:
-                raise ValueError(f"resize: image {i} has {c} channels, channels={channels}")
+            if im.shape[2] != channels:
+                raise ValueError(f"resize: image {i} has {im.shape[2]} channels, channels={channels}")
+
+        def one(i: int) -> None:
+            oh, ow = imgs[i].shape[:2]
             filt = _img.resample_filter(interpolation_type, (ow, oh), (tw, th))
-            out[i] = _img.to_dtype(_img.resize_image(im, tw, th, filt), out_dt)
+            out[i] = _img.to_dtype(_img.resize_image(imgs[i], tw, th, filt), out_dt)
             scale[i] = (np.float32(tw) / np.float32(ow), np.float32(th) / np.float32(oh))
+
+        parallel_for(n, one)
         return out, scale, None
 
     if isinstance(target_size, (list, tuple)) or int(target_size) <= 0:
@@ -227,30 +240,24 @@ def resize(
         raise ValueError(f"target_size {target} is above max_size {max_size}")
     out_dt = None if dtype is None else np.dtype(dtype)
     new_size = np.zeros((n, 2), dtype=np.int32)
-    out_list = []
-    for i, im in enumerate(imgs):
-        oh, ow = im.shape[:2]
+    out_list: list = [None] * n
+
+    def one(i: int) -> None:
+        oh, ow = imgs[i].shape[:2]
         nw, nh = _img.keep_aspect_ratio_size(
             oh, ow, target, resize_longer=resize_side == "longer", min_size=min_size, max_size=max_size
         )
         filt = _img.resample_filter(interpolation_type, (ow, oh), (nw, nh))
-        res = _img.resize_image(im, nw, nh, filt)
-        out_list.append(res if out_dt is None else _img.to_dtype(res, out_dt))
+        res = _img.resize_image(imgs[i], nw, nh, filt)
+        out_list[i] = res if out_dt is None else _img.to_dtype(res, out_dt)
         new_size[i] = (nw, nh)
         scale[i] = (np.float32(nw) / np.float32(ow), np.float32(nh) / np.float32(oh))
+
+    parallel_for(n, one)
     return out_list, scale, new_size
 
 
 # --------------------------------------------------------------------------- crop / mirror / normalize
-
-
-def _per_channel(values, C: int, what: str) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float32).reshape(-1)
-    if arr.size == 1:
-        return np.full(C, arr[0], dtype=np.float32)
-    if arr.size != C:
-        raise ValueError(f"{what} must have 1 or {C} values, not {arr.size}")
-    return arr
 
 
 def _mirror_vector(mirror, n: int) -> np.ndarray:
@@ -301,8 +308,8 @@ def crop_mirror_normalize(
             raise ValueError(f"{what} must be in [0, 1], not {pos}")
     if crop_h < 0 or crop_w < 0:
         raise ValueError("crop_h and crop_w must be >= 0")
-    mean_v = _per_channel(mean, C, "mean")
-    inv_std = np.float32(1.0) / _per_channel(std, C, "std")
+    mean_v = _img.per_channel(mean, C, "mean")
+    inv_std = np.float32(1.0) / _img.per_channel(std, C, "std")
 
     dense = isinstance(images, np.ndarray)
     if dense:
@@ -331,24 +338,23 @@ def crop_mirror_normalize(
         if images.dtype != np.uint8:
             raise ValueError(f"crop_mirror_normalize needs uint8 images, not {images.dtype}")
         oh, ow, y0, x0 = check(images.shape[1:])
-        crop = imgs[:, y0:y0 + oh, x0:x0 + ow, :]
-        if flips.any():
-            crop = np.where(flips[:, None, None, None], crop[:, :, ::-1, :], crop)
-        out = (crop.astype(np.float32) - mean_v) * inv_std
+        origins = [(y0, x0)] * n
     else:
         oh, ow = crop_h, crop_w
-        out = np.empty((n, oh, ow, C), dtype=np.float32)
+        origins = []
         for i, im in enumerate(imgs):
             if im.dtype != np.uint8:
                 raise ValueError(f"crop_mirror_normalize needs uint8 images, image {i} is {im.dtype}")
-            _, _, y0, x0 = check(im.shape, i)
-            crop = im[y0:y0 + oh, x0:x0 + ow, :]
-            if flips[i]:
-                crop = crop[:, ::-1, :]
-            out[i] = (crop.astype(np.float32) - mean_v) * inv_std
-    if output_layout == "NCHW":
-        out = out.transpose(0, 3, 1, 2)
-    return np.ascontiguousarray(out, dtype=np.float32)
+            origins.append(check(im.shape, i)[2:])
+    nchw = output_layout == "NCHW"
+    out = np.empty((n, C, oh, ow) if nchw else (n, oh, ow, C), dtype=np.float32)
+
+    def one(i: int) -> None:
+        y0, x0 = origins[i]
+        _img.normalize_into(imgs[i][y0:y0 + oh, x0:x0 + ow, :], mean_v, inv_std, out[i], nchw, mirror=bool(flips[i]))
+
+    parallel_for(n, one)
+    return out
 
 
 def normalize(images, std, mean):
@@ -358,11 +364,11 @@ def normalize(images, std, mean):
     """
     if isinstance(images, np.ndarray) and images.ndim == 4:
         C = images.shape[3]
-        return (images.astype(np.float32) - _per_channel(mean, C, "mean")) / _per_channel(std, C, "std")
+        return (images.astype(np.float32) - _img.per_channel(mean, C, "mean")) / _img.per_channel(std, C, "std")
     out = []
     for im in _image_list(images, "normalize"):
         C = im.shape[2]
-        out.append((im.astype(np.float32) - _per_channel(mean, C, "mean")) / _per_channel(std, C, "std"))
+        out.append((im.astype(np.float32) - _img.per_channel(mean, C, "mean")) / _img.per_channel(std, C, "std"))
     return out
 
 
