@@ -93,6 +93,7 @@ class MinibatchSource(Checkpointing):
         self.trace_level = _trace_level(trace_level)
         self._chunk_split = None  # (n, i) when this source reads whole-chunk partition i of n
         if in_chunks(deserializer, partition_by, randomize, num_data_partitions):
+            assert num_data_partitions is not None  # in_chunks is true only with several partitions
             i = 0 if partition_index is None else int(partition_index)
             deserializer = ChunkPartition(deserializer, int(num_data_partitions), i)
             self._chunk_split = (int(num_data_partitions), i)
