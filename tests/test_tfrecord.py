@@ -401,3 +401,64 @@ def test_the_compiled_framing_writes_the_records_framed_one_by_one(table):
         _kernel.frame_sequence_examples(keys[:2], [b"x"], [np.zeros(3, np.uint8)], [np.array([0, 2])])
     with pytest.raises(ValueError, match="1 to 127 bytes"):
         _kernel.frame_sequence_examples(keys[:1], [b"x" * 128], [np.zeros(3, np.uint8)], [np.array([0, 2])])
+
+
+# -- files larger than a chunk: record ranges -------------------------------------------------------
+def _columns_of(chunks):
+    keys = np.concatenate([c.keys for c in chunks])
+    feat = np.concatenate([c.columns["feat"].values for c in chunks])
+    lab = np.concatenate([c.columns["lab"].values for c in chunks])
+    return keys, feat, lab
+
+
+def test_a_file_larger_than_the_chunk_size_is_read_as_runs_of_whole_records(converted):
+    _, out = converted
+    whole = TFRecordReader(str(out))
+    cut = TFRecordReader(str(out), chunk_size=700)
+    assert len(whole.chunks) == 3 and len(cut.chunks) > 3 * 3
+    assert sum(c.num_sequences for c in cut.chunks) == sum(c.num_sequences for c in whole.chunks)
+    sizes = [os.path.getsize(p) for p in parts(out)]
+    assert all(c.size < 700 + max(sizes) // 4 for c in cut.chunks)  # a run ends at the record that crosses 700 B
+    a = _columns_of([whole.load_chunk(c.id) for c in whole.chunks])
+    b = _columns_of([cut.load_chunk(c.id) for c in cut.chunks])
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_a_run_of_records_reads_only_its_bytes_and_a_damaged_one_is_located_in_its_file(converted, monkeypatch):
+    _, out = converted
+    part = parts(out)[1]
+    reads = []
+    from recordkit.formats.tfrecord import reader as tfreader
+    whole_reads = tfreader.read_whole
+    monkeypatch.setattr(tfreader, "read_whole", lambda p, **kw: reads.append(p) or whole_reads(p, **kw))
+    cut = TFRecordReader(str(out), chunk_size=700)
+    at_open = len(reads)
+    mine = [c for c in cut.chunks if cut._ranges[c.id][0] == 1]
+    assert len(mine) > 2
+    cut.load_chunk(mine[1].id)
+    assert len(reads) == at_open  # the run's bytes only: the whole file is not read again
+    data = bytearray(open(part, "rb").read())
+    third = mine[2]
+    data[third.offset + 12 + 3] ^= 0x04  # inside the first record of the third run: its data CRC
+    open(part, "wb").write(bytes(data))
+    with pytest.raises(FormatError, match="data CRC mismatch") as e:
+        cut.load_chunk(third.id)
+    assert (e.value.path, e.value.offset, e.value.record) == (part, third.offset, f"record {cut._ranges[third.id][3]}")
+    with pytest.raises(FormatError, match="data CRC mismatch") as w:
+        TFRecordReader(str(out)).load_chunk(1)
+    assert (w.value.offset, w.value.record) == (e.value.offset, e.value.record)  # where the whole-file read says
+
+
+def test_a_minibatch_source_over_record_runs_delivers_every_sequence_once(converted):
+    from recordkit.engine.source import MinibatchSource
+    _, out = converted
+    cut = TFRecordReader(str(out), chunk_size=700)
+    src = MinibatchSource(cut, randomize=True, window=4, max_sweeps=1, seed=1)
+    seen = []
+    while (mb := src.next_minibatch(37)) is not None:
+        seen += mb.keys.tolist()
+    src.close()
+    whole = TFRecordReader(str(out))
+    want = np.concatenate([whole.load_chunk(c.id).keys for c in whole.chunks]).tolist()
+    assert sorted(seen) == sorted(want) and len(seen) == len(want)

@@ -2,6 +2,7 @@
 write most): streams inferred from the first records' features and checked against the rest,
 bytes features refused with the ``--stream`` list that selects the others, int64 values read
 only where exact; one-sample sequences written as Examples (``--tfrecord-kind``)."""
+import json
 import os
 
 import numpy as np
@@ -184,3 +185,38 @@ def test_the_column_wise_example_decoder_and_protobuf_give_the_same_chunks(tmp_p
             np.testing.assert_array_equal(a.columns[name].values, b.columns[name].values)
             np.testing.assert_array_equal(a.columns[name].seq_offsets, b.columns[name].seq_offsets)
     assert fast[0].keys.tolist() == list(range(1000, 1020))
+
+
+def test_a_file_of_examples_larger_than_the_chunk_size_is_read_as_runs_and_checked_per_run(tmp_path, capsys):
+    records = [plain(i) for i in range(INFER_RECORDS + 40)]
+    records[INFER_RECORDS + 30]["x"] = ([1.0, 2.0], "float")  # in a late run, past the inferring records
+    path = write(tmp_path / "t.tfrecord", records)
+    cut = TFRecordReader(str(path), chunk_size=600)
+    assert cut.inferred and len(cut.chunks) > 3
+    with pytest.raises(FormatError, match="feature 'x': 2 values, expected dim 4") as e:
+        for c in cut.chunks:
+            cut.load_chunk(c.id)
+    whole = TFRecordReader(str(path))
+    with pytest.raises(FormatError) as w:
+        whole.load_chunk(0)
+    assert e.value.record == w.value.record == f"record {INFER_RECORDS + 30}"
+    assert e.value.offset == w.value.offset > 600  # in the file, not in its run
+    # a described set of Examples: runs whose keys and values are the whole file's, counts checked
+    src = tmp_path / "s.ctf"
+    src.write_text("".join(f"{i} |x {i} {i + 1} {i + 2} |y {i % 4}:1.5\n" for i in range(60)))
+    out = tmp_path / "ex"
+    assert cli(capsys, "convert", src, out, "--to", "tfrecord", *STREAMS)[0] == 0
+    whole, cut = TFRecordReader(str(out)), TFRecordReader(str(out), chunk_size=500)
+    assert whole.kind == cut.kind == "example" and len(whole.chunks) == 1 and len(cut.chunks) > 3
+    a = whole.load_chunk(0)
+    runs = [cut.load_chunk(c.id) for c in cut.chunks]
+    assert np.concatenate([r.keys for r in runs]).tolist() == a.keys.tolist() == list(range(60))
+    assert sum(c.num_samples for c in cut.chunks) == 60
+    for name in ("x", "y"):
+        np.testing.assert_array_equal(np.concatenate([r.columns[name].values for r in runs]), a.columns[name].values)
+    meta = out / "__recordkit__.json"
+    doc = json.loads(meta.read_text())
+    doc["shards"][0]["sequences"] -= 1
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="holds 60 records, __recordkit__.json says 59"):
+        TFRecordReader(str(out), chunk_size=500)

@@ -1,14 +1,19 @@
 """TFRecordReader: a directory of TFRecord files of ``tf.train.SequenceExample`` or
 ``tf.train.Example`` records as a Deserializer.
 
-One chunk per file. Streams come from ``__recordkit__.json`` beside the parts, else from the
-``__recordkit__`` context feature of the first record (``writer.py``); files of Examples
-written by other tools have their streams inferred from their first records' features
-(``examples.py``); SequenceExamples written by other tools need ``streams`` (alias = the
-feature list name; sparse streams read ``ALIAS.indices`` and ``ALIAS.values``), which also
-select and rename an Example's features. The sequence key is the context feature ``key``
-(an Example's feature ``key``; int64_list of one value) where every record has one, else the
-record's position in the data set. An Example is a sequence of one sample.
+A file of up to ``chunk_size`` bytes (32 MB by default, CBF's chunk size) is one chunk; a larger
+one, of Examples or SequenceExamples alike, is cut into runs of whole records of about
+``chunk_size`` bytes, found by a walk over its record headers when the reader opens it (the CRCs
+are checked when a run loads), so a big shard is loaded a run at a time, ahead on the engine's
+loader threads, instead of whole. Streams come from ``__recordkit__.json`` beside the parts,
+else from the ``__recordkit__`` context feature of the first record (``writer.py``); files of
+Examples written by other tools have their streams inferred from their first records' features
+(``examples.py``; every run is checked against them); SequenceExamples written by other tools
+need ``streams`` (alias = the feature list name; sparse streams read ``ALIAS.indices`` and
+``ALIAS.values``), which also select and rename an Example's features. The sequence key is the
+context feature ``key`` (an Example's feature ``key``; int64_list of one value) where every
+record of the chunk has one, else the record's position in the data set. An Example is a
+sequence of one sample.
 
 Both CRCs of every record are checked. A truncated file, a wrong CRC, a record that is not a
 SequenceExample (or Example), a missing feature list or feature, a sample of the wrong length:
@@ -21,6 +26,7 @@ import os
 
 import numpy as np
 
+from recordkit.engine import DEFAULT_CHUNK_SIZE
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json
@@ -63,10 +69,11 @@ def _schema():
 class TFRecordReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
     def __init__(self, path, streams=None, *, precision=None, verify_crc: bool = True, storage_options=None,
-                 cache_dir=None):
+                 cache_dir=None, chunk_size: int | None = DEFAULT_CHUNK_SIZE):
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         self.verify_crc = bool(verify_crc)
+        self.chunk_size = int(chunk_size) if chunk_size else DEFAULT_CHUNK_SIZE
         location.ensure_regular(self.path, storage_options)
         is_dir = location.isdir(self.path, storage_options)
         # one listing answers every "is it there", each file's metadata is read once per open
@@ -106,18 +113,55 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self._examples = examples.ExampleColumns(self._streams, self._fields, kinds, self.dtype, skip=SKIP,
                                                  key=KEY_FEATURE) \
             if self.kind == EXAMPLE else None
+        scans = [None] * len(self.paths)  # the header walks done already: not read twice
         if counts is None:
             counts = []
-            for p in self.paths:
-                offs, _ = framing.scan(self._files.read_whole(p), p, verify=False)
-                counts.append((len(offs), len(offs), self._size(p)))
-        self._chunks, self._first = [], [0]
-        for i, (nseq, nsamp, size) in enumerate(counts):
-            self._chunks.append(ChunkInfo(i, nseq, nsamp, 0, size))
-            self._first.append(self._first[-1] + nseq)
+            for i, p in enumerate(self.paths):
+                data = self._files.read_whole(p)
+                scans[i] = framing.scan(data, p, verify=False)
+                counts.append((len(scans[i][0]), len(scans[i][0]), len(data)))
+        # per chunk: (its file, byte range, the index of its first record in the file)
+        self._chunks, self._first, self._ranges = [], [0], []
+        self._whole = []  # per file: one chunk holds it all (read whole, checked as before)
+        for i, (p, (nseq, nsamp, size)) in enumerate(zip(self.paths, counts)):
+            runs = self._cut(p, size, nseq, scans[i])
+            self._whole.append(len(runs) == 1)
+            for first_rec, n, lo, hi in runs:
+                samples = nsamp if n == nseq else int(round(nsamp * n / max(nseq, 1)))
+                self._chunks.append(ChunkInfo(len(self._chunks), n, samples, lo, hi - lo))
+                self._ranges.append((i, lo, hi, first_rec))
+                self._first.append(self._first[-1] + n)
 
-    def _size(self, path) -> int:
-        return self._files.size(path)
+    def _cut(self, path, size: int, nseq: int, scanned=None) -> list:
+        """The chunks of one file as (first record, records, byte start, byte end): the whole file
+        when it is no larger than ``chunk_size``, else runs of whole records of about that size
+        (from a walk over the record headers, ``scanned`` if done already; a file whose framing
+        is broken stays one chunk, and its load reports where). A run's sample count is its share
+        of the file's (exact for Examples, one sample each)."""
+        if size <= self.chunk_size:
+            return [(0, nseq, 0, size)]
+        if scanned is None:
+            try:
+                scanned = framing.scan(self._files.read_whole(path), path, verify=False)
+            except FormatError:
+                return [(0, nseq, 0, size)]
+        offs, lens = scanned
+        if self.description is not None and len(offs) != nseq:
+            raise FormatError(path, f"the file holds {len(offs)} records, {META_NAME} says {nseq} "
+                                    f"(file replaced or truncated?)", offset=size)
+        starts = offs.astype(np.int64) - 12  # each record's header
+        ends = offs.astype(np.int64) + lens.astype(np.int64) + 4  # past its data CRC
+        cuts = [0]
+        while cuts[-1] < len(offs):
+            a = cuts[-1]
+            b = int(np.searchsorted(ends, starts[a] + self.chunk_size, side="right"))
+            cuts.append(max(b, a + 1))
+        out = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            lo = int(starts[a])
+            hi = int(ends[b - 1]) if b < len(offs) else size
+            out.append((a, b - a, lo, hi))
+        return out or [(0, nseq, 0, size)]
 
     def _first_records(self):
         """The first records of the first part, parsed (``examples.first_messages``)."""
@@ -146,15 +190,25 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         return f"{self.paths[chunk_id]}: record {index} of the file{sam}"
 
     def load_chunk(self, chunk_id: int, **_) -> ChunkData:
-        path = self.paths[chunk_id]
-        data = self._files.read_whole(path)
+        shard, lo, hi, first_rec = self._ranges[chunk_id]
+        path = self.paths[shard]
+        whole = self._whole[shard]
+        data = self._files.read_whole(path) if whole else self._read_range(path, lo, hi)
         first = self._first[chunk_id]
-        offs, lens = framing.scan(data, path, verify=self.verify_crc)
+        try:
+            offs, lens = framing.scan(data, path, verify=self.verify_crc, first_record=first_rec)
+        except FormatError as e:
+            if whole or e.offset is None:
+                raise
+            raise FormatError(path, e.message, offset=lo + e.offset, record=e.record) from None
         n = len(offs)
         expected = self._chunks[chunk_id].num_sequences
-        if self.description is not None and n != expected:
+        if whole and self.description is not None and n != expected:
             raise FormatError(path, f"the file holds {n} records, {META_NAME} says {expected} "
                                     f"(file replaced or truncated?)", offset=len(data))
+        if not whole and n != expected:
+            raise FormatError(path, f"bytes {lo}..{hi} hold {n} records, {expected} were found there when "
+                                    f"the data set was opened (file replaced?)", offset=lo + len(data))
         try:
             if self._examples is None:
                 return self._load_fast(chunk_id, data, offs, lens, first)
@@ -173,10 +227,10 @@ class TFRecordReader(DeserializerBase, ClosingReader):
                 msg.ParseFromString(buf[o:o + int(lens[k])])
             except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
                 what = "Example" if self._examples is not None else "SequenceExample"
-                raise FormatError(path, f"record is not a tf.train.{what}: {e}", offset=o - 12,
-                                  record=f"record {k}") from None
+                raise FormatError(path, f"record is not a tf.train.{what}: {e}", offset=lo + o - 12,
+                                  record=f"record {first_rec + k}") from None
             msgs.append(msg)
-        where = [(path, int(offs[k]) - 12, k) for k in range(n)]
+        where = [(path, lo + int(offs[k]) - 12, first_rec + k) for k in range(n)]
         if self._examples is not None:
             cols = self._examples.columns(msgs, where)
             lengths = np.ones(n, dtype=np.int64)
@@ -189,6 +243,18 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         keys = self._keys(msgs, first)
         lengths = sequence_lengths_of(self._streams, counts) if n else np.zeros(0, np.int64)
         return ChunkData(chunk_id, keys, lengths, cols)
+
+    def _read_range(self, path, lo: int, hi: int) -> bytes:
+        """Bytes [lo, hi) of a file; a file that shrank meanwhile is a located error."""
+        src = self._files.source(path)
+        try:
+            data = src.pread(lo, hi - lo)
+        finally:
+            self._files.release(src)
+        if len(data) != hi - lo:
+            raise FormatError(path, f"file shrank while being read: bytes {lo}..{hi} expected, got "
+                                    f"{len(data)}", offset=lo + len(data))
+        return data
 
     def _load_fast(self, chunk_id, data, offs, lens, first) -> ChunkData:
         """``fastread``: the whole file column-wise (raises ``NotCanonical`` to fall back)."""
