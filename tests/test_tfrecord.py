@@ -429,9 +429,9 @@ def test_a_run_of_records_reads_only_its_bytes_and_a_damaged_one_is_located_in_i
     _, out = converted
     part = parts(out)[1]
     reads = []
-    from recordkit.formats.tfrecord import reader as tfreader
-    whole_reads = tfreader.read_whole
-    monkeypatch.setattr(tfreader, "read_whole", lambda p, **kw: reads.append(p) or whole_reads(p, **kw))
+    from recordkit.storage.pool import SourcePool
+    whole_reads = SourcePool.read_whole
+    monkeypatch.setattr(SourcePool, "read_whole", lambda self, p: reads.append(p) or whole_reads(self, p))
     cut = TFRecordReader(str(out), chunk_size=700)
     at_open = len(reads)
     mine = [c for c in cut.chunks if cut._ranges[c.id][0] == 1]
