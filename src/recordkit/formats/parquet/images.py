@@ -40,11 +40,16 @@ def encoded_images(path, column: str, *, batch_rows: int = 256, storage_options=
     order), read ``batch_rows`` rows at a time; errors as :func:`column_images`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    for part in parquet_part_paths(path, storage_options):
-        try:
-            pf = pq.ParquetFile(_open_file(part, storage_options, cache_dir))
-            schema = pf.schema_arrow
-            batches = pf.iter_batches(batch_size=batch_rows, columns=[column]) if column in schema.names else ()
-            yield from column_images(part, schema, column, batches)
-        except (OSError, pa.ArrowException) as e:
-            raise arrow_error(part, e) from None
+    from recordkit.storage.pool import SourcePool
+    files = SourcePool(None, storage_options=storage_options, cache_dir=cache_dir)  # remote files opened once
+    try:
+        for part in parquet_part_paths(path, storage_options):
+            try:
+                pf = pq.ParquetFile(_open_file(part, files))
+                schema = pf.schema_arrow
+                batches = pf.iter_batches(batch_size=batch_rows, columns=[column]) if column in schema.names else ()
+                yield from column_images(part, schema, column, batches)
+            except (OSError, pa.ArrowException) as e:
+                raise arrow_error(part, e) from None
+    finally:
+        files.close()
