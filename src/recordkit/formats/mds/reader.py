@@ -60,25 +60,10 @@ def _sample_of(seq_offsets, k: int, dim: int) -> str:
 
 def _sample_columns(data, offs, cols, n: int, path):
     """(sample, column, encoding, byte offset, size) of every column of the first ``n`` samples of a
-    shard, in order; a located error where a sample's sizes do not fit it."""
-    var = [i for i, (_, _, size) in enumerate(cols) if size is None]
-    fixed = {i: int(size) for i, (_, _, size) in enumerate(cols) if size is not None}
+    shard, in order (``column_spans``: a located error where a sample's sizes do not fit it)."""
     for k in range(n):
-        a, b = int(offs[k]), int(offs[k + 1])
-        if b - a < 4 * len(var):
-            raise FormatError(path, "sample too short for its column sizes", offset=a, record=f"sample {k}")
-        sizes = np.frombuffer(data, "<u4", len(var), a).astype(np.int64)
-        pos = a + 4 * len(var)
-        vi = 0
-        for i, (c, enc, _) in enumerate(cols):
-            size = fixed.get(i)
-            if size is None:
-                size = int(sizes[vi])
-                vi += 1
-            if pos + size > b:
-                raise FormatError(path, f"column '{c}' runs past its sample", offset=pos, record=f"sample {k}")
+        for (c, enc, _), (pos, size) in zip(cols, column_spans(data, offs, cols, k, path)):
             yield k, c, enc, pos, size
-            pos += size
 
 
 def looks_like(path, storage_options=None) -> bool:
@@ -171,18 +156,7 @@ class MDSReader(DeserializerBase, ClosingReader):
         """(bytes, sample offsets) of a shard, its sizes checked against index.json."""
         path, n, cols, nbytes = self._shards[chunk_id]
         data = self._files.read_whole(path)
-        if nbytes and len(data) != nbytes:
-            raise FormatError(path, f"shard has {len(data)} bytes, index.json says {nbytes} (truncated?)",
-                              offset=min(len(data), nbytes))
-        if len(data) < 4 + 4 * (n + 1):
-            raise FormatError(path, "shard too short for its sample table", offset=0)
-        stored_n = int(np.frombuffer(data, "<u4", 1, 0)[0])
-        if stored_n != n:
-            raise FormatError(path, f"shard says {stored_n} samples, index.json says {n}", offset=0)
-        offs = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
-        if n and (np.any(np.diff(offs) < 0) or offs[-1] > len(data) or offs[0] < 4 + 4 * (n + 1)):
-            raise FormatError(path, "sample offsets are not increasing or run past the end of the shard "
-                                    "(truncated shard?)", offset=4)
+        offs = sample_table(data, path, n, nbytes)
         return data, offs
 
     def _probe(self, column: str):
