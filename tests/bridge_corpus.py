@@ -40,6 +40,8 @@ def make_ctf(path, n: int = 120, seed: int = 7) -> str:
 
 
 def cli(capsys, *argv) -> tuple[int, str, str]:
+    """``recordkit ARGV`` in this process: (exit status, what it printed, what it warned)."""
+    capsys.readouterr()
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err

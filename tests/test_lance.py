@@ -14,6 +14,7 @@ pa = pytest.importorskip("pyarrow")
 from recordkit.cli.main import main  # noqa: E402
 from recordkit.errors import FormatError  # noqa: E402
 from recordkit.formats.detect import sniff_format  # noqa: E402
+from bridge_corpus import cat_records, cli as run  # noqa: E402
 
 STREAMS = ["--stream", "word=sparse:50:w", "--stream", "feat=dense:3:f"]
 
@@ -32,17 +33,8 @@ def make_ctf(path, n=40, seed=5):
     return path
 
 
-def run(capsys, *argv):
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def cat(capsys, path, *extra):
-    code, out, err = run(capsys, "cat", path, *extra)
-    assert code == 0, err
-    return [json.loads(line) for line in out.splitlines()]
+    return cat_records(capsys, path, *extra)
 
 
 def foreign(path, **columns):

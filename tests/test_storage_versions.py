@@ -87,3 +87,13 @@ def test_a_local_file_replaced_by_rename_mid_sweep_reads_on_as_the_file_opened(t
     os.replace(tmp_path / "new", path)
     assert src.pread(1000, 9240) == A[1000:]
 
+
+
+def test_a_modification_time_as_seconds_and_as_a_datetime_is_one_version():
+    """fsspec's memory filesystem reports ``created`` as a datetime from ``info()`` and as seconds in
+    a listing: the same instant must not read as a replaced object."""
+    from datetime import datetime, timezone
+    from recordkit.storage.versions import same_version
+    when = datetime(2026, 11, 27, 19, 7, 11, 254758, tzinfo=timezone.utc)
+    assert same_version({"size": 537, "created": when}, {"size": 537, "created": when.timestamp()})
+    assert not same_version({"size": 537, "created": when}, {"size": 537, "created": when.timestamp() + 1})

@@ -11,19 +11,11 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from recordkit.cli.main import main  # noqa: E402
-
-
-def run(capsys, *argv):
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from bridge_corpus import cat_records, cli as run  # noqa: E402
 
 
 def cat(capsys, path, *extra):
-    code, out, err = run(capsys, "cat", path, *extra)
-    assert code == 0, err
-    return [json.loads(line) for line in out.splitlines()]
+    return cat_records(capsys, path, *extra)
 
 
 def embeddings_parquet(path, n=10, dim=16, row_group_size=4):

@@ -8,21 +8,13 @@ from pathlib import Path
 import numpy as np
 
 from recordkit.cli.main import main
+from bridge_corpus import cat_records, cli as run  # noqa: E402
 
 WORLD = Path(__file__).parent / "data" / "world"
 
 
-def run(capsys, *argv):
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def cat(capsys, path, *extra):
-    code, out, err = run(capsys, "cat", path, *extra)
-    assert code == 0, err
-    return [json.loads(line) for line in out.splitlines()]
+    return cat_records(capsys, path, *extra)
 
 
 def expected(name):

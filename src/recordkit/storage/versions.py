@@ -48,6 +48,16 @@ def _value(info: dict, key: str):
     return None if v in (None, "", "null") else v
 
 
+def _comparable(v):
+    """A version value as one representation: filesystems report a modification time as a datetime
+    in one answer and as seconds in another (fsspec's memory filesystem: a listing and ``info()``)."""
+    if isinstance(v, datetime):
+        return v.timestamp() if v.tzinfo is not None else v.replace(tzinfo=timezone.utc).timestamp()
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return str(v)
+
+
 def same_version(a: dict, b: dict) -> bool:
     """Whether two ``info()`` answers are of one version: same size, and the same value of the
     most telling field both report (answers from a listing and from a HEAD differ in which
@@ -56,7 +66,7 @@ def same_version(a: dict, b: dict) -> bool:
         return False
     for key, _ in _FIELDS:
         if _value(a, key) is not None and _value(b, key) is not None:
-            return str(a[key]) == str(b[key])
+            return _comparable(a[key]) == _comparable(b[key])
     return True
 
 
