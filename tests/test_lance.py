@@ -11,7 +11,6 @@ os.environ.setdefault("LANCE_LOG", "error")  # as recordkit sets it: no warning 
 lance = pytest.importorskip("lance", reason="the Lance format needs pylance: pip install 'recordkit[lance]'")
 pa = pytest.importorskip("pyarrow")
 
-from recordkit.cli.main import main  # noqa: E402
 from recordkit.errors import FormatError  # noqa: E402
 from recordkit.formats.detect import sniff_format  # noqa: E402
 from bridge_corpus import cat_records, cli as run  # noqa: E402

@@ -10,7 +10,6 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from recordkit.cli.main import main  # noqa: E402
 from bridge_corpus import cat_records, cli as run  # noqa: E402
 
 

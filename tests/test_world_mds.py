@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from recordkit.cli.main import main
 from bridge_corpus import cat_records, cli as run  # noqa: E402
 
 WORLD = Path(__file__).parent / "data" / "world"
