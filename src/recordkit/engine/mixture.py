@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -63,8 +63,8 @@ class Mixture(WrapsDeserializers):
     """The union of ``parts`` (deserializers of the same streams, any formats), mixed by
     ``weights`` or by ``repeats`` per sweep (see the module docstring)."""
 
-    def __init__(self, parts: Iterable[Deserializer], *, weights: Sequence[float] | None = None,
-                 repeats: Sequence[float] | None = None, sweep_sequences: int | None = None) -> None:
+    def __init__(self, parts: Iterable[Deserializer], *, weights: Iterable[float] | None = None,
+                 repeats: Iterable[float] | None = None, sweep_sequences: int | None = None) -> None:
         parts = list(parts)
         if len(parts) < 1:
             raise UsageError("a mixture needs at least one data set")
