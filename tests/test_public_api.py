@@ -100,3 +100,39 @@ def test_the_verify_command_opens_self_describing_formats_on_either_side(data, f
 
 def test_errors_are_recordkit_errors():
     assert issubclass(UsageError, RecordkitError)
+
+
+def _public_functions():
+    """(qualified name, function) for every public function of the public face: ``recordkit``'s,
+    and every public method (and ``__init__``) of its classes and of ``recordkit.readers`` /
+    ``recordkit.writers``'s."""
+    import inspect
+
+    import recordkit.readers
+    import recordkit.writers
+    named = [(name, getattr(module, name)) for module in (recordkit.readers, recordkit.writers)
+             for name in module.__all__]
+    named += [(name, getattr(recordkit, name)) for name in recordkit.__all__ if not name.startswith("__")]
+    for name, obj in named:
+        if inspect.isclass(obj):
+            for member, fn in inspect.getmembers(obj, inspect.isfunction):
+                if member == "__init__" or not member.startswith("_"):
+                    yield f"{name}.{member}", fn
+        elif inspect.isfunction(obj):
+            yield name, obj
+
+
+def test_every_public_function_and_method_is_annotated():
+    import inspect
+    missing = []
+    for name, fn in _public_functions():
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            continue
+        params = [p for p in sig.parameters.values() if p.name not in ("self", "cls")
+                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if (any(p.annotation is inspect.Parameter.empty for p in params)
+                or (sig.return_annotation is inspect.Signature.empty and fn.__name__ != "__init__")):
+            missing.append(name)
+    assert not missing, f"{len(missing)} public function(s) without full annotations: {sorted(set(missing))}"

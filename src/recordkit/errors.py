@@ -48,7 +48,8 @@ class FormatError(RecordkitError, ValueError):
     sequence or chunk index when that helps.
     """
 
-    def __init__(self, path, message, *, line=None, column=None, offset=None, record=None):
+    def __init__(self, path: str | os.PathLike[str], message: str, *, line: int | None = None,
+                 column: int | None = None, offset: int | None = None, record: str | int | None = None) -> None:
         self.path = str(path)
         self.message = message
         self.line = line

@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from recordkit.engine.deserializer import (ChunkInfo, WrapsDeserializers, chunk_sequence_keys, keys_are_ids,
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.deserializer import (ChunkInfo, Deserializer, WrapsDeserializers, chunk_sequence_keys, keys_are_ids,
                                            load_chunk, name_of, sequence_lengths, splits_chunks,
                                            takes_threads)
 from recordkit.errors import UsageError
@@ -76,7 +77,7 @@ def assign_chunks(chunks: list[ChunkInfo], num_partitions: int) -> np.ndarray:
 class ChunkPartition(WrapsDeserializers):
     """Partition ``index`` of ``num_partitions`` of ``deserializer``, in whole chunks."""
 
-    def __init__(self, deserializer, num_partitions: int, index: int):
+    def __init__(self, deserializer: Deserializer, num_partitions: int, index: int) -> None:
         n, i = int(num_partitions), int(index)
         if n < 1 or not 0 <= i < n:
             raise UsageError(f"partition index must be in [0, num_partitions): got {i} of {n}")
@@ -114,7 +115,7 @@ class ChunkPartition(WrapsDeserializers):
     def splits_chunks(self) -> bool:
         return splits_chunks(self.inner)
 
-    def load_chunk(self, chunk_id: int, threads: int | None = None):
+    def load_chunk(self, chunk_id: int, threads: int | None = None) -> ChunkData:
         inner_id = self._ids[chunk_id]
         data = load_chunk(self.inner, inner_id, threads, self._inner_takes_threads)
         return dataclasses.replace(data, chunk_id=chunk_id)
@@ -127,12 +128,12 @@ class ChunkPartition(WrapsDeserializers):
     def keys_are_ids(self) -> bool:
         return keys_are_ids(self.inner)
 
-    def sequence_lengths(self, chunk_id: int):
+    def sequence_lengths(self, chunk_id: int) -> np.ndarray | None:
         return sequence_lengths(self.inner, self._ids[chunk_id])
 
-    def sequence_keys(self, chunk_id: int):
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
         return chunk_sequence_keys(self.inner, self._ids[chunk_id])
 
-    def estimated_chunk_bytes(self):
+    def estimated_chunk_bytes(self) -> np.ndarray:
         from recordkit.engine.plan import chunk_bytes
         return np.asarray(chunk_bytes(self.inner))[self._ids]

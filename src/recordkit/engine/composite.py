@@ -8,11 +8,12 @@ an error that names the files and the first keys or counts that differ.
 """
 from __future__ import annotations
 
+from typing import Iterable
 
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData, concat_chunks
-from recordkit.engine.deserializer import ChunkInfo, WrapsDeserializers
+from recordkit.engine.deserializer import ChunkInfo, Deserializer, WrapsDeserializers
 from recordkit.errors import FormatError
 
 
@@ -35,7 +36,7 @@ class CompositeDeserializer(WrapsDeserializers):
     ``close()`` (or ``with``) closes every one of them.
     """
 
-    def __init__(self, deserializers, *, join: str = "auto"):
+    def __init__(self, deserializers: Iterable[Deserializer], *, join: str = "auto") -> None:
         self.parts = list(deserializers)
         if not self.parts:
             raise ValueError("a composite needs at least one deserializer")

@@ -11,6 +11,8 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, runtime_checkable
 
+import numpy as np
+
 from recordkit.engine.chunk import ChunkData, Sequence
 from recordkit.engine.streams import StreamSpec
 
@@ -61,7 +63,7 @@ class DeserializerBase:
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
 
-    def sequence_keys(self, chunk_id: int):
+    def sequence_keys(self, chunk_id: int) -> np.ndarray:
         return self.load_chunk(chunk_id).keys
 
     def iter_chunks(self, threads: int = 2, prefetch: int | None = None, **_) -> Iterator[ChunkData]:
@@ -88,7 +90,7 @@ class WrapsDeserializers:
                 close()
 
     @contextmanager
-    def retaining_buffers(self):
+    def retaining_buffers(self) -> Iterator[None]:
         """Each wrapped deserializer's ``retaining_buffers`` at once: the chunk cache opens it
         around a burst of loads (every chunk a minibatch waits for), so a CTF file behind a
         ``ChunkPartition`` or in a ``Mixture`` reuses its text buffers within the burst as it does

@@ -31,10 +31,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from typing import Iterable
 
 import numpy as np
 
-from recordkit.engine.deserializer import (WrapsDeserializers, load_chunk, name_of, sequence_lengths,
+from recordkit.engine.chunk import ChunkData
+from recordkit.engine.deserializer import (Deserializer, WrapsDeserializers, load_chunk, name_of, sequence_lengths,
                                            splits_chunks, takes_threads)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer, SweepOrder
 from recordkit.errors import UsageError
@@ -61,13 +63,14 @@ class Mixture(WrapsDeserializers):
     """The union of ``parts`` (deserializers of the same streams, any formats), mixed by
     ``weights`` or by ``repeats`` per sweep (see the module docstring)."""
 
-    def __init__(self, parts, *, weights=None, repeats=None, sweep_sequences: int | None = None):
+    def __init__(self, parts: Iterable[Deserializer], *, weights: Iterable[float] | None = None,
+                 repeats: Iterable[float] | None = None, sweep_sequences: int | None = None) -> None:
         parts = list(parts)
         if len(parts) < 1:
             raise UsageError("a mixture needs at least one data set")
         if (weights is None) == (repeats is None):
             raise UsageError("give a mixture either weights or repeats (one per data set)")
-        given = [float(v) for v in (weights if weights is not None else repeats)]
+        given = [float(v) for v in (weights if weights is not None else repeats)]  # type: ignore[union-attr]
         what = "weights" if weights is not None else "repeats"
         if len(given) != len(parts):
             raise UsageError(f"{len(given)} {what} for {len(parts)} data sets")
@@ -116,13 +119,13 @@ class Mixture(WrapsDeserializers):
     def splits_chunks(self) -> bool:
         return all(splits_chunks(p) for p in self.parts)
 
-    def load_chunk(self, chunk_id: int, threads: int | None = None):
+    def load_chunk(self, chunk_id: int, threads: int | None = None) -> ChunkData:
         i, local = self._owner[chunk_id]
         part = self.parts[i]
         data = load_chunk(part, local, threads, self._takes_threads[i])
         return dataclasses.replace(data, chunk_id=chunk_id)
 
-    def sequence_lengths(self, chunk_id: int):
+    def sequence_lengths(self, chunk_id: int) -> np.ndarray | None:
         i, local = self._owner[chunk_id]
         return sequence_lengths(self.parts[i], local)
 
@@ -134,7 +137,7 @@ class Mixture(WrapsDeserializers):
         return " + ".join(_name(p) for p in self.parts)
 
     # -- what makes it a mixture -------------------------------------------------------------------
-    def make_randomizer(self, *, randomize: bool, window, sample_based: bool, seed: int) -> "MixtureRandomizer":
+    def make_randomizer(self, *, randomize: bool, window: int | None, sample_based: bool, seed: int) -> "MixtureRandomizer":
         return MixtureRandomizer(self, randomize=randomize, window=window, sample_based=sample_based, seed=seed)
 
     def describe(self) -> dict:

@@ -83,8 +83,8 @@ class Checkpointing:
                                                           "run_position": self._run_position()}}),
         }
 
-    def restore_from_checkpoint(self, state, *, num_data_partitions: int | None = None,
-                                partition_index: int | None = None) -> None:
+    def restore_from_checkpoint(self, state: dict | list[dict | None] | tuple[dict | None, ...], *,
+                                num_data_partitions: int | None = None, partition_index: int | None = None) -> None:
         """Continue from ``state`` (``get_checkpoint_state()``). The state is untrusted input:
         every field is checked first (``engine/checkpoint.py``); a bad one is a ValueError
         naming the field and leaves this source as it was.

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Iterator
 
 import numpy as np
 
 from recordkit.engine import _gather
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.checkpoint import ReadPosition
+from recordkit.engine.deserializer import Deserializer
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
 from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_from_chunks, pack_from_table
@@ -81,13 +83,13 @@ class MinibatchSource(Checkpointing):
     readers fetch each chunk once in all, else samples (``engine/chunk_partition.py``).
     """
 
-    def __init__(self, deserializer, *, randomize: bool = True, window: int | None = None,
+    def __init__(self, deserializer: Deserializer, *, randomize: bool = True, window: int | None = None,
                  sample_based_window: bool = False, seed: int = 0, max_samples: int | None = None,
                  max_sweeps: int | None = None, epoch_size: int | None = None, frame_mode: bool = False,
                  truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
-                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None, max_memory="auto",
-                 partition_by: str = "auto"):
+                 prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None,
+                 max_memory: int | str | None = "auto", partition_by: str = "auto") -> None:
         from recordkit.engine.chunk_partition import ChunkPartition, in_chunks
         from recordkit.errors import trace_level as _trace_level
         self.trace_level = _trace_level(trace_level)
@@ -581,7 +583,7 @@ class MinibatchSource(Checkpointing):
         sw = self._current
         return sw.pos_j, sw.pos_len, self._cursor - sw.lo, sw.hi - sw.lo
 
-    def take_sequences(self, count: int):
+    def take_sequences(self, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The next ``count`` sequences whatever their samples: (chunk ids, indexes in the loaded
         chunks, lengths, sweep of each, position of each in its sweep)."""
         return self._pick(_NO_SIZE_LIMIT, max_sequences=count)[0]
@@ -668,7 +670,7 @@ class MinibatchSource(Checkpointing):
     def __iter__(self):
         raise TypeError("iterate with next_minibatch(size) or MinibatchSource.minibatches(size)")
 
-    def minibatches(self, size: int, **partition):
+    def minibatches(self, size: int, **partition: int | None) -> Iterator[Minibatch]:
         """Iterate ``next_minibatch(size)`` until the data is exhausted."""
         while True:
             mb = self.next_minibatch(size, **partition)

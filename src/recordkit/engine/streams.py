@@ -83,7 +83,7 @@ class StreamSpec:
     def is_sparse(self) -> bool:
         return self.format == "sparse"
 
-    def to_dict(self, precision=None) -> dict:
+    def to_dict(self, precision: str | None = None) -> dict:
         """The declaration as plain JSON values: what a data set records about its streams so
         that reading it back (or converting it again) needs no ``--stream``. ``precision``
         ('float'/'double') is the data's, when the caller knows it."""

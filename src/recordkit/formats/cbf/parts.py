@@ -9,6 +9,7 @@ are ordinals) continuing from part to part, every part's streams checked against
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.directories import part_paths
 from recordkit.storage import location
+
+if TYPE_CHECKING:
+    from recordkit.engine.streams import StreamSpec
 
 def cbf_part_paths(path, storage_options=None) -> list[str]:
     """The numbered ``*.cbf`` parts of a directory in part order (hidden files, e.g. temporaries,
@@ -41,7 +45,9 @@ def open_cbf_data_set(path, streams=None, *, precision=None, storage_options=Non
 class CBFParts(DeserializerBase, ClosingReader):
     """The CBF parts of directory ``path`` as one Deserializer (same options as ``CBFReader``)."""
 
-    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None, **options):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | dict[str, str] | None = None, *,
+                 precision: str | None = None, storage_options: dict | None = None, cache_dir: str | None = None,
+                 **options: Any) -> None:
         from recordkit.formats.cbf import CBFReader
         self.path = path if isinstance(path, str) else os.fspath(path)
         self.paths = cbf_part_paths(self.path, storage_options)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -72,8 +72,10 @@ class CBFReader(ChecksPresence, ClosingReader):
     ``.rkcrc`` checksum sidecar, when present, is verified on every read.
     """
 
-    def __init__(self, path, streams=None, *, precision=None, keep_data_in_memory: bool = False,
-                 allow_empty_streams=None, trace_level: int | None = None, storage_options=None, cache_dir=None):
+    def __init__(self, path: str | os.PathLike[str], streams: Iterable[StreamSpec] | dict[str, str] | None = None, *,
+                 precision: str | None = None, keep_data_in_memory: bool = False,
+                 allow_empty_streams: str | Iterable[str] | None = None, trace_level: int | None = None,
+                 storage_options: dict | None = None, cache_dir: str | None = None) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self.trace_level = _trace_level(trace_level)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)

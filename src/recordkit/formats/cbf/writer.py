@@ -14,6 +14,7 @@ CTF -> CBF fast path writes through (one writer thread, one abort path).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,14 +24,21 @@ from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.cbf import _kernel
 from recordkit.formats.cbf.output import CBFOutput, OrderedWorker
 
+if TYPE_CHECKING:
+    import os
+    from typing import Sequence
+
+    from recordkit.engine.streams import StreamSpec
+
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 
 
 class CBFWriter(AtomicWriter):
     """Write a CBF file. ``streams`` name the streams (``name`` is stored in the header)."""
 
-    def __init__(self, path, streams, *, precision="float", chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 storage_options=None, checksums: bool = False):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, precision: str = "float",
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, storage_options: dict | None = None,
+                 checksums: bool = False) -> None:
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         if int(chunk_size) <= 0:
@@ -43,7 +51,7 @@ class CBFWriter(AtomicWriter):
         self._io = OrderedWorker("recordkit-cbf-writer")
 
     # -- input ------------------------------------------------------------------------------------
-    def write(self, data: dict, key=None) -> None:
+    def write(self, data: dict, key: int | None = None) -> None:
         """Add one sequence: ``{stream name: (samples, dim) array or sparse matrix}``.
 
         CBF stores no keys: sequences are numbered by position (``key`` is ignored).

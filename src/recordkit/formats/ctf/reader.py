@@ -16,7 +16,7 @@ import threading
 from collections import Counter
 from contextlib import closing
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from recordkit.errors import (TRACE_INFO, TRACE_WARNINGS, ErrorBudget, FormatErr
 from recordkit.formats.ctf import _kernel, index as ctf_index, messages as msg
 from recordkit.storage import open_source
 from recordkit.storage.read_buffers import ReadBuffers
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 
@@ -64,11 +67,12 @@ class CTFReader(ChecksPresence, ClosingReader):
     checksum sidecar, when present, is verified on every read.
     """
 
-    def __init__(self, path, streams, *, precision="float", max_errors: int = 0,
-                 skip_sequence_ids: bool = False, trace_level: int | None = None,
+    def __init__(self, path: str | os.PathLike[str], streams: Iterable[StreamSpec], *, precision: str = "float",
+                 max_errors: int = 0, skip_sequence_ids: bool = False, trace_level: int | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, cache_index: bool = False,
-                 keep_data_in_memory: bool = False, allow_empty_streams=None, storage_options=None,
-                 cache_dir=None, allow_padding=None):
+                 keep_data_in_memory: bool = False, allow_empty_streams: str | Iterable[str] | None = None,
+                 storage_options: dict | None = None, cache_dir: str | None = None,
+                 allow_padding: str | Iterable[str] | None = None) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         resolve_allowed(self._streams, allow_empty_streams)  # an unknown name fails before the file is opened
@@ -146,7 +150,8 @@ class CTFReader(ChecksPresence, ClosingReader):
 
     splits_chunks = True  # load_chunk(cid, threads=N) parses N pieces of the chunk at once
 
-    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *, key=None) -> str:
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *,
+                          key: int | None = None) -> str:
         """Where sequence ``index`` of a chunk is: file and line (what ``verify`` and errors print)."""
         s = int(self._bounds[chunk_id]) + index
         line = int(self.index.first_lines[s]) + 1
@@ -181,7 +186,7 @@ class CTFReader(ChecksPresence, ClosingReader):
         finally:
             self._give_back(parsed)
 
-    def retaining_buffers(self):
+    def retaining_buffers(self) -> AbstractContextManager[ReadBuffers]:
         """A context in which chunk loads pass their text buffers on to the next load (a burst,
         e.g. every chunk a minibatch waits for: ``ChunkCache.ensure``); outside one a load's
         buffers are let go when it ends, so an idle reader holds only its chunks."""
@@ -281,7 +286,8 @@ class CTFReader(ChecksPresence, ClosingReader):
         """Whether this reader's kernel can emit CBF records straight from the text."""
         return hasattr(self._parser, "parse_cbf")
 
-    def cbf_pieces(self, *, threads: int = 2, prefetch: int = 2, piece_size: int = 4 << 20):
+    def cbf_pieces(self, *, threads: int = 2, prefetch: int = 2,
+                   piece_size: int = 4 << 20) -> Iterator[tuple[int, tuple, bool]]:
         """The file parsed straight into CBF records, in file order: ``(chunk id, (first sequence,
         the piece's text, parsed), last piece of its chunk?)``. ``parsed[1]`` is (per-sequence CBF
         metadata, record buffers). A chunk's errors and warnings are charged (the error budget may

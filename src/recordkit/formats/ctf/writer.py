@@ -8,6 +8,8 @@ stored order. Output goes to a temporary file that is renamed into place on clos
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from recordkit.formats.closing import AtomicWriter
@@ -16,11 +18,18 @@ from recordkit.engine.streams import StreamSpec, check_streams, resolve_precisio
 from recordkit.errors import UnrepresentableError
 from recordkit.formats.ctf import _kernel
 
+if TYPE_CHECKING:
+    import os
+    from typing import Iterable, Sequence
+
+    from recordkit.engine.chunk import ChunkData, Sequence as ChunkSequence
+
 
 class CTFWriter(AtomicWriter):
     """Write sequences to ``path`` (atomically: the file appears on ``close()``)."""
 
-    def __init__(self, path, streams, *, precision="float", storage_options=None, checksums: bool = False):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, precision: str = "float",
+                 storage_options: dict | None = None, checksums: bool = False) -> None:
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
         self._double = self.dtype == np.float64
@@ -63,7 +72,7 @@ class CTFWriter(AtomicWriter):
         self._out.write(b"\n".join(lines) + b"\n")
         self.sequences_written += 1
 
-    def write_chunk(self, chunk) -> None:
+    def write_chunk(self, chunk: ChunkData) -> None:
         """Write every sequence of a ChunkData (from any reader), keys included.
 
         Values are formatted a whole column at a time in the compiled kernel.
@@ -134,7 +143,8 @@ class CTFWriter(AtomicWriter):
         self._out.discard()
 
 
-def write_ctf(path, streams, sequences, *, precision="float") -> int:
+def write_ctf(path: str | os.PathLike[str], streams: Sequence[StreamSpec],
+              sequences: Iterable[ChunkSequence | tuple[int, dict]], *, precision: str = "float") -> int:
     """Write an iterable of ``Sequence`` (or ``(key, data)`` pairs); returns how many."""
     with CTFWriter(path, streams, precision=precision) as w:
         for seq in sequences:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,10 @@ from recordkit.formats.closing import ClosingReader
 from recordkit.formats.parquet.arrow import META_STREAMS, batch_to_chunk, select_streams
 from recordkit.formats.hf.description import class_labels, data_files, recorded_streams
 from recordkit.storage import location
+
+if TYPE_CHECKING:
+    from recordkit.engine.chunk import ChunkData
+    from recordkit.engine.streams import StreamSpec
 
 from recordkit.engine import DEFAULT_CHUNK_SIZE  # noqa: E402,F401  (one constant)
 
@@ -92,8 +97,9 @@ def open_stream(p, storage_options=None):
 class HFDeserializer(DeserializerBase, ClosingReader):
     keeps_aliases = True
 
-    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE, **_):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
+                 precision: str | None = None, storage_options: dict | None = None, cache_dir: str | None = None,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, **_: Any) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = storage_options
         if not location.isdir(self.path, storage_options):
@@ -146,7 +152,7 @@ class HFDeserializer(DeserializerBase, ClosingReader):
     def recorded(self) -> list[dict]:
         return streams_to_json(self.streams)
 
-    def load_chunk(self, chunk_id: int, **_):
+    def load_chunk(self, chunk_id: int, **_: Any) -> ChunkData:
         k, a, b, first = self._where[chunk_id]
         batches = self._batches[k][a:b]
         for j, batch in enumerate(batches, a):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,10 @@ from recordkit.storage.atomic import AtomicFile
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.parquet.arrow import chunk_to_batch, schema_for, sequence_runs
+
+if TYPE_CHECKING:
+    from recordkit.engine.chunk import ChunkData
+    from recordkit.engine.streams import StreamSpec
 
 INFO_KEY = "recordkit"
 
@@ -60,9 +65,9 @@ class HFWriter(AtomicWriter):
     (needs ``total_sequences``); ``shard_size=S``: a new file after S bytes of data (as the shard
     formats count: ``formats/sharding.ShardCutter``). Default one file."""
 
-    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
-                 precision="float", checksums: bool = False, storage_options=None,
-                 total_sequences: int | None = None, **_):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, parts: int | None = None,
+                 shard_size: int | None = None, precision: str = "float", checksums: bool = False,
+                 storage_options: dict | None = None, total_sequences: int | None = None, **_: Any) -> None:
         from recordkit.staged_directory import StagedDirectory
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
@@ -114,7 +119,7 @@ class HFWriter(AtomicWriter):
         self._file.commit()
         self._file = None
 
-    def write_chunk(self, chunk) -> None:
+    def write_chunk(self, chunk: ChunkData) -> None:
         n = len(chunk)
         if n == 0:
             return

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
 from recordkit.formats.sharding import gather_ranges, offsets, resolve_streams, sequence_lengths_of
 from recordkit.storage import location
 from recordkit.storage.pool import SourcePool
+
+if TYPE_CHECKING:
+    from recordkit.formats.validate import Problem
 
 _VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 33: "<i4", 34: "<f4",
                  64: "<u8", 65: "<i8", 66: "<f8"}
@@ -109,7 +113,9 @@ def column_spans(data: bytes, offs: np.ndarray, cols, k: int, path: str) -> list
 
 class MDSReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
-    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
+                 precision: str | None = None, storage_options: dict | None = None,
+                 cache_dir: str | None = None) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         # one listing answers every "is it there", each file's metadata is read once per open
         self._files = SourcePool(self.path, storage_options=storage_options, cache_dir=cache_dir)
@@ -176,7 +182,7 @@ class MDSReader(DeserializerBase, ClosingReader):
     def paths(self) -> list[str]:
         return [p for p, _, _, _ in self._shards]
 
-    def digest_problems(self):
+    def digest_problems(self) -> Iterator[Problem]:
         """A ``Problem`` for every shard whose bytes no longer match a digest ``index.json`` records
         for it (``raw_data.hashes``: SHA-1 when written with checksums, any of Streaming's algorithms);
         a warning for a digest it cannot compute. What ``validate`` checks; loading a chunk does not

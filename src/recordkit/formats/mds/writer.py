@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,12 @@ from recordkit.engine.streams import check_streams, resolve_precision, streams_t
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import ShardCutter
 from recordkit.staged_directory import StagedDirectory
+
+if TYPE_CHECKING:
+    import os
+    from typing import Sequence
+
+    from recordkit.engine.streams import StreamSpec
 
 FORMAT = "mds"
 INDEX = "index.json"
@@ -130,8 +137,9 @@ def _shape_heads(first: np.ndarray, dim) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 class MDSWriter(AtomicWriter):
-    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
-                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, parts: int | None = None,
+                 shard_size: int | None = None, total_sequences: int | None = None, precision: str = "float",
+                 checksums: bool = False, storage_options: dict | None = None) -> None:
         self._streams = check_streams(streams)
         names = {s.name for s in self._streams}
         if KEY_COLUMN in names:

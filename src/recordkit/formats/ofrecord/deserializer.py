@@ -26,6 +26,7 @@ recorded stream's feature: ``features=dense:4`` finds the feature ``f`` that
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
@@ -39,16 +40,20 @@ from recordkit.formats.ofrecord.blocks import Buffers
 from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, load_index, part_paths, read_streams
 from recordkit.storage import open_source
 
+if TYPE_CHECKING:
+    import os
+
 KEY_FEATURE = "key"
 
 
 class OFRecordDeserializer(ClosingReader):
     keeps_aliases = True  # feature names are the streams' aliases, as CTF input names are (README: Names)
-    def __init__(self, path, streams=None, *, precision=None, records_per_chunk: int = 4096,
+    def __init__(self, path: str | os.PathLike[str], streams: Iterable[StreamSpec] | None = None, *,
+                 precision: str | None = None, records_per_chunk: int = 4096,
                  data_part_num: int | None = None, part_name_prefix: str = "part-",
                  part_name_suffix_length: int = -1, key_feature: str | None = KEY_FEATURE,
-                 trace_level: int | None = None, index_sidecar: bool = True, storage_options=None,
-                 cache_dir=None):
+                 trace_level: int | None = None, index_sidecar: bool = True, storage_options: dict | None = None,
+                 cache_dir: str | None = None) -> None:
         """``streams``: None for the data set's recorded declarations; ``precision``: None for
         the recorded precision (else float). ``trace_level`` 2 (CNTK's traceLevel Info) reports
         each chunk loaded (``RecordkitInfo``). Chunks are planned from the parts' indexes: as
@@ -123,7 +128,7 @@ class OFRecordDeserializer(ClosingReader):
     def chunks(self) -> list[ChunkInfo]:
         return list(self._chunks)
 
-    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *, key=None) -> str:
+    def sequence_location(self, chunk_id: int, index: int, sample: int | None = None, *, key: int | None = None) -> str:
         """Where sequence ``index`` of a chunk is: part file, frame byte offset, record (what ``verify`` prints)."""
         part, pindex, lo, _, _ = self._where[chunk_id]
         sam = f", sample {sample}" if sample is not None else ""
@@ -245,7 +250,7 @@ class OFRecordDeserializer(ClosingReader):
                             np.concatenate(idx).astype(np.int32) if idx else np.zeros(0, np.int32),
                             indptr, _offsets(counts), spec.dim)
 
-    def iter_chunks(self, threads: int = 1, **_):
+    def iter_chunks(self, threads: int = 1, **_: Any) -> Iterator[ChunkData]:
         """Every chunk in order, the next one read and decoded on a second thread meanwhile (pread
         and the compiled decoder release the GIL)."""
         from recordkit.formats.ofrecord.blocks import read_ahead

@@ -20,7 +20,7 @@ each is counted and reported, the bad record (or the rest of a broken part) skip
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.blocks import Buffers, cut, part_runs, read_ahead
 from recordkit.formats.ofrecord.dataset import load_index, part_paths
 from recordkit.storage import open_source
+
+if TYPE_CHECKING:
+    import os
 
 ONEFLOW_DATASET_SEED = 524287  # OneFlow's kOneflowDatasetSeed for the per-epoch part shuffle
 
@@ -50,12 +53,12 @@ def _fingerprint(path: str, storage: dict) -> tuple:
 
 
 class OFRecordReader(ClosingReader):
-    def __init__(self, ofrecord_dir, batch_size: int = 1, data_part_num: int | None = None,
+    def __init__(self, ofrecord_dir: str | os.PathLike[str], batch_size: int = 1, data_part_num: int | None = None,
                  part_name_prefix: str = "part-", part_name_suffix_length: int = -1, random_shuffle: bool = False,
                  shuffle_buffer_size: int = 1024, shuffle_after_epoch: bool = False, random_seed: int | None = None,
                  *, rank: int | None = None, world_size: int | None = None, epochs: int | None = None,
                  drop_last: bool = False, max_errors: int = 0, index_sidecar: bool = False,
-                 storage_options=None, cache_dir=None):
+                 storage_options: dict | None = None, cache_dir: str | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.paths = part_paths(ofrecord_dir, data_part_num, part_name_prefix, part_name_suffix_length,

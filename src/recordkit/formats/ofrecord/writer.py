@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from typing import TYPE_CHECKING, Iterable
 
 from recordkit.storage.atomic import AtomicFile
 from recordkit.staged_directory import StagedDirectory
@@ -35,6 +36,9 @@ from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, part_name, streams_document
+
+if TYPE_CHECKING:
+    from recordkit.engine.streams import StreamSpec
 
 _LEN = struct.Struct("<q")
 
@@ -44,9 +48,11 @@ def frame(payload: bytes) -> bytes:
 
 
 class OFRecordWriter(AtomicWriter):
-    def __init__(self, directory, num_parts: int = 1, *, sharding: str = "round_robin", total: int | None = None,
-                 exact_total: bool = True, part_name_prefix: str = "part-", part_name_suffix_length: int = 5, storage_options=None,
-                 checksums: bool = False, streams=None, precision=None, key_feature: str | None = "key"):
+    def __init__(self, directory: str | os.PathLike[str], num_parts: int = 1, *, sharding: str = "round_robin",
+                 total: int | None = None, exact_total: bool = True, part_name_prefix: str = "part-",
+                 part_name_suffix_length: int = 5, storage_options: dict | None = None, checksums: bool = False,
+                 streams: Iterable[StreamSpec] | None = None, precision: str | None = None,
+                 key_feature: str | None = "key") -> None:
         if num_parts < 1:
             raise ValueError("num_parts must be >= 1")
         if sharding not in ("round_robin", "contiguous"):
@@ -78,7 +84,7 @@ class OFRecordWriter(AtomicWriter):
         part = i // (base + 1) if i < cut else extra + (i - cut) // max(base, 1)
         return min(part, self.num_parts - 1)
 
-    def write(self, record) -> None:
+    def write(self, record: dict | bytes | bytearray) -> None:
         """Add one record: a dict of features (or of plain values), or already serialized bytes."""
         if self.total is not None and self.exact_total and self.records_written >= self.total:
             raise ValueError(f"more records than the declared total {self.total}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,10 @@ from recordkit.formats.directories import part_paths
 from recordkit.formats.parquet.arrow import META_SAMPLES, batch_to_chunk, select_streams
 from recordkit.storage import location
 from recordkit.storage.pool import SourcePool
+
+if TYPE_CHECKING:
+    from recordkit.engine.chunk import ChunkData
+    from recordkit.engine.streams import StreamSpec
 
 READ_BATCH = 8192  # rows per decoded batch (benchmarks/README.md: 2048 was 10-20% slower on every corpus)
 
@@ -92,7 +97,9 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
     # what a conversion back to CTF may use as field names: the recorded aliases
     keeps_aliases = True
 
-    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None, **_):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
+                 precision: str | None = None, storage_options: dict | None = None, cache_dir: str | None = None,
+                 **_: Any) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self.paths = parquet_part_paths(self.path, storage_options)
         self._files = []
@@ -179,7 +186,7 @@ class ParquetDeserializer(DeserializerBase, ClosingReader):
                 raise
             raise arrow_error(self.paths[k], e, where) from None
 
-    def load_chunk(self, chunk_id: int, **_):
+    def load_chunk(self, chunk_id: int, **_: Any) -> ChunkData:
         # a row group decoded in batches of READ_BATCH rows, joined with NumPy: Arrow decodes nested
         # lists 2-4x faster into small arrays than into one array of a whole row group
         k, g, first = self._where[chunk_id]

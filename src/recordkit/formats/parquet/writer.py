@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -24,6 +25,10 @@ from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import ShardCutter, sequence_bytes
 from recordkit.formats.parquet.arrow import META_SAMPLES, ChunkBatches, schema_for, sequence_runs
+
+if TYPE_CHECKING:
+    from recordkit.engine.chunk import ChunkData
+    from recordkit.engine.streams import StreamSpec
 
 PART_PATTERN = "part-{:05d}.parquet"
 
@@ -75,10 +80,11 @@ class ParquetWriter(AtomicWriter):
     default on for ``hf://`` paths. ``data_page_size``: pyarrow's page size limit (bytes).
     """
 
-    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
-                 precision="float", checksums: bool = False, storage_options=None,
-                 total_sequences: int | None = None, compression: str = "snappy",
-                 content_defined_chunking: bool | dict | None = None, data_page_size: int | None = None, **_):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, parts: int | None = None,
+                 shard_size: int | None = None, precision: str = "float", checksums: bool = False,
+                 storage_options: dict | None = None, total_sequences: int | None = None, compression: str = "snappy",
+                 content_defined_chunking: bool | dict | None = None, data_page_size: int | None = None,
+                 **_: Any) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)
@@ -138,7 +144,7 @@ class ParquetWriter(AtomicWriter):
         self._file = None
 
     # -- input ------------------------------------------------------------------------------------
-    def write_chunk(self, chunk) -> None:
+    def write_chunk(self, chunk: ChunkData) -> None:
         n = len(chunk)
         if n == 0:
             return

@@ -14,6 +14,8 @@ over the framing at open, so a chunk is read without reading the ones before it.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData, DenseColumn
@@ -24,10 +26,17 @@ from recordkit.formats.closing import ClosingReader
 from recordkit.formats.singa import records
 from recordkit.formats.singa.store import open as open_store
 
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import ArrayLike
+
 
 class SingaRecordDeserializer(ClosingReader):
-    def __init__(self, path, store: str | None = None, *, precision="float", tuples_per_chunk: int = 4096,
-                 storage_options=None, mean=None, std=None, trace_level: int | None = None):
+    def __init__(self, path: str | os.PathLike[str], store: str | None = None, *, precision: str = "float",
+                 tuples_per_chunk: int = 4096, storage_options: dict | None = None,
+                 mean: ArrayLike | str | os.PathLike[str] | None = None, std: ArrayLike | None = None,
+                 trace_level: int | None = None) -> None:
         """``mean``: an array, or the path of a mean store (image_mean.bin), subtracted from the
         features; ``std``: a number or array they are divided by after that (RecordInputLayer's
         mean-file subtraction and std scaling). ``trace_level`` 2 reports each chunk loaded."""
@@ -125,7 +134,7 @@ class SingaRecordDeserializer(ClosingReader):
         return ChunkData(chunk_id, keys, np.ones(n, dtype=np.int64),
                          {"features": DenseColumn(feats, offsets), "label": DenseColumn(labels, offsets.copy())})
 
-    def iter_chunks(self, threads: int = 1, **_):
+    def iter_chunks(self, threads: int = 1, **_: Any) -> Iterator[ChunkData]:
         for info in self._chunks:
             yield self.load_chunk(info.id)
 
@@ -159,8 +168,9 @@ def _dense_rows(seq) -> np.ndarray:
 class SingaRecordWriter:
     """Sequences (features + label streams, one sample each) out as SINGA records in a store."""
 
-    def __init__(self, path, streams, *, store: str = "kvfile", feature_stream: str | None = None,
-                 label_stream: str | None = None, storage_options=None, checksums: bool = False):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, store: str = "kvfile",
+                 feature_stream: str | None = None, label_stream: str | None = None,
+                 storage_options: dict | None = None, checksums: bool = False) -> None:
         names = [s.name for s in streams]
         self.feature_stream = feature_stream or next((n for n in names if n != "label"), names[0])
         self.label_stream = label_stream or ("label" if "label" in names else None)
@@ -201,8 +211,9 @@ class SingaCSVDeserializer(ClosingReader):
     ``label``: one line = one sequence of one sample, parsed as CSVInputLayer does (label
     column first unless ``has_label=False``). Keys are 0-based line numbers."""
 
-    def __init__(self, path, count: int, *, separator: str = ",", has_label: bool = True, precision="float",
-                 lines_per_chunk: int = 65536, storage_options=None, trace_level: int | None = None):
+    def __init__(self, path: str | os.PathLike[str], count: int, *, separator: str = ",", has_label: bool = True,
+                 precision: str = "float", lines_per_chunk: int = 65536, storage_options: dict | None = None,
+                 trace_level: int | None = None) -> None:
         from recordkit.formats.singa.csvfile import parse_csv_record
         self.path = str(path)
         self.trace_level = _trace_level(trace_level)
@@ -250,7 +261,7 @@ class SingaCSVDeserializer(ClosingReader):
             trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         return ChunkData(chunk_id, np.array([r[0] for r in rows], dtype=np.uint64), np.ones(n, np.int64), cols)
 
-    def iter_chunks(self, threads: int = 1, **_):
+    def iter_chunks(self, threads: int = 1, **_: Any) -> Iterator[ChunkData]:
         for info in self._chunks:
             yield self.load_chunk(info.id)
 

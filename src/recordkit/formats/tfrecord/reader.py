@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Sequence
 
 import numpy as np
 
@@ -68,8 +69,9 @@ def _schema():
 
 class TFRecordReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
-    def __init__(self, path, streams=None, *, precision=None, verify_crc: bool = True, storage_options=None,
-                 cache_dir=None, chunk_size: int | None = DEFAULT_CHUNK_SIZE):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
+                 precision: str | None = None, verify_crc: bool = True, storage_options: dict | None = None,
+                 cache_dir: str | None = None, chunk_size: int | None = DEFAULT_CHUNK_SIZE) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         self.verify_crc = bool(verify_crc)

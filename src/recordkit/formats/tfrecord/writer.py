@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import warnings
 from functools import lru_cache
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -45,6 +46,11 @@ from recordkit.formats.sharding import META_NAME, ShardCutter, describe
 from recordkit.staged_directory import StagedDirectory
 from recordkit.formats.tfrecord import wire
 from recordkit.formats.tfrecord.framing import FrameEncoder
+
+if TYPE_CHECKING:
+    import os
+
+    from recordkit.engine.streams import StreamSpec
 
 FORMAT = "tfrecord"
 SEQUENCE, EXAMPLE = "sequence", "example"
@@ -90,9 +96,10 @@ def feature_list_names(spec) -> list[str]:
 
 
 class TFRecordWriter(AtomicWriter):
-    def __init__(self, path, streams=None, *, parts: int | None = None, shard_size: int | None = None,
-                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None,
-                 tfrecord_kind: str = "auto"):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
+                 parts: int | None = None, shard_size: int | None = None, total_sequences: int | None = None,
+                 precision: str = "float", checksums: bool = False, storage_options: dict | None = None,
+                 tfrecord_kind: str = "auto") -> None:
         if tfrecord_kind not in ("auto",) + KINDS:
             raise UsageError(f"tfrecord_kind must be auto, {' or '.join(KINDS)}, not {tfrecord_kind!r}")
         self.kind = None if tfrecord_kind == "auto" else tfrecord_kind  # auto: decided by the first chunk

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Sequence
 
 import numpy as np
 
@@ -53,7 +54,9 @@ def shard_paths(path, storage_options=None) -> list[str]:
 
 class WebDatasetReader(DeserializerBase, ClosingReader):
     keeps_aliases = True  # the data set records each stream's alias: CTF output keeps the input names
-    def __init__(self, path, streams=None, *, precision=None, storage_options=None, cache_dir=None):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
+                 precision: str | None = None, storage_options: dict | None = None,
+                 cache_dir: str | None = None) -> None:
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._storage = dict(storage_options=storage_options, cache_dir=cache_dir)
         location.ensure_regular(self.path, storage_options)

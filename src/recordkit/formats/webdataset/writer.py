@@ -18,6 +18,8 @@ how records convert feature by feature and encoded images are copied unchanged.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
 
 from recordkit.engine._gather import copy_segments
@@ -27,6 +29,11 @@ from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import META_NAME, ShardCutter, describe
 from recordkit.staged_directory import StagedDirectory
 from recordkit.formats.webdataset import npy, tar
+
+if TYPE_CHECKING:
+    import os
+
+    from recordkit.engine.streams import StreamSpec
 
 FORMAT = "webdataset"
 DEFAULT_SHARD_SIZE = 256 << 20
@@ -43,9 +50,10 @@ def owns(name: str) -> bool:
 
 
 class WebDatasetWriter(AtomicWriter):
-    def __init__(self, path, streams, *, parts: int | None = None, shard_size: int | None = None,
-                 total_sequences: int | None = None, precision="float", checksums: bool = False, storage_options=None,
-                 mtime: int | None = None):
+    def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None, *,
+                 parts: int | None = None, shard_size: int | None = None, total_sequences: int | None = None,
+                 precision: str = "float", checksums: bool = False, storage_options: dict | None = None,
+                 mtime: int | None = None) -> None:
         self._streams = check_streams(streams) if streams else []
         for s in self._streams:
             if "/" in s.name or s.name.startswith("."):
@@ -65,7 +73,7 @@ class WebDatasetWriter(AtomicWriter):
     def streams(self):
         return list(self._streams)
 
-    def declare_streams(self, streams) -> None:
+    def declare_streams(self, streams: Sequence[StreamSpec]) -> None:
         """Streams the members written with ``write_sample`` hold (records converted feature by
         feature: their numeric features of one length), recorded in the description at ``close``
         so that recordkit reads the shards back as those streams."""
@@ -177,7 +185,7 @@ class WebDatasetWriter(AtomicWriter):
         self._file.write(memoryview(out))
 
     # -- any sample ---------------------------------------------------------------------------------
-    def write_sample(self, key, members: dict, *, samples: int = 1) -> None:
+    def write_sample(self, key: str | int, members: dict, *, samples: int = 1) -> None:
         """One sample of arbitrary members: ``{field: bytes | numpy array}`` (arrays become ``.npy``;
         the field should then end in ``.npy``). Used for records converted feature by feature."""
         keyb = str(key).encode()
