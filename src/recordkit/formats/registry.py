@@ -212,7 +212,7 @@ register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
                 extra="parquet", requires=("pyarrow",), file_probe="recordkit.formats.bridge_probes:probe_parquet", validator=_RV, ray="native",
                 directory_probe="recordkit.formats.bridge_probes:probe_parquet_parts", images="recordkit.formats.parquet.images:encoded_images",
-                notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`"))
+                notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`; other writers' number columns read without --stream"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
                 joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
@@ -229,20 +229,20 @@ register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNN
                 joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV, ray="sets",
                 file_probe="recordkit.formats.bridge_probes:probe_webdataset", directory_probe="recordkit.formats.bridge_probes:probe_webdataset_shards",
                 output_directory=True, images="recordkit.formats.webdataset.images:encoded_images",
-                notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members"))
-register(Format("tfrecord", "TFRecord (`tf.train.SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
+                notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members; other writers' `.npy`/`.cls` read without --stream"))
+register(Format("tfrecord", "TFRecord (`tf.train.Example` / `SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
                 joiner="recordkit.formats.tfrecord.writer:join_sets", ray="sets",
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe="recordkit.formats.bridge_probes:probe_tfrecord",
                 directory_probe="recordkit.formats.bridge_probes:probe_tfrecord_parts", output_directory=True,
                 images="recordkit.formats.tfrecord.images:encoded_images",
-                notes="feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32"))
+                notes="an Example per one-sample sequence, else feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32; other writers' Examples read without --stream"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
                 joiner="recordkit.formats.mds.writer:join_sets", ray="sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV,
-                images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets)"))
+                images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets); Streaming's number columns read without --stream"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader="recordkit.formats.ofrecord.hooks:open_ofrecord", writer="recordkit.formats.ofrecord.hooks:create_ofrecord", requires=("google.protobuf",),
                 parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
