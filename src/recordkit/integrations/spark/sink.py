@@ -25,7 +25,7 @@ from recordkit.errors import UsageError
 from recordkit.formats.parquet.arrow import batch_to_chunk
 from recordkit.integrations import task_sets
 from recordkit.integrations.spark import _columns
-from recordkit.integrations.spark.source import _flag, _int, stream_option
+from recordkit.integrations.spark.options import flag as _flag, integer as _int, stream_option
 from recordkit.storage import location
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage

@@ -13,31 +13,11 @@ from __future__ import annotations
 from recordkit.errors import UsageError
 from recordkit.integrations.chunk_plan import ChunkPlan, ReadTask, openers_for, read_task
 from recordkit.integrations.spark import _columns
+from recordkit.integrations.spark.options import flag as _flag, integer as _int, stream_option  # noqa: F401
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 __all__ = ["RecordkitDataSource", "ChunkPartition"]
-
-
-def stream_option(text) -> list[str] | None:
-    """The ``streams`` option: ``--stream`` strings separated by commas or spaces."""
-    if not text:
-        return None
-    return [s for s in str(text).replace(",", " ").split() if s]
-
-
-def _int(options, name):
-    value = options.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"option {name}={value!r}: expected an integer") from None
-
-
-def _flag(options, name) -> bool:
-    return str(options.get(name, "")).strip().lower() in ("1", "true", "yes")
 
 
 class ChunkPartition(InputPartition):
