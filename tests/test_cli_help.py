@@ -52,7 +52,7 @@ def readme_command_lines() -> list[str]:
         line = raw.strip()
         if not inside or not line.startswith("recordkit ") or "$" in line:  # shell variables: run as examples
             continue
-        line = re.split(r"\s#\s", line)[0].split(" | ")[0].split(" || ")[0].replace("...", " ")
+        line = re.split(r"\s#\s", line)[0].split(" | ")[0].split(" || ")[0].split(" && ")[0].replace("...", " ")
         lines.append(" ".join(re.sub(r"\[[^\]]*\]", " ", line).split()))
         if "[" in line:
             words = re.sub(r"[\[\]]", " ", line).split()

@@ -24,10 +24,13 @@ def test_build_sweep_groups_positions_by_chunk_with_first_and_last_use(n_chunks,
     lo, hi = bounds[0], bounds[1] if bounds[1] is not None else n
     sweep = build_sweep(0, chunk, seq, cumulative(np.ones(n, np.int64)), lo, hi)
     by_chunk, last_use, first_use, first_pos = _reference(chunk, lo, hi)
-    assert sweep.by_chunk.keys() == by_chunk.keys()
+    used = {int(c) for c in np.flatnonzero(sweep.last_use >= 0)}
+    assert used == by_chunk.keys()
     for c, rel in by_chunk.items():
-        assert sweep.by_chunk[c].tolist() == rel.tolist()
-    assert sweep.last_use == last_use
+        positions, _ = sweep.positions_of(np.array([c]))
+        assert positions.tolist() == rel.tolist()
+        assert int(sweep.last_use[c]) == last_use[c]
+        assert int(sweep.first_at[c]) == lo + int(rel[0])
     assert sweep.first_use.tolist() == first_use
     assert sweep.first_pos.tolist() == first_pos
     assert sweep.first_use.dtype == chunk.dtype
@@ -36,4 +39,5 @@ def test_build_sweep_groups_positions_by_chunk_with_first_and_last_use(n_chunks,
 def test_build_sweep_of_an_empty_share_uses_no_chunk():
     chunk = np.array([2, 0, 1], dtype=np.int64)
     sweep = build_sweep(0, chunk, chunk, cumulative(np.ones(3, np.int64)), 1, 1)
-    assert sweep.by_chunk == {} and sweep.last_use == {} and len(sweep.first_use) == 0
+    assert not (sweep.last_use >= 0).any() and len(sweep.first_use) == 0
+    assert len(sweep.positions_of(np.array([0, 1, 2]))[0]) == 0

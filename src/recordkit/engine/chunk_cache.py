@@ -61,6 +61,9 @@ class ChunkCache:
         # bumped whenever the held chunks or the loads under way change: the source skips its
         # per-minibatch eviction and prefetch passes while nothing they look at has changed
         self.version = 0
+        # chunk id -> the error its pool task met: raised when the caller wants that chunk (loading
+        # it again would charge an error budget twice, and a reader's end-of-data checks run once)
+        self._failed: dict[int, BaseException] = {}
         self.pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
             max_workers=self.threads, thread_name_prefix="recordkit-prefetch") if prefetch else None
 
@@ -93,6 +96,7 @@ class ChunkCache:
     # -- loading ---------------------------------------------------------------------------------
     def get(self, cid: int) -> ChunkData:
         """The chunk, loaded now (or its background load awaited) if it is not held."""
+        self._raise_failed(cid)
         data = self.loaded.get(cid)
         if data is None:
             fut = self.futures.get(cid)
@@ -101,9 +105,16 @@ class ChunkCache:
                 data = self.loaded.get(cid)
             if data is None:  # not under way, or its load failed there: load here (raising its error)
                 self.futures.pop(cid, None)
+                self._raise_failed(cid)
                 self._install([self._load_here(cid)])
                 data = self.loaded[cid]
         return data
+
+    def _raise_failed(self, cid: int) -> None:
+        """The error a pool task met loading ``cid``, raised now that the caller wants the chunk."""
+        failed = self._failed.pop(cid, None)
+        if failed is not None:
+            raise failed
 
     def _load_here(self, cid: int) -> tuple:
         """A chunk the caller is waiting for: let the reader use every thread on it if it can."""
@@ -113,15 +124,15 @@ class ChunkCache:
         return cid, data, self._prepare(data) if self._prepare is not None else None
 
     def _load_group(self, cids: list) -> list:
-        """A pool task: load these chunks one after another; a chunk that fails is left out (the
-        caller loads it again when it wants it, and gets its error then, not another chunk's)."""
+        """A pool task: load these chunks one after another; a chunk that fails is left out, its
+        error kept for the caller, who gets it when it wants that chunk (not another chunk's)."""
         out = []
         for cid in cids:
             try:
                 data = self.deserializer.load_chunk(cid)
                 out.append((cid, data, self._prepare(data) if self._prepare is not None else None))
-            except Exception:  # noqa: BLE001 - reported by the load the caller makes of this chunk
-                continue
+            except Exception as e:  # noqa: BLE001 - raised by get(cid), where the caller wants it
+                self._failed[cid] = e
         return out
 
     def _await(self, fut: Future) -> None:
@@ -209,6 +220,8 @@ class ChunkCache:
         its two threads: in file order the next chunk's load then overlaps the first one's,
         sparse 100 MB sweep 55 -> 41 ms); never more loads at once than ``threads``, what
         ``recordkit plan`` counts. A splitting reader's awaited chunk has every thread already."""
+        for cid in cids:
+            self._raise_failed(cid)
         missing = [c for c in cids if c not in self.loaded and c not in self.futures]
         groups = [[c] for c in missing]
         if self.pool is not None and not self._splits and len(missing) > 1 and self._nbytes is not None:
