@@ -5,7 +5,7 @@
 
 Corpora (in bench-data/bptt/, made once and reused):
 
-* ``demo``: ``recordkit demo``'s corpus (recordkit.demo.make_sequences) with --sequences
+* ``demo``: ``recordkit demo``'s corpus (recordkit.cli.demo_corpus.make_sequences) with --sequences
   sequences of 1-12 steps: ``word`` sparse 5000, ``features`` dense 4, ``tag`` sparse 12;
   CTF converted to CBF (what ``recordkit read demo.cbf --mb-size 256 --truncation-length 8`` reads).
 * ``demo-small-streams``: the same CBF with only ``features`` and ``tag`` selected, so the
@@ -84,7 +84,7 @@ def make_demo(directory: str, n: int) -> str:
     cbf = os.path.join(directory, f"demo-{n}.cbf")
     if os.path.exists(cbf):
         return cbf
-    from recordkit.demo import DEMO_STREAMS as SPECS, make_sequences
+    from recordkit.cli.demo_corpus import DEMO_STREAMS as SPECS, make_sequences
     from recordkit.formats.ctf import write_ctf
     ctf = cbf[:-4] + ".ctf"
     print(f"writing {ctf} ({n} sequences) ...", flush=True)

@@ -21,7 +21,7 @@ import tempfile
 import numpy as np
 import ray
 
-from recordkit.demo import DEMO_STREAMS, make_sequences
+from recordkit.cli.demo_corpus import DEMO_STREAMS, make_sequences
 from recordkit.formats.ctf import write_ctf
 from recordkit.integrations.ray import minibatches_from_ray, read_ctf
 
