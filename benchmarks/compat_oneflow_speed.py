@@ -32,8 +32,6 @@ N_NUMERIC, N_IMAGES = 60000, 2048
 
 
 def write(out: str) -> None:
-    from PIL import Image
-
     from recordkit.compat.oneflow import record_pb2 as pb
 
     rng = np.random.default_rng(0)
@@ -47,11 +45,19 @@ def write(out: str) -> None:
         files[i % 4].write(struct.pack("q", len(data)) + data)
     for f in files:
         f.close()
-    d = os.path.join(out, "images")
+    write_image_parts(os.path.join(out, "images"), N_IMAGES, 375, 500, rng)
+
+
+def write_image_parts(d: str, n: int, h: int, w: int, rng) -> None:
+    """``n`` JPEGs of ``h`` x ``w`` (gradients plus noise, quality 90) with an int32 label, in 4
+    OFRecord parts written with OneFlow's recipe (``record_pb2`` + an 8-byte length)."""
+    from PIL import Image
+
+    from recordkit.compat.oneflow import record_pb2 as pb
     os.makedirs(d, exist_ok=True)
     files = [open(os.path.join(d, f"part-{k:05d}"), "wb") for k in range(4)]
-    y, x = np.mgrid[0:375, 0:500]
-    for i in range(N_IMAGES):
+    y, x = np.mgrid[0:h, 0:w]
+    for i in range(n):
         img = np.stack([(x + i) % 256, (y * 2 + i) % 256, ((x + y) // 3 + 7 * i) % 256], axis=2).astype(np.uint8)
         img = np.clip(img.astype(np.int16) + rng.integers(-20, 20, img.shape), 0, 255).astype(np.uint8)
         buf = io.BytesIO()

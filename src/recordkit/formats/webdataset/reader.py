@@ -325,12 +325,18 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             counts[spec.name] = np.diff(col.seq_offsets)
         return cols, counts
 
-    def _member(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
+    @staticmethod
+    def _member_at(spec, field, samples, i, keys, bounds, hdr_offs, path) -> int:
+        """Where sample ``i``'s member ``field`` is among the shard's members; its absence located."""
         j = samples[i].get(field)
         if j is None:
             raise FormatError(path, f"sample '{keys[bounds[i]].decode(errors='replace')}' has no member "
                                     f"'{field}' (stream '{spec.name}')", offset=int(hdr_offs[bounds[i]]),
                               record=f"sample {i}")
+        return j
+
+    def _member(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
+        j = self._member_at(spec, field, samples, i, keys, bounds, hdr_offs, path)
         try:
             dtype, shape, start, nbytes = npy.parse(buf, int(offs[j]), int(sizes[j]))
         except npy.NpyError as e:
@@ -344,11 +350,7 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
 
     def _cls(self, spec, field, samples, i, keys, bounds, buf, offs, sizes, hdr_offs, path):
         """A ``.cls`` member: one sample of dim 1."""
-        j = samples[i].get(field)
-        if j is None:
-            raise FormatError(path, f"sample '{keys[bounds[i]].decode(errors='replace')}' has no member "
-                                    f"'{field}' (stream '{spec.name}')", offset=int(hdr_offs[bounds[i]]),
-                              record=f"sample {i}")
+        j = self._member_at(spec, field, samples, i, keys, bounds, hdr_offs, path)
         try:
             value = members.cls_value(bytes(buf[int(offs[j]):int(offs[j]) + int(sizes[j])]))
         except (ValueError, UnicodeDecodeError) as e:
