@@ -30,7 +30,7 @@ import numpy as np
 from recordkit.errors import FormatError
 from recordkit.formats.ofrecord import _kernel
 from recordkit.formats.ofrecord.buffers import Buffers  # noqa: F401  (re-exported: the readers take it from here)
-from recordkit.formats.ofrecord.dataset import index_of, keep_index, save_index, scan_blocks
+from recordkit.formats.ofrecord.dataset import BlockScan, keep_index, save_index, scan_blocks
 from recordkit.storage import open_source
 
 READ_BLOCK = 8 << 20
@@ -113,20 +113,13 @@ def part_runs(path: str, first: int, end, index, *, write_index: bool, storage: 
 
 def _scanned_runs(source, path, write_index, cache_dir, block_size, opened, read) -> Iterator[tuple]:
     fingerprint = source.fingerprint
-    blocks = scan_blocks(source, block_size, size=opened[0], read=read)
-    offsets, lengths, count = [], [], 0
-    while True:
-        try:
-            block, base, o, n = next(blocks)
-        except StopIteration as done:
-            size, problem = done.value
-            break
-        offsets.append(o)
-        lengths.append(n)
+    scan = BlockScan(scan_blocks(source, block_size, size=opened[0], read=read))
+    count = 0
+    for block, base, o, n in scan:
         yield "run", Run(block, o - base, n, path, count, base)
         count += len(o)
-    index = index_of(source.name, offsets, lengths, size, problem)
-    if size == fingerprint[0] and tuple(fingerprint) == tuple(opened):  # the whole part, unchanged since open
+    index = scan.index(source.name)
+    if scan.size == fingerprint[0] and tuple(fingerprint) == tuple(opened):  # the whole part, unchanged since open
         keep_index(index, fingerprint)
         if write_index or (source.remote and cache_dir is not None):
             save_index(source, index, cache_dir)

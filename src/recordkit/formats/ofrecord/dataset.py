@@ -215,17 +215,37 @@ def scan_part(source) -> PartIndex:
         finally:
             src.close()
     from recordkit.formats.ofrecord.buffers import Buffers
-    offsets, lengths = [], []
-    blocks = scan_blocks(source, read=Buffers().pread)  # each block dropped once scanned: one buffer reused
-    while True:
-        try:
-            _, _, o, n = next(blocks)
-        except StopIteration as done:
-            size, problem = done.value
-            break
-        offsets.append(o)
-        lengths.append(n)
-    return index_of(source.name, offsets, lengths, size, problem)
+    scan = BlockScan(scan_blocks(source, read=Buffers().pread))  # each block dropped once scanned: one buffer reused
+    for _ in scan:
+        pass
+    return scan.index(source.name)
+
+
+class BlockScan:
+    """``scan_blocks`` iterated while keeping what a part index needs: each block's payload offsets
+    and lengths as it passes, then, once the blocks are done, the part's ``size`` and ``problem``
+    (the generator's return value). ``index(name)`` is the part's index after the loop."""
+
+    def __init__(self, blocks):
+        self._blocks = blocks
+        self.offsets: list = []
+        self.lengths: list = []
+        self.size = 0
+        self.problem = None
+
+    def __iter__(self):
+        while True:
+            try:
+                item = next(self._blocks)
+            except StopIteration as done:
+                self.size, self.problem = done.value
+                return
+            self.offsets.append(item[2])
+            self.lengths.append(item[3])
+            yield item
+
+    def index(self, name: str) -> PartIndex:
+        return index_of(name, self.offsets, self.lengths, self.size, self.problem)
 
 
 def index_of(path, offsets: list, lengths: list, size: int, problem) -> PartIndex:

@@ -37,39 +37,33 @@ def _part(part: str, checked: Counter, storage_options, verify: bool) -> Iterato
     """One pass over the part (``dataset.scan_blocks``): each block's frames found by their length
     prefixes, then decoded from the block just read."""
     from recordkit.formats.ofrecord import codec
-    from recordkit.formats.ofrecord.dataset import index_of, scan_blocks
+    from recordkit.formats.ofrecord.dataset import BlockScan, scan_blocks
     from recordkit.storage.source import open_source
     src = open_source(part, storage_options=storage_options, verify=verify)
     try:
-        offsets, lengths, k = [], [], 0
-        blocks = scan_blocks(src, READ_BLOCK)
-        while True:
-            try:
-                block, base, o, n = next(blocks)
-            except StopIteration as done:
-                size, problem = done.value
-                break
-            except FormatError as e:
-                if not is_checksum_error(e):
-                    yield Problem.from_error(e, "unreadable")
-                return
-            offsets.append(o)
-            lengths.append(n)
-            view = memoryview(block)
-            for off, ln in zip(o.tolist(), n.tolist()):
-                checked["records"] += 1
-                try:
-                    rec = codec.decode(view[off - base:off - base + ln], path=part, offset=off - 8, index=k)
-                except FormatError as e:
-                    yield Problem(part, "record-does-not-parse", e.message, offset=off - 8, record=f"record {k}")
+        scan, k = BlockScan(scan_blocks(src, READ_BLOCK)), 0
+        try:
+            for block, base, o, n in scan:
+                view = memoryview(block)
+                for off, ln in zip(o.tolist(), n.tolist()):
+                    checked["records"] += 1
+                    try:
+                        rec = codec.decode(view[off - base:off - base + ln], path=part, offset=off - 8, index=k)
+                    except FormatError as e:
+                        yield Problem(part, "record-does-not-parse", e.message, offset=off - 8,
+                                      record=f"record {k}")
+                        k += 1
+                        continue
+                    if not rec:
+                        yield Problem(part, "record-empty", "record has no features", offset=off - 8,
+                                      record=f"record {k}")
                     k += 1
-                    continue
-                if not rec:
-                    yield Problem(part, "record-empty", "record has no features", offset=off - 8,
-                                  record=f"record {k}")
-                k += 1
-        checked["bytes"] += size
-        index = index_of(part, offsets, lengths, size, problem)
+        except FormatError as e:  # reading the part failed (a checksum error is reported by the sidecar check)
+            if not is_checksum_error(e):
+                yield Problem.from_error(e, "unreadable")
+            return
+        checked["bytes"] += scan.size
+        index = scan.index(part)
         if index.problem is not None:
             err = index.error()
             yield Problem(part, FRAME_KINDS.get(index.problem[0], "framing"), err.message, offset=err.offset,
