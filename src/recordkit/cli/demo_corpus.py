@@ -60,10 +60,7 @@ def run(directory: str, n: int = 2000, echo=print) -> dict:
         chunks = list(reader.iter_chunks(threads=2))
         t_parse = time.perf_counter() - t0
         read = [(s.key, s.data) for chunk in chunks for s in chunk]
-    mismatches = sum(
-        1 for (k1, d1), (k2, d2) in zip(written, read)
-        if k1 != k2 or any(_differs(d1[name], d2[name]) for name in d1)
-    ) + abs(len(written) - len(read))
+    mismatches = _mismatches(written, read)
     samples = {s.name: sum(d[s.name].shape[0] for _, d in read) for s in DEMO_STREAMS}
     echo(f"read back {len(read)} sequences in {len(chunks)} chunks; parsing took {t_parse * 1000:.0f} ms")
     for s in DEMO_STREAMS:
@@ -84,59 +81,53 @@ def run(directory: str, n: int = 2000, echo=print) -> dict:
 
 
 def _bridge(path: str, directory: str, read, echo) -> dict:
-    """The bridge: the corpus converted to Parquet and read back through the engine (when pyarrow is
-    installed: ``pip install 'recordkit[parquet]'``)."""
+    """The bridge: the corpus converted to Parquet (when pyarrow is installed: ``pip install
+    'recordkit[parquet]'``) and to WebDataset shards (no optional dependency: tar members written
+    directly), each read back through the engine."""
     import importlib.util
-    import warnings
     if importlib.util.find_spec("pyarrow") is None:
         echo("bridge: skipped (pip install 'recordkit[parquet]' to convert to Parquet)")
         return {}
-    import recordkit
-    from recordkit.engine.source import MinibatchSource
-    from recordkit.formats.parquet import ParquetDeserializer
     out = os.path.join(directory, "demo.parquet")
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        recordkit.convert(path, out, streams=DEMO_STREAMS, chunk_size=64 << 10)
-    t_conv = time.perf_counter() - t0
-    with ParquetDeserializer(out) as reader:
-        back = [(s.key, s.data) for c in reader.iter_chunks() for s in c]
-        with MinibatchSource(reader, randomize=True, window=4, seed=1, max_sweeps=1) as source:
-            n_mb = sum(1 for _ in source.minibatches(256))
-        groups = len(reader.chunks)
-    mismatches = sum(1 for (k1, d1), (k2, d2) in zip(read, back)
-                     if k1 != k2 or any(_differs(d1[name], d2[name]) for name in d1)) + abs(len(read) - len(back))
+    t_conv, back, n_mb, groups = _convert_and_read_back(path, out, window=4)
+    mismatches = _mismatches(read, back)
     echo(f"bridge: converted to {out} ({os.path.getsize(out) / 1024:.1f} KiB, {groups} row groups) in "
          f"{t_conv * 1000:.0f} ms; read back through the engine: {len(back)} sequences, {n_mb} randomized "
          f"minibatches; " + ("identical" if mismatches == 0 else f"{mismatches} sequences differ"))
-    return {"parquet": out, "parquet_mismatches": mismatches, **_webdataset(path, directory, read, echo)}
-
-
-def _webdataset(path: str, directory: str, read, echo) -> dict:
-    """The corpus as WebDataset shards (no optional dependency: tar members written directly) and
-    read back through the engine."""
-    import warnings
-    import recordkit
-    from recordkit.engine.source import MinibatchSource
-    from recordkit.formats.webdataset import WebDatasetReader
+    result = {"parquet": out, "parquet_mismatches": mismatches}
     out = os.path.join(directory, "demo_wds")
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        recordkit.convert(path, out, "webdataset", streams=DEMO_STREAMS, chunk_size=64 << 10, parts=4)
-    t_conv = time.perf_counter() - t0
-    with WebDatasetReader(out) as reader:
-        back = [(s.key, s.data) for c in reader.iter_chunks() for s in c]
-        with MinibatchSource(reader, randomize=True, window=2, seed=1, max_sweeps=1) as source:
-            n_mb = sum(1 for _ in source.minibatches(256))
-        shards = len(reader.chunks)
-    mismatches = sum(1 for (k1, d1), (k2, d2) in zip(read, back)
-                     if k1 != k2 or any(_differs(d1[name], d2[name]) for name in d1)) + abs(len(read) - len(back))
+    t_conv, back, n_mb, shards = _convert_and_read_back(path, out, window=2, to="webdataset", parts=4)
+    mismatches = _mismatches(read, back)
     echo(f"bridge: converted to {out}/ ({shards} WebDataset tar shards) in {t_conv * 1000:.0f} ms; read back "
          f"through the engine: {len(back)} sequences, {n_mb} randomized minibatches; "
          + ("identical" if mismatches == 0 else f"{mismatches} sequences differ"))
-    return {"webdataset": out, "webdataset_mismatches": mismatches}
+    return {**result, "webdataset": out, "webdataset_mismatches": mismatches}
+
+
+def _convert_and_read_back(path: str, out: str, *, window: int, to: str | None = None, **options) -> tuple:
+    """``path`` converted to ``out`` (``to``, else by its extension), then read back through the
+    registry's reader: (seconds to convert, the sequences read back, randomized minibatches of 256
+    in one sweep with a ``window``-chunk window, the output's chunks)."""
+    import warnings
+    import recordkit
+    from recordkit.engine.source import MinibatchSource
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recordkit.convert(path, out, to, streams=DEMO_STREAMS, chunk_size=64 << 10, **options)
+    t_conv = time.perf_counter() - t0
+    with recordkit.open(out) as reader:
+        back = [(s.key, s.data) for c in reader.iter_chunks() for s in c]
+        with MinibatchSource(reader, randomize=True, window=window, seed=1, max_sweeps=1) as source:
+            n_mb = sum(1 for _ in source.minibatches(256))
+        chunks = len(reader.chunks)
+    return t_conv, back, n_mb, chunks
+
+
+def _mismatches(written, read) -> int:
+    """Sequences that differ in key or values, and those only one side has."""
+    return sum(1 for (k1, d1), (k2, d2) in zip(written, read)
+               if k1 != k2 or any(_differs(d1[name], d2[name]) for name in d1)) + abs(len(written) - len(read))
 
 
 def _differs(a, b) -> bool:
