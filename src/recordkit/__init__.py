@@ -109,17 +109,17 @@ def _close(reader: object) -> None:
 
 def _open_output(path: str | os.PathLike[str], streams: Iterable[StreamSpec | str] | None,
                  source: Deserializer) -> Deserializer:
-    """``path`` opened with ``streams``, or as it describes itself, or else with the streams a
-    conversion from ``source`` writes into its format."""
-    from recordkit.errors import UsageError
-    if streams is not None:
-        return open(path, streams)
-    try:
-        return open(path)
-    except UsageError:
-        from recordkit.engine.convert import output_streams
+    """``path`` opened with ``streams``, or as it describes itself, or, where its format needs
+    declarations (CTF), with the streams a conversion from ``source`` writes into it."""
+    if streams is None:
+        from recordkit.formats import registry
         from recordkit.formats.detect import sniff_format
-        return open(path, output_streams(source, sniff_format(os.fspath(path))))
+        fmt = registry.get(sniff_format(os.fspath(path)))
+        if fmt.needs_streams:
+            from recordkit.engine.convert import output_streams
+            streams = output_streams(source, fmt.name)
+        return open(path, streams, format=fmt.name)  # told once, not sniffed again
+    return open(path, streams)
 
 
 def validate(path: str | os.PathLike[str], format: str | None = None, **options: Any) -> Iterator[Problem]:
