@@ -9,7 +9,7 @@ import pytest
 
 from helpers import dense, sparse, write
 from recordkit.engine import memory
-from recordkit.engine.plan import minibatch_ends
+from recordkit.compose.plan import minibatch_ends
 from recordkit.sizes import parse_size
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.source import MinibatchSource

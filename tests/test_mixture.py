@@ -336,7 +336,7 @@ def test_the_memory_plan_counts_every_parts_window_open_at_once(tmp_path):
     must follow the mixture's order, not a block randomizer over the union (which held about
     0.6x as much here with a window of 8 chunks)."""
     from recordkit.engine import memory
-    from recordkit.engine.plan import PlanInput, make_plan
+    from recordkit.compose.plan import PlanInput, make_plan
     wide = [StreamSpec("x", "dense", 64)]
     readers = []
     for name in "ab":
