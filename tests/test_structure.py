@@ -2,6 +2,7 @@
 docs/architecture.md, no modules import one another in a circle, the engine names no framework;
 and no tracked file outside the README and the change log names a numbered work item."""
 import ast
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src" / "recordkit"
 
 
-def imports_of(path: Path) -> set[str]:
+@functools.lru_cache(maxsize=None)  # every rule below reads the same files
+def imports_of(path: Path) -> frozenset[str]:
     """Every recordkit module a file imports, at the top or inside a function."""
     tree = ast.parse(path.read_text())
     out = set()
@@ -21,7 +23,7 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("recordkit"):
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
-    return out
+    return frozenset(out)
 
 
 def module_name(path: Path) -> str:
@@ -75,6 +77,7 @@ def reexports(init: Path) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def module_graph() -> dict[str, list[str]]:
     """recordkit's modules (package ``__init__``s only gather names) -> the modules each imports, at
     the top or inside a function, names taken from a package counted as their own module's."""
