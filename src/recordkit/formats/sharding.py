@@ -131,7 +131,7 @@ def move_into(src_dir: str, name: str, staged, new_name: str, storage_options=No
 def staged_join(output: str, owns, what: str, fill, *, storage_options=None, checksums: bool = False) -> list[str]:
     """``fill(staged)`` into a ``StagedDirectory`` for ``output``, published when it returns, discarded
     if it raises: how every format's joiner publishes the joined set. Returns what ``fill`` returns."""
-    from recordkit.staged_directory import StagedDirectory
+    from recordkit.storage.staged_directory import StagedDirectory
     with StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
                          what=what) as staged:
         return fill(staged)

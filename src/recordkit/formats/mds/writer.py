@@ -32,7 +32,7 @@ from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import ShardCutter
-from recordkit.staged_directory import StagedDirectory
+from recordkit.storage.staged_directory import StagedDirectory
 
 if TYPE_CHECKING:
     import os

@@ -43,7 +43,7 @@ from recordkit.engine.streams import check_streams, resolve_precision, streams_t
 from recordkit.errors import RecordkitWarning, UnrepresentableError, UsageError
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import META_NAME, ShardCutter, describe
-from recordkit.staged_directory import StagedDirectory
+from recordkit.storage.staged_directory import StagedDirectory
 from recordkit.formats.tfrecord import wire
 from recordkit.formats.tfrecord.framing import FrameEncoder
 

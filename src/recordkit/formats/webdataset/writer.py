@@ -27,7 +27,7 @@ from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import META_NAME, ShardCutter, describe
-from recordkit.staged_directory import StagedDirectory
+from recordkit.storage.staged_directory import StagedDirectory
 from recordkit.formats.webdataset import npy, tar
 
 if TYPE_CHECKING:
