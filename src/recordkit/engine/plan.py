@@ -128,8 +128,14 @@ def chunk_bytes(deserializer) -> np.ndarray:
 
 def load_bytes(deserializer, decoded: np.ndarray) -> np.ndarray:
     """Memory a chunk needs while it loads, beyond its decoded result: its raw bytes and the
-    parser's output before it becomes the chunk's arrays (about the decoded size again)."""
+    parser's output before it becomes the chunk's arrays (about the decoded size again). A
+    reader that reads runs of small chunks at once (``run_bytes``: CBF) holds a whole run's
+    bytes while one of them loads: a smaller chunk counts that much raw."""
+    from recordkit.engine.deserializer import run_bytes
     raw = np.array([int(c.size) for c in deserializer.chunks], dtype=np.int64)
+    run = run_bytes(deserializer)
+    if run:
+        raw = np.maximum(raw, run)
     return raw + decoded
 
 
