@@ -55,6 +55,9 @@ _P_TABLE_SAMPLES = 9  # the kernel's code: the sequences' sample counts differ f
 # many bytes (``load_chunks``): the read buffer a run needs while it loads, what ``plan.load_bytes``
 # counts for each load in flight of a reader that loads runs
 RUN_BYTES = 1 << 20
+# chunks of a run closer than this in the file are read with the bytes between them: a read costs
+# about as much as copying 32 KB
+_GAP_BYTES = 32 << 10
 
 
 class CBFReader(ChecksPresence, ClosingReader):
@@ -339,13 +342,13 @@ class CBFReader(ChecksPresence, ClosingReader):
         return FormatError(self.path, what + detail, offset=info.offset + offset, record=where)
 
     def load_chunks(self, chunk_ids) -> list[ChunkData]:
-        """Decode these chunks (``load_chunk`` of each, in that order): chunks adjacent in the file
-        are read together, up to ``RUN_BYTES`` at a time, with one read and one kernel call, in
-        file order whatever order they are asked in. A 16 KB chunk's read, decode and columns
-        cost about 60 us one at a time, most of it per call, not per byte. Each chunk still gets
-        arrays of its own, so holding or dropping one frees exactly its own memory. A chunk found
-        wrong raises its own error (``load_chunk``'s); the chunks before it in its run are not
-        returned then."""
+        """Decode these chunks (``load_chunk`` of each, in that order), in file order whatever the
+        order asked: small chunks up to ``RUN_BYTES`` at a time with one kernel call, chunks that
+        follow each other in the file (or with less than ``_GAP_BYTES`` between them) with one
+        read. A 16 KB chunk's read, decode and columns cost about 60 us one at a time, most of it
+        per call, not per byte. Each chunk still gets arrays of its own, so holding or dropping
+        one frees exactly its own memory. A chunk found wrong raises its own error
+        (``load_chunk``'s); the chunks before it in its run are not returned then."""
         ids = [int(c) for c in chunk_ids]
         got: dict[int, ChunkData] = {}
         for run in self._runs(sorted({c for c in ids if c not in self._memory})):
@@ -360,42 +363,79 @@ class CBFReader(ChecksPresence, ClosingReader):
         return out
 
     def _runs(self, ids: list) -> list:
-        """Sorted chunk ids cut into runs of chunks that follow each other in the file, each at
-        most ``RUN_BYTES`` (a larger chunk alone)."""
+        """Sorted chunk ids cut into runs of at most ``RUN_BYTES`` to read (a larger chunk alone;
+        a gap read through counts)."""
         runs: list = []
         run: list = []
         end = acc = 0
         for cid in ids:
             info = self._chunks[cid]
-            if run and (info.offset != end or acc + info.size > RUN_BYTES):
+            gap = info.offset - end
+            add = info.size + (gap if run and 0 <= gap < _GAP_BYTES else 0)
+            if run and acc + add > RUN_BYTES:
                 runs.append(run)
-                run, acc = [], 0
+                run, acc, add = [], 0, info.size
             run.append(cid)
-            acc += info.size
+            acc += add
             end = info.offset + info.size
         if run:
             runs.append(run)
         return runs
 
-    def _decode_run(self, run: list) -> list[ChunkData]:
-        """Chunks ``run`` (adjacent in the file, in order) read and decoded at once. A remote file
-        is asked for each chunk's own range (a range cache keeps ranges as asked: a run of other
-        chunks later, or offline, must find them), all at once; a local one for the whole run."""
-        infos = [self._chunks[c] for c in run]
-        first, last = infos[0], infos[-1]
-        n = last.offset + last.size - first.offset
-        if self._source.remote:
-            parts = read_ranges(self._source, [(i.offset, i.size) for i in infos])
-            for info, part in zip(infos, parts):
-                self._check_read(len(part), info.size, info.offset, info.id)
-            data, buf = b"".join(parts), None
+    def _pieces(self, infos: list) -> list:
+        """The byte ranges a run is read in: (file offset, bytes), chunks less than ``_GAP_BYTES``
+        apart in one range (the gap read through costs less than another read)."""
+        pieces = [[infos[0].offset, infos[0].offset + infos[0].size]]
+        for info in infos[1:]:
+            if 0 <= info.offset - pieces[-1][1] < _GAP_BYTES:
+                pieces[-1][1] = info.offset + info.size
+            else:
+                pieces.append([info.offset, info.offset + info.size])
+        return [(a, b - a) for a, b in pieces]
+
+    def _read_run(self, infos: list) -> tuple:
+        """(bytes holding the chunks ``infos``, where each starts in them, the buffer to give back or
+        None). A remote file is asked for each chunk's own range, all at once (a range cache keeps
+        ranges as asked: a run of other chunks later, or offline, must find them); a local one for
+        each piece (``_pieces``), into one reusable buffer."""
+        first = infos[0]
+        last = None if len(infos) == 1 else infos[-1].id  # what a short read names: chunk, or chunks first-last
+        read_into = getattr(self._source, "pread_into", None)
+        if self._source.remote or read_into is None:
+            pieces = [(i.offset, i.size) for i in infos] if self._source.remote else self._pieces(infos)
+            parts = read_ranges(self._source, pieces)
+            for (offset, n), part in zip(pieces, parts):
+                self._check_read(len(part), n, offset, first.id, last)
         else:
-            data, buf = self._read_for_decode(first.offset, n, first.id, last=None if len(run) == 1 else last.id)
+            pieces = self._pieces(infos)
+            if len(pieces) == 1:
+                data, buf = self._read_for_decode(first.offset, pieces[0][1], first.id, last=last)
+                return data, np.array([i.offset - first.offset for i in infos], dtype=np.int64), buf
+            parts = None
+        at = np.cumsum([0] + [n for _, n in pieces])
+        piece_start = np.array([o for o, _ in pieces], dtype=np.int64)
+        offsets = np.array([i.offset for i in infos], dtype=np.int64)
+        k = np.searchsorted(piece_start, offsets, side="right") - 1
+        starts = at[k] + offsets - piece_start[k]
+        if parts is not None:
+            return b"".join(parts), starts, None
+        buf, view = self._buffers.take(int(at[-1]), first.offset)
+        try:
+            for (offset, n), pos in zip(pieces, at[:-1].tolist()):
+                self._check_read(read_into(offset, view[pos:pos + n]), n, offset, first.id, last)
+        except BaseException:
+            self._buffers.give(buf)
+            raise
+        return view, starts, buf
+
+    def _decode_run(self, run: list) -> list[ChunkData]:
+        """Chunks ``run`` (in file order) read and decoded at once."""
+        infos = [self._chunks[c] for c in run]
+        data, starts, buf = self._read_run(infos)
         hs = self.header.streams
         try:
             decoded, problem = _kernel.decode_chunks(
-                data, np.array([i.offset - first.offset for i in infos], dtype=np.int64),
-                np.array([i.size for i in infos], dtype=np.int64),
+                data, starts, np.array([i.size for i in infos], dtype=np.int64),
                 np.array([i.num_sequences for i in infos], dtype=np.int64),
                 np.array([i.num_samples for i in infos], dtype=np.int64),
                 [s.format == "sparse" for s in hs], [s.dim for s in hs], [s.dtype.itemsize for s in hs],
