@@ -172,10 +172,10 @@ def test_the_kernel_checks_every_chunk_of_a_run_before_allocating_any():
     bad = meta + struct.pack("<I", 5) + struct.pack("<f", 1.0)
     buf = np.frombuffer(good + bad, dtype=np.uint8)
     args = ([False], [1], [4], [np.dtype(np.float32)])
-    chunks, problem = _kernel.decode_chunks(buf, np.array([0, len(good)]), np.array([len(good), len(bad)]),
+    chunks, _, problem = _kernel.decode_chunks(buf, np.array([0, len(good)]), np.array([len(good), len(bad)]),
                                             np.array([1, 1]), np.array([1, 5]), *args)
     assert chunks is None and problem[:2] == (1, 2)  # chunk 1: its sequence runs past the chunk
-    chunks, problem = _kernel.decode_chunks(buf, np.array([0]), np.array([len(good)]), np.array([1]),
+    chunks, _, problem = _kernel.decode_chunks(buf, np.array([0]), np.array([len(good)]), np.array([1]),
                                             np.array([2]), *args)
     assert chunks is None and problem[:2] == (0, 9) and problem[-2:] == (1, 2)  # the table says 2 samples
     with pytest.raises(ValueError):

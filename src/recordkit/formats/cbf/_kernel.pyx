@@ -276,10 +276,10 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
 
     Chunk c is ``buf[starts[c]:starts[c] + sizes[c]]`` with ``nseqs[c]`` sequences, whose counts
     must add up to ``table_samples[c]`` (the offset table's; -1: not checked). Returns
-    (chunks, problem): chunks[c] = (lengths int64[nseq], columns), columns[s] = (values of
+    (chunks, samples, problem): chunks[c] = (lengths int64[nseq], columns), columns[s] = (values of
     ``dtypes[s]`` ((samples, dim) dense, (nnz,) sparse), indices int32 | None, indptr int64 |
-    None, seq_offsets int64[nseq + 1]); problem None or (c, code, stream, seq, offset, a, b),
-    the first chunk found wrong: every chunk is checked before any column is allocated, and
+    None, seq_offsets int64[nseq + 1]); samples[c, s]: stream s's samples in chunk c; problem None
+    or (c, code, stream, seq, offset, a, b), the first chunk found wrong: every chunk is checked before any column is allocated, and
     nothing is returned then."""
     _check_streams(sparse, dims, esizes)
     cdef int64_t nc = starts.shape[0], ns = len(dims), c, s, q, n, nseq, total_seq = 0, at
@@ -307,7 +307,7 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
     # the size check per chunk comes first: a few bytes of input must not size the count table
     for c in range(nc):
         if nseqs[c] > 0 and sizes[c] // 4 < nseqs[c] * (1 + ns):
-            return None, (c, P_TOO_SMALL, -1, -1, 0, 4 * nseqs[c] * (1 + ns), sizes[c])
+            return None, None, (c, P_TOO_SMALL, -1, -1, 0, 4 * nseqs[c] * (1 + ns), sizes[c])
     samples.resize(ns * nc if ns * nc > 0 else 1)
     nnz.resize(ns * nc if ns * nc > 0 else 1)
     counts.resize(ns * total_seq if ns * total_seq > 0 else 1)
@@ -337,7 +337,7 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
                     break
             c += 1
     if not ok:
-        return None, (c, prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b)
+        return None, None, (c, prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b)
     cdef vector[uint8_t*] vals
     cdef vector[int32_t*] ind
     cdef vector[int64_t*] ptr
@@ -388,7 +388,10 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
                     o[q + 1] = o[q] + cnt[q]
             _gather_range(p, nseq, cuts[2 * c], cuts[2 * c + 1], sp.data(), dm.data(), es.data(),
                           vals.data() + ns * c, ind.data() + ns * c, ptr.data() + ns * c)
-    return out, None
+    per_chunk = np.empty((nc, ns), dtype=np.int64)
+    if nc * ns:
+        memcpy(cnp.PyArray_DATA(per_chunk), samples.data(), nc * ns * sizeof(int64_t))
+    return out, per_chunk, None
 
 
 cdef class _Gather:

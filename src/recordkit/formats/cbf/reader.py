@@ -195,14 +195,16 @@ class CBFReader(ChecksPresence, ClosingReader):
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-cbf") as pool:
                 data = self._decode(chunk_id, pool, threads)
         else:
-            data = self._decode_run([chunk_id])[0]
+            data = self._decode_run([chunk_id])[0][0]
         self._loaded(chunk_id, data)
         return data
 
-    def _loaded(self, chunk_id: int, data: ChunkData) -> None:
-        """What every decoded chunk is counted in: stream presence, the trace, the memory kept."""
-        self._presence.count(chunk_id, {name: col.num_samples for name, col in data.columns.items()},
-                             sequences=len(data))
+    def _loaded(self, chunk_id: int, data: ChunkData, counted: bool = False) -> None:
+        """What every decoded chunk is counted in: stream presence (``counted``: a run's already
+        was, all at once), the trace, the memory kept."""
+        if not counted:
+            self._presence.count(chunk_id, {name: col.num_samples for name, col in data.columns.items()},
+                                 sequences=len(data))
         if self.trace_level >= TRACE_INFO:
             trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         if self.keep_data_in_memory:
@@ -355,8 +357,11 @@ class CBFReader(ChecksPresence, ClosingReader):
             if len(run) == 1:
                 got[run[0]] = self._load_chunk(run[0])
                 continue
-            for cid, data in zip(run, self._decode_run(run)):
-                self._loaded(cid, data)
+            datas, samples = self._decode_run(run)
+            self._presence.count_many(run, samples[:, [i for i, _ in self._selected]],
+                                      np.array([self._chunks[c].num_sequences for c in run], dtype=np.int64))
+            for cid, data in zip(run, datas):
+                self._loaded(cid, data, counted=True)
                 got[cid] = data
         out = [got[c] if c in got else self._memory[c] for c in ids]
         self._presence.check()  # the last unread chunk: a stream empty in the whole file is an error now
@@ -428,13 +433,14 @@ class CBFReader(ChecksPresence, ClosingReader):
             raise
         return view, starts, buf
 
-    def _decode_run(self, run: list) -> list[ChunkData]:
-        """Chunks ``run`` (in file order) read and decoded at once."""
+    def _decode_run(self, run: list) -> tuple[list[ChunkData], np.ndarray]:
+        """Chunks ``run`` (in file order) read and decoded at once, and the samples of each of the
+        file's streams in each (chunks x streams)."""
         infos = [self._chunks[c] for c in run]
         data, starts, buf = self._read_run(infos)
         hs = self.header.streams
         try:
-            decoded, problem = _kernel.decode_chunks(
+            decoded, samples, problem = _kernel.decode_chunks(
                 data, starts, np.array([i.size for i in infos], dtype=np.int64),
                 np.array([i.num_sequences for i in infos], dtype=np.int64),
                 np.array([i.num_samples for i in infos], dtype=np.int64),
@@ -447,7 +453,7 @@ class CBFReader(ChecksPresence, ClosingReader):
         if problem is not None:
             k, *rest = problem
             raise self._problem(run[k], *rest)
-        return [self._chunk_data(info, lengths, columns) for info, (lengths, columns) in zip(infos, decoded)]
+        return [self._chunk_data(info, lengths, columns) for info, (lengths, columns) in zip(infos, decoded)], samples
 
     def _chunk_data(self, info: ChunkInfo, lengths: np.ndarray, columns: list) -> ChunkData:
         """A decoded chunk's ChunkData: the selected streams under their names, converted where
