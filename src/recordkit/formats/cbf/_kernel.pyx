@@ -346,30 +346,42 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
     cdef int64_t* o
     cdef int64_t* cnt
     cdef int64_t* ln
+    # the arrays are made with PyArray_EMPTY (np.empty's Python call cost more than a 16 KB chunk's copy)
+    cdef cnp.npy_intp shape[2]
+    cdef vector[int] typenum
+    for s in range(ns):
+        dt = np.dtype(dtypes[s])
+        if dt.itemsize != es[s] or dt.kind != "f" or not dt.isnative:
+            raise ValueError(f"stream {s}: dtype {dt} is not a native float of {es[s]} bytes")
+        typenum.push_back(dt.num)
     out = []
     for c in range(nc):
         nseq = nseqs[c]
-        lengths = np.empty(nseq, dtype=np.int64)
+        shape[0] = nseq
+        lengths = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
         lens.push_back(<int64_t*>cnp.PyArray_DATA(lengths))
         cols = []
         for s in range(ns):
             at = ns * c + s
-            so = np.empty(nseq + 1, dtype=np.int64)
+            shape[0] = nseq + 1
+            so = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
             offs.push_back(<int64_t*>cnp.PyArray_DATA(so))
             if sp[s]:
-                v = np.empty(nnz[at], dtype=dtypes[s])
-                i = np.empty(nnz[at], dtype=np.int32)
-                r = np.empty(samples[at] + 1, dtype=np.int64)
+                shape[0] = nnz[at]
+                v = cnp.PyArray_EMPTY(1, shape, typenum[s], 0)
+                i = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT32, 0)
+                shape[0] = samples[at] + 1
+                r = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
                 ind.push_back(<int32_t*>cnp.PyArray_DATA(i))
                 ptr.push_back(<int64_t*>cnp.PyArray_DATA(r))
                 (<int64_t*>cnp.PyArray_DATA(r))[0] = 0  # a chunk without sequences: its indptr is [0]
             else:
-                v = np.empty((samples[at], dm[s]), dtype=dtypes[s])
+                shape[0] = samples[at]
+                shape[1] = dm[s]
+                v = cnp.PyArray_EMPTY(2, shape, typenum[s], 0)
                 i = r = None
                 ind.push_back(NULL)
                 ptr.push_back(NULL)
-            if v.dtype.itemsize != es[s] or not v.flags.c_contiguous:
-                raise ValueError(f"stream {s}: dtype {v.dtype} is not of {es[s]} bytes")
             vals.push_back(<uint8_t*>cnp.PyArray_DATA(v))
             cols.append((v, i, r, so))
         out.append((lengths, cols))

@@ -101,6 +101,9 @@ class CBFReader(ChecksPresence, ClosingReader):
         self._memory: dict[int, ChunkData] = {}
         self._lengths: dict[int, np.ndarray] = {}  # a remote file's per-chunk length tables, fetched together
         self._selected = self._select(streams)
+        # per selected stream: (index in the file, name, dtype to convert to or None, dim)
+        self._outputs = [(i, spec.name, spec.dtype if spec.dtype != self.header.streams[i].dtype else None,
+                          spec.dim) for i, spec in self._selected]
         table = self.header.table
         starts = np.concatenate([[0], np.cumsum(table["sequences"].astype(np.int64))])
         self._first_key = starts
@@ -457,17 +460,14 @@ class CBFReader(ChecksPresence, ClosingReader):
 
     def _chunk_data(self, info: ChunkInfo, lengths: np.ndarray, columns: list) -> ChunkData:
         """A decoded chunk's ChunkData: the selected streams under their names, converted where
-        the precision asks."""
-        hs = self.header.streams
+        the precision asks (``_outputs``: what that takes per stream, worked out once)."""
         cols = {}
-        for i, spec in self._selected:
+        for i, name, dtype, dim in self._outputs:
             values, ind, ptr, seq_offsets = columns[i]
-            if spec.dtype != hs[i].dtype:
-                values = values.astype(spec.dtype)
-            if ind is not None:
-                cols[spec.name] = SparseColumn(values, ind, ptr, seq_offsets, hs[i].dim)
-            else:
-                cols[spec.name] = DenseColumn(values, seq_offsets)
+            if dtype is not None:
+                values = values.astype(dtype)
+            cols[name] = DenseColumn(values, seq_offsets) if ind is None else \
+                SparseColumn(values, ind, ptr, seq_offsets, dim)
         first = int(self._first_key[info.id])
         return ChunkData(info.id, np.arange(first, first + info.num_sequences, dtype=np.uint64), lengths, cols)
 
