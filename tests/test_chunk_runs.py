@@ -190,3 +190,18 @@ def test_the_memory_plan_counts_a_runs_read_buffer_for_each_small_chunk_loading(
     part = ChunkPartition(reader, 2, 0)  # a partition of it loads runs too, and is counted so
     assert (plan.load_bytes(part, plan.chunk_bytes(part)) >= reader.run_bytes).all()
     assert (plan.load_bytes(OneAtATime(tiny), decoded) < reader.run_bytes).all()
+
+
+def test_opening_reads_the_sample_count_tables_of_many_chunks_with_one_file_check(tiny, monkeypatch):
+    from recordkit.storage import source as storage_source
+    checks = []
+    check = storage_source.check_local
+    monkeypatch.setattr(storage_source, "check_local", lambda *a: checks.append(a) or check(*a))
+    reader = CBFReader(tiny)
+    checks.clear()
+    src = MinibatchSource(reader, randomize=True, max_sweeps=1)
+    assert len(checks) <= 2 < len(reader.chunks)
+    reference = OneAtATime(tiny)
+    assert all(reader.sequence_lengths(c.id).tolist() == reference.sequence_lengths(c.id).tolist()
+               for c in reader.chunks)
+    src.close()

@@ -58,6 +58,8 @@ RUN_BYTES = 1 << 20
 # chunks of a run closer than this in the file are read with the bytes between them: a read costs
 # about as much as copying 32 KB
 _GAP_BYTES = 32 << 10
+# a local file's per-chunk sample-count tables are read this many chunks at a time (sequence_lengths)
+_LENGTHS_AHEAD = 1024
 
 
 class CBFReader(ChecksPresence, ClosingReader):
@@ -219,21 +221,28 @@ class CBFReader(ChecksPresence, ClosingReader):
         From a remote file, the first call fetches every chunk's table at once (the offset table
         says where each is; ``storage.source.read_ranges`` asks for them concurrently) and keeps
         them: opening a reader, which needs them all, waits about one round trip instead of one
-        per chunk. A local file is read per chunk (a ``pread`` costs no round trip)."""
-        known = self._lengths.get(chunk_id)
+        per chunk. A local file is read ``_LENGTHS_AHEAD`` chunks at a time, from this one on,
+        the tables kept until asked for once (opening reads them in order: ~4 us a chunk one
+        table at a time, ~1.3 us so)."""
+        remote = self._source.remote
+        known = self._lengths.get(chunk_id) if remote else self._lengths.pop(chunk_id, None)
         if known is not None:
             return known
-        wanted = [chunk_id]
-        if self._source.remote:
+        if remote:
             wanted = [k for k in range(len(self._chunks)) if k not in self._lengths]
+        else:
+            wanted = [k for k in range(chunk_id, min(len(self._chunks), chunk_id + _LENGTHS_AHEAD))
+                      if k == chunk_id or k not in self._lengths]
         ranges = [(self._chunks[k].offset, 4 * self._chunks[k].num_sequences) for k in wanted]
-        out = {}
-        for k, (offset, n), data in zip(wanted, ranges, read_ranges(self._source, ranges)):
+        datas = read_ranges(self._source, ranges)
+        for k, (offset, n), data in zip(wanted, ranges, datas):
             self._check_read(len(data), n, offset, k)
-            out[k] = np.frombuffer(data, dtype="<u4").astype(np.int64)
-        if self._source.remote:
-            self._lengths.update(out)
-        return out[chunk_id]
+        tables = np.split(np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64),
+                          np.cumsum([n // 4 for _, n in ranges])[:-1])
+        out = dict(zip(wanted, tables))
+        mine = out.pop(chunk_id) if not remote else out[chunk_id]
+        self._lengths.update(out)
+        return mine
 
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each chunk (what ``max_memory`` and ``recordkit plan`` count): about
