@@ -154,11 +154,15 @@ class ChunkCache:
 
     def _await(self, fut: Future) -> None:
         """Wait for a pool task and hold what it loaded (those of its chunks still wanted)."""
+        self._install(self._collect(fut))
+
+    def _collect(self, fut: Future) -> list:
+        """Wait for a pool task: what it loaded of its chunks still wanted, no longer under way."""
         results = fut.result()
         mine = [r for r in results if self.futures.get(r[0]) is fut]
         for cid in [c for c, f in self.futures.items() if f is fut]:
             del self.futures[cid]
-        self._install(mine)
+        return mine
 
     def _install(self, results: list) -> None:
         fresh = []
@@ -273,10 +277,13 @@ class ChunkCache:
         if len(cids) == 1:
             self.get(cids[0])
             return
-        # one burst: each load reuses the last one's text buffers; the chunks loaded here are
-        # installed together, then those under way on the pool are awaited
+        # one burst: each load reuses the last one's text buffers; the chunks loaded here and those
+        # the awaited pool tasks loaded are installed together (one look-up pass over all of them)
         with retaining_buffers(self.deserializer):
-            self._install(self._load_burst(here))
+            results = self._load_burst(here)
+            for fut in dict.fromkeys(self.futures[c] for c in cids if c in self.futures):
+                results += self._collect(fut)
+            self._install(results)
             for cid in cids:
                 self.get(cid)
 
