@@ -109,10 +109,9 @@ class CBFReader(ChecksPresence, ClosingReader):
         table = self.header.table
         starts = np.concatenate([[0], np.cumsum(table["sequences"].astype(np.int64))])
         self._first_key = starts
-        self._chunks = []
-        for k in range(len(table)):
-            a, b = self.header.chunk_range(k)
-            self._chunks.append(ChunkInfo(k, int(table["sequences"][k]), int(table["samples"][k]), a, b - a))
+        offsets, self._sizes = self.header.chunk_ranges()
+        self._chunks = [ChunkInfo(k, n, m, a, z) for k, (n, m, a, z) in enumerate(zip(
+            table["sequences"].tolist(), table["samples"].tolist(), offsets.tolist(), self._sizes.tolist()))]
         try:
             self._presence = StreamPresence(self.path, self.streams, len(self._chunks), allow_empty_streams,
                                             where=dict(offset=self.header.header_offset, record="header"))
@@ -237,9 +236,9 @@ class CBFReader(ChecksPresence, ClosingReader):
         datas = read_ranges(self._source, ranges)
         for k, (offset, n), data in zip(wanted, ranges, datas):
             self._check_read(len(data), n, offset, k)
-        tables = np.split(np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64),
-                          np.cumsum([n // 4 for _, n in ranges])[:-1])
-        out = dict(zip(wanted, tables))
+        flat = np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64)
+        bounds = np.cumsum([0] + [n // 4 for _, n in ranges]).tolist()
+        out = {k: flat[a:b] for k, a, b in zip(wanted, bounds[:-1], bounds[1:])}
         mine = out.pop(chunk_id) if not remote else out[chunk_id]
         self._lengths.update(out)
         return mine
@@ -254,8 +253,10 @@ class CBFReader(ChecksPresence, ClosingReader):
         widen = 1.0
         if self.dtype is not None:
             widen = max(1.0, max(self.dtype.itemsize / s.dtype.itemsize for s in hs))
-        return np.array([int(c.size * widen) + n_sparse * (c.num_samples + 1) * 4
-                         + c.num_sequences * (8 * (len(hs) + 1) + 24) for c in self._chunks], dtype=np.int64)
+        table = self.header.table
+        size = self._sizes if widen == 1.0 else (self._sizes * widen).astype(np.int64)
+        return (size + n_sparse * (table["samples"].astype(np.int64) + 1) * 4
+                + table["sequences"].astype(np.int64) * (8 * (len(hs) + 1) + 24))
 
     def _pread(self, offset: int, n: int) -> bytes:
         return self._source.pread(offset, n)
