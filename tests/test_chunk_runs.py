@@ -205,3 +205,19 @@ def test_opening_reads_the_sample_count_tables_of_many_chunks_with_one_file_chec
     assert all(reader.sequence_lengths(c.id).tolist() == reference.sequence_lengths(c.id).tolist()
                for c in reader.chunks)
     src.close()
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+def test_a_stream_empty_in_the_whole_file_is_still_an_error_when_chunks_load_in_runs(tmp_path, randomize):
+    from recordkit.engine.presence import EmptyStreamError
+    path = tmp_path / "empty_y.cbf"
+    with CBFWriter(path, STREAMS, chunk_size=300) as w:
+        for k in range(200):
+            w.write({"x": np.full((2, 3), k, dtype=np.float32), "y": sp.csr_matrix((0, 40), dtype=np.float32)})
+    reader = CBFReader(path)
+    assert len(reader.chunks) > 20
+    src = MinibatchSource(reader, randomize=randomize, max_sweeps=1, seed=1)
+    with pytest.raises(EmptyStreamError, match="'y'"):
+        while src.next_minibatch(64) is not None:
+            pass
+    src.close()

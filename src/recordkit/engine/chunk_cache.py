@@ -138,11 +138,12 @@ class ChunkCache:
         that chunk (not another chunk's): a failed batch is loaded again chunk by chunk, which
         tells the failing chunk from the others (a reader with ``load_chunks`` keeps no error
         budget a second load would charge twice)."""
+        batch_error = None
         if self._batches and len(cids) > 1:
             try:
                 return self._prepared(cids, load_chunks(self.deserializer, cids))
-            except Exception:  # noqa: BLE001 - which chunk failed is found below, one at a time
-                pass
+            except Exception as e:  # noqa: BLE001 - which chunk failed is found below, one at a time
+                batch_error = e
         out = []
         for cid in cids:
             try:
@@ -150,6 +151,12 @@ class ChunkCache:
                 out.append((cid, data, self._prepare(data) if self._prepare is not None else None))
             except Exception as e:  # noqa: BLE001 - raised by get(cid), where the caller wants it
                 self._failed[cid] = e
+        if batch_error is not None and len(out) == len(cids):
+            # every chunk loads alone: the batch's error was about all of them (a stream empty in
+            # the whole file, found once the last chunk was counted, and only once): the last
+            # chunk's, as its own load would have raised it
+            self._failed[cids[-1]] = batch_error
+            out.pop()
         return out
 
     def _await(self, fut: Future) -> None:
@@ -295,8 +302,10 @@ class ChunkCache:
                 and int(self._nbytes[np.asarray(cids, dtype=np.int64)].max()) < GROUP_BYTES):
             try:
                 return self._prepared(cids, load_chunks(self.deserializer, cids))
-            except Exception:  # noqa: BLE001 - loaded again below, raising the failing chunk's error
-                pass
+            except Exception as e:  # noqa: BLE001 - loaded again, one at a time: the failing chunk's error
+                for cid in cids:
+                    self._load_here(cid)
+                raise e  # every chunk loads alone: the batch's error was about all of them (_load_group)
         return [self._load_here(cid) for cid in cids]
 
     # -- dropping --------------------------------------------------------------------------------
