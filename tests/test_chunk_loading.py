@@ -37,6 +37,11 @@ class RecordingCBF(CBFReader):
         self.loads.append((chunk_id, threads, threading.current_thread().name))
         return super().load_chunk(chunk_id, threads=threads)
 
+    def load_chunks(self, chunk_ids):  # several small chunks at once: each noted as a load on one thread
+        ids = list(chunk_ids)
+        self.loads.extend((c, 1, threading.current_thread().name) for c in ids)
+        return super().load_chunks(ids)
+
 
 def _ctf(tmp_path, n=400, chunk_size=2000):
     text = "".join(f"{i} |x {i} {i + 0.5} |y {i % 7}:1\n" for i in range(n))

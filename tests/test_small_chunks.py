@@ -69,10 +69,17 @@ class RecordingCBF(CBFReader):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.loads = []
+        self.calls = []  # the chunk ids of each load_chunks call
 
     def load_chunk(self, chunk_id, *, threads=1):
         self.loads.append((chunk_id, threading.current_thread().name))
         return super().load_chunk(chunk_id, threads=threads)
+
+    def load_chunks(self, chunk_ids):
+        ids = list(chunk_ids)
+        self.calls.append(ids)
+        self.loads.extend((c, threading.current_thread().name) for c in ids)
+        return super().load_chunks(ids)
 
 
 @pytest.mark.parametrize("randomize", [False, True])

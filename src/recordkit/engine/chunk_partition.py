@@ -26,8 +26,8 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.deserializer import (ChunkInfo, Deserializer, WrapsDeserializers, chunk_sequence_keys, keys_are_ids,
-                                           load_chunk, name_of, sequence_lengths, splits_chunks,
-                                           takes_threads)
+                                           load_chunk, load_chunks, loads_batches, name_of, run_bytes,
+                                           sequence_lengths, splits_chunks, takes_threads)
 from recordkit.errors import UsageError
 
 
@@ -97,6 +97,9 @@ class ChunkPartition(WrapsDeserializers):
                              f"empty; use smaller chunks (chunk_size) or fewer partitions")
         self._chunks = [dataclasses.replace(inner_chunks[cid], id=k) for k, cid in enumerate(self._ids)]
         self._inner_takes_threads = takes_threads(deserializer)
+        if loads_batches(deserializer):  # only then: a chunk cache retries a failed batch chunk by chunk
+            self.load_chunks = self._load_chunks
+            self.run_bytes = run_bytes(deserializer)
 
     @property
     def streams(self):
@@ -119,6 +122,12 @@ class ChunkPartition(WrapsDeserializers):
         inner_id = self._ids[chunk_id]
         data = load_chunk(self.inner, inner_id, threads, self._inner_takes_threads)
         return dataclasses.replace(data, chunk_id=chunk_id)
+
+    def _load_chunks(self, chunk_ids) -> list[ChunkData]:
+        """The wrapped deserializer's ``load_chunks`` of these chunks (its ids), renumbered as ours."""
+        ids = [int(c) for c in chunk_ids]
+        return [dataclasses.replace(data, chunk_id=cid)
+                for cid, data in zip(ids, load_chunks(self.inner, [self._ids[c] for c in ids]))]
 
     def wrapped(self) -> list:
         return [self.inner]

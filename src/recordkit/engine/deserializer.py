@@ -148,6 +148,11 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
 #                                             index's id_mode says so)
 #   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/memory.py)
 #   load_chunk(chunk_id, threads=N)           may use N threads on one chunk
+#   load_chunks(chunk_ids) -> [ChunkData]     several chunks at once, each ``load_chunk``'s result (CBF:
+#                                             adjacent ones in one read and one decode); raises the
+#                                             first wrong chunk's error. Without it: load_chunk in turn
+#   run_bytes: int                            the most bytes load_chunks reads at once for chunks
+#                                             smaller than that (what a load in flight holds: plan.py)
 #   iter_chunks(threads=N)                    every chunk in order, N decoded at once
 #   path                                      what error messages and reports name it by
 #   summary() -> dict                         what it tolerated (errors skipped under a budget, warnings)
@@ -205,6 +210,24 @@ def retaining_buffers(d):
     if retain is None:
         return nullcontext()
     return retain()
+
+
+def loads_batches(d) -> bool:
+    """Whether ``d`` has ``load_chunks`` (asked once per deserializer by its callers)."""
+    return callable(getattr(d, "load_chunks", None))
+
+
+def load_chunks(d, chunk_ids) -> list[ChunkData]:
+    """``d.load_chunks(chunk_ids)`` where the deserializer has it, else ``load_chunk`` of each in turn."""
+    batch = getattr(d, "load_chunks", None)
+    if callable(batch):
+        return batch(chunk_ids)
+    return [d.load_chunk(c) for c in chunk_ids]
+
+
+def run_bytes(d) -> int:
+    """The most bytes ``d.load_chunks`` reads at once for small chunks (0: a chunk at a time)."""
+    return int(getattr(d, "run_bytes", 0) or 0)
 
 
 def load_chunk(d, chunk_id: int, threads: int | None, takes: bool) -> ChunkData:

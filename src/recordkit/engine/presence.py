@@ -30,6 +30,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from recordkit.errors import FormatError, UsageError
 
 
@@ -119,6 +121,20 @@ class StreamPresence:
             for name, n in self._items(widest or ()):
                 self.widest[name] = max(self.widest.get(name, 0), int(n))
             return True
+
+    def count_many(self, chunk_ids, samples: np.ndarray, sequences: np.ndarray) -> None:
+        """``count`` for several chunks at once (no padding, nothing skipped): ``samples[k]`` per
+        stream in stream order and ``sequences[k]`` are chunk ``chunk_ids[k]``'s. One lock and a
+        sum instead of a call per chunk (a run of small chunks loads hundreds at once)."""
+        with self._lock:
+            new = [k for k, c in enumerate(chunk_ids) if c not in self._counted]
+            if not new:
+                return
+            self._counted.update(chunk_ids[k] for k in new)
+            self.sequences += int(np.asarray(sequences)[new].sum())
+            totals = np.asarray(samples)[new].sum(axis=0)
+            for spec, n in zip(self.streams, totals.tolist()):
+                self.samples[spec.name] += int(n)
 
     def _items(self, values):
         return values.items() if isinstance(values, dict) else zip((s.name for s in self.streams), values)

@@ -86,10 +86,9 @@ class LengthTable:
         ids = sorted(lengths)
         self.flat = np.concatenate([lengths[c] for c in ids]) if ids else np.zeros(0, np.int64)
         self.base = np.zeros(max(ids) + 1 if ids else 0, dtype=np.int64)
-        at = 0
-        for c in ids:
-            self.base[c] = at
-            at += len(lengths[c])
+        if ids:
+            sizes = np.array([len(lengths[c]) for c in ids], dtype=np.int64)
+            self.base[ids] = np.cumsum(sizes) - sizes
 
     def of(self, chunk: np.ndarray, seq: np.ndarray) -> np.ndarray:
         return self.flat[self.base[chunk] + seq] if len(chunk) else np.zeros(0, np.int64)

@@ -48,6 +48,15 @@ class LocalSource:
             check_local(self.name, self._fd, self._opened, offset, offset + n)
         return data
 
+    def pread_many(self, ranges) -> list[bytes]:
+        """``pread`` of each ``(offset, n)``, the file checked once after all of them (a reader's
+        per-chunk tables are hundreds of small reads: an ``fstat`` each cost as much as the read)."""
+        out = [os.pread(self._fd, n, offset) for offset, n in ranges]
+        full = [(offset, offset + n) for (offset, n), data in zip(ranges, out) if len(data) == n]
+        if full:
+            check_local(self.name, self._fd, self._opened, min(a for a, _ in full), max(b for _, b in full))
+        return out
+
     def pread_into(self, offset: int, view) -> int:
         """Read ``len(view)`` bytes at ``offset`` into the writable buffer ``view``; the count read
         (fewer only at the end of the file). Lets a reader reuse one buffer for many reads: a fresh
@@ -270,6 +279,9 @@ def read_ranges(source, ranges, *, threads: int = 10) -> list:
     per-chunk length tables) waits a few round trips, not one per range."""
     ranges = list(ranges)
     if not getattr(source, "remote", False) or len(ranges) <= 1:
+        many = getattr(source, "pread_many", None)
+        if many is not None and len(ranges) > 1:
+            return many(ranges)
         return [source.pread(o, n) for o, n in ranges]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=min(threads, len(ranges)), thread_name_prefix="recordkit-ranges") as pool:

@@ -26,6 +26,7 @@ DEF P_NNZ_SUM = 5            # per-sample nnz counts do not add up to NNZ (a = s
 DEF P_NEGATIVE_COUNT = 6     # a per-sample nnz < 0
 DEF P_TRAILING = 7           # bytes left over after the last stream (a = count)
 DEF P_TOO_SMALL = 8          # the chunk cannot hold a count per sequence per stream (a = needed, b = has)
+DEF P_TABLE_SAMPLES = 9      # the sequences' sample counts do not add up to the offset table's (a = sum, b = table)
 
 cdef struct Problem:
     int code
@@ -262,6 +263,147 @@ def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, l
             if not g.done[s]:
                 raise RuntimeError(f"run_parts did not gather part {s} of {parts}")
     return meta, arrays, None
+
+
+
+
+def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1] sizes,
+                  const int64_t[::1] nseqs, const int64_t[::1] table_samples, list sparse, list dims,
+                  list esizes, list dtypes):
+    """Validate and gather several chunks held in one buffer (a run of adjacent chunks read at
+    once), each into arrays of its own: one call instead of one per chunk, and a chunk held or
+    dropped alone frees exactly its own memory (none of them is a view of the others').
+
+    Chunk c is ``buf[starts[c]:starts[c] + sizes[c]]`` with ``nseqs[c]`` sequences, whose counts
+    must add up to ``table_samples[c]`` (the offset table's; -1: not checked). Returns
+    (chunks, samples, problem): chunks[c] = (lengths int64[nseq], columns), columns[s] = (values of
+    ``dtypes[s]`` ((samples, dim) dense, (nnz,) sparse), indices int32 | None, indptr int64 |
+    None, seq_offsets int64[nseq + 1]); samples[c, s]: stream s's samples in chunk c; problem None
+    or (c, code, stream, seq, offset, a, b), the first chunk found wrong: every chunk is checked before any column is allocated, and
+    nothing is returned then."""
+    _check_streams(sparse, dims, esizes)
+    cdef int64_t nc = starts.shape[0], ns = len(dims), c, s, q, n, nseq, total_seq = 0, at
+    if sizes.shape[0] != nc or nseqs.shape[0] != nc or table_samples.shape[0] != nc or len(dtypes) != ns:
+        raise ValueError("starts, sizes, nseqs and table_samples describe different numbers of chunks, "
+                         "or dtypes a different number of streams")
+    for c in range(nc):
+        if starts[c] < 0 or sizes[c] < 0 or starts[c] + sizes[c] > buf.shape[0] or nseqs[c] < 0:
+            raise ValueError(f"chunk {c}: [{starts[c]}, +{sizes[c]}) with {nseqs[c]} sequences is not within "
+                             f"the {buf.shape[0]} bytes")
+        total_seq += nseqs[c]
+    cdef vector[uint8_t] sp
+    cdef vector[int64_t] dm, es, samples, nnz, counts, base
+    cdef vector[Cursor] cuts
+    cdef Problem prob
+    cdef uint8_t flag
+    cdef const uint8_t* p
+    cdef bint ok
+    cdef int64_t sum_meta
+    for s in range(ns):
+        flag = 1 if sparse[s] else 0  # via a typed local: Cython would bind a conditional to a dangling reference
+        sp.push_back(flag)
+        dm.push_back(dims[s])
+        es.push_back(esizes[s])
+    # the size check per chunk comes first: a few bytes of input must not size the count table
+    for c in range(nc):
+        if nseqs[c] > 0 and sizes[c] // 4 < nseqs[c] * (1 + ns):
+            return None, None, (c, P_TOO_SMALL, -1, -1, 0, 4 * nseqs[c] * (1 + ns), sizes[c])
+    samples.resize(ns * nc if ns * nc > 0 else 1)
+    nnz.resize(ns * nc if ns * nc > 0 else 1)
+    counts.resize(ns * total_seq if ns * total_seq > 0 else 1)
+    base.resize(nc + 1)
+    cuts.resize(2 * nc if nc > 0 else 1)
+    prob.code = 0
+    ok = True
+    base[0] = 0
+    for c in range(nc):
+        base[c + 1] = base[c] + ns * nseqs[c]
+    c = 0
+    with nogil:
+        while c < nc:
+            p = &buf[0] + starts[c] if buf.shape[0] > 0 else NULL
+            ok = _walk(p, sizes[c], nseqs[c], sp.data(), dm.data(), es.data(), ns, samples.data() + ns * c,
+                       nnz.data() + ns * c, counts.data() + base[c], &prob, True, 1, cuts.data() + 2 * c)
+            if not ok:
+                break
+            if table_samples[c] >= 0:
+                sum_meta = 0
+                for q in range(nseqs[c]):
+                    sum_meta += rd_u32(p + 4 * q)
+                if sum_meta != table_samples[c]:
+                    prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b = \
+                        P_TABLE_SAMPLES, -1, -1, 0, sum_meta, table_samples[c]
+                    ok = False
+                    break
+            c += 1
+    if not ok:
+        return None, None, (c, prob.code, prob.stream, prob.seq, prob.offset, prob.a, prob.b)
+    cdef vector[uint8_t*] vals
+    cdef vector[int32_t*] ind
+    cdef vector[int64_t*] ptr
+    cdef vector[int64_t*] offs
+    cdef vector[int64_t*] lens
+    cdef int64_t* o
+    cdef int64_t* cnt
+    cdef int64_t* ln
+    # the arrays are made with PyArray_EMPTY (np.empty's Python call cost more than a 16 KB chunk's copy)
+    cdef cnp.npy_intp shape[2]
+    cdef vector[int] typenum
+    for s in range(ns):
+        dt = np.dtype(dtypes[s])
+        if dt.itemsize != es[s] or dt.kind != "f" or not dt.isnative:
+            raise ValueError(f"stream {s}: dtype {dt} is not a native float of {es[s]} bytes")
+        typenum.push_back(dt.num)
+    out = []
+    for c in range(nc):
+        nseq = nseqs[c]
+        shape[0] = nseq
+        lengths = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
+        lens.push_back(<int64_t*>cnp.PyArray_DATA(lengths))
+        cols = []
+        for s in range(ns):
+            at = ns * c + s
+            shape[0] = nseq + 1
+            so = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
+            offs.push_back(<int64_t*>cnp.PyArray_DATA(so))
+            if sp[s]:
+                shape[0] = nnz[at]
+                v = cnp.PyArray_EMPTY(1, shape, typenum[s], 0)
+                i = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT32, 0)
+                shape[0] = samples[at] + 1
+                r = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
+                ind.push_back(<int32_t*>cnp.PyArray_DATA(i))
+                ptr.push_back(<int64_t*>cnp.PyArray_DATA(r))
+                (<int64_t*>cnp.PyArray_DATA(r))[0] = 0  # a chunk without sequences: its indptr is [0]
+            else:
+                shape[0] = samples[at]
+                shape[1] = dm[s]
+                v = cnp.PyArray_EMPTY(2, shape, typenum[s], 0)
+                i = r = None
+                ind.push_back(NULL)
+                ptr.push_back(NULL)
+            vals.push_back(<uint8_t*>cnp.PyArray_DATA(v))
+            cols.append((v, i, r, so))
+        out.append((lengths, cols))
+    with nogil:
+        for c in range(nc):
+            p = &buf[0] + starts[c] if buf.shape[0] > 0 else NULL
+            nseq = nseqs[c]
+            ln = lens[c]
+            for q in range(nseq):
+                ln[q] = rd_u32(p + 4 * q)
+            for s in range(ns):
+                o = offs[ns * c + s]
+                cnt = counts.data() + base[c] + s * nseq
+                o[0] = 0
+                for q in range(nseq):
+                    o[q + 1] = o[q] + cnt[q]
+            _gather_range(p, nseq, cuts[2 * c], cuts[2 * c + 1], sp.data(), dm.data(), es.data(),
+                          vals.data() + ns * c, ind.data() + ns * c, ptr.data() + ns * c)
+    per_chunk = np.empty((nc, ns), dtype=np.int64)
+    if nc * ns:
+        memcpy(cnp.PyArray_DATA(per_chunk), samples.data(), nc * ns * sizeof(int64_t))
+    return out, per_chunk, None
 
 
 cdef class _Gather:

@@ -46,11 +46,11 @@ class FileHeader:
     header_offset: int
     file_size: int
 
-    def chunk_range(self, k: int) -> tuple[int, int]:
-        """Byte range [start, end) of chunk k (it ends where the next chunk or the header starts)."""
-        start = int(self.table["offset"][k])
-        end = int(self.table["offset"][k + 1]) if k + 1 < len(self.table) else self.header_offset
-        return start, end
+    def chunk_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, size) of every chunk, int64 arrays: a chunk ends where the next chunk (the
+        last: the header) starts."""
+        start = self.table["offset"].astype(np.int64)
+        return start, np.append(start[1:], self.header_offset) - start
 
 
 def read_header(path: str, source, size: int | None = None) -> FileHeader:

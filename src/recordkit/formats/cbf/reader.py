@@ -50,6 +50,16 @@ _PROBLEMS = {
     7: "bytes left over after the last stream of the chunk",
     8: "the chunk is too small for its sequences and streams",
 }
+_P_TABLE_SAMPLES = 9  # the kernel's code: the sequences' sample counts differ from the offset table's
+# a run of adjacent small chunks is read with one pread and decoded by one kernel call up to this
+# many bytes (``load_chunks``): the read buffer a run needs while it loads, what ``plan.load_bytes``
+# counts for each load in flight of a reader that loads runs
+RUN_BYTES = 1 << 20
+# chunks of a run closer than this in the file are read with the bytes between them: a read costs
+# about as much as copying 32 KB
+_GAP_BYTES = 32 << 10
+# a local file's per-chunk sample-count tables are read this many chunks at a time (sequence_lengths)
+_LENGTHS_AHEAD = 1024
 
 
 class CBFReader(ChecksPresence, ClosingReader):
@@ -93,13 +103,15 @@ class CBFReader(ChecksPresence, ClosingReader):
         self._memory: dict[int, ChunkData] = {}
         self._lengths: dict[int, np.ndarray] = {}  # a remote file's per-chunk length tables, fetched together
         self._selected = self._select(streams)
+        # per selected stream: (index in the file, name, dtype to convert to or None, dim)
+        self._outputs = [(i, spec.name, spec.dtype if spec.dtype != self.header.streams[i].dtype else None,
+                          spec.dim) for i, spec in self._selected]
         table = self.header.table
         starts = np.concatenate([[0], np.cumsum(table["sequences"].astype(np.int64))])
         self._first_key = starts
-        self._chunks = []
-        for k in range(len(table)):
-            a, b = self.header.chunk_range(k)
-            self._chunks.append(ChunkInfo(k, int(table["sequences"][k]), int(table["samples"][k]), a, b - a))
+        offsets, self._sizes = self.header.chunk_ranges()
+        self._chunks = [ChunkInfo(k, n, m, a, z) for k, (n, m, a, z) in enumerate(zip(
+            table["sequences"].tolist(), table["samples"].tolist(), offsets.tolist(), self._sizes.tolist()))]
         try:
             self._presence = StreamPresence(self.path, self.streams, len(self._chunks), allow_empty_streams,
                                             where=dict(offset=self.header.header_offset, record="header"))
@@ -163,6 +175,7 @@ class CBFReader(ChecksPresence, ClosingReader):
     # that checks a chunk is one thread's: several awaited chunks load faster a chunk per thread
     # (a randomized sparse sweep: 69 ms that way, 84 ms one after another split in two)
     splits_chunks = False
+    run_bytes = RUN_BYTES  # load_chunks reads adjacent small chunks this many bytes at a time
 
     def sequence_location(self, chunk_id: int, index: int, sample: int | None = None) -> str:
         """Where sequence ``index`` of a chunk is: chunk and its byte offset (what ``verify`` prints)."""
@@ -186,14 +199,20 @@ class CBFReader(ChecksPresence, ClosingReader):
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recordkit-cbf") as pool:
                 data = self._decode(chunk_id, pool, threads)
         else:
-            data = self._decode(chunk_id)
-        self._presence.count(chunk_id, {name: col.num_samples for name, col in data.columns.items()},
-                             sequences=len(data))
+            data = self._decode_run([chunk_id])[0][0]
+        self._loaded(chunk_id, data)
+        return data
+
+    def _loaded(self, chunk_id: int, data: ChunkData, counted: bool = False) -> None:
+        """What every decoded chunk is counted in: stream presence (``counted``: a run's already
+        was, all at once), the trace, the memory kept."""
+        if not counted:
+            self._presence.count(chunk_id, {name: col.num_samples for name, col in data.columns.items()},
+                                 sequences=len(data))
         if self.trace_level >= TRACE_INFO:
             trace_chunk_loaded(self.path, self._chunks[chunk_id], level=self.trace_level)
         if self.keep_data_in_memory:
             self._memory[chunk_id] = data
-        return data
 
     def sequence_lengths(self, chunk_id: int) -> np.ndarray:
         """The per-sequence sample counts stored at the start of a chunk (no decoding).
@@ -201,21 +220,28 @@ class CBFReader(ChecksPresence, ClosingReader):
         From a remote file, the first call fetches every chunk's table at once (the offset table
         says where each is; ``storage.source.read_ranges`` asks for them concurrently) and keeps
         them: opening a reader, which needs them all, waits about one round trip instead of one
-        per chunk. A local file is read per chunk (a ``pread`` costs no round trip)."""
-        known = self._lengths.get(chunk_id)
+        per chunk. A local file is read ``_LENGTHS_AHEAD`` chunks at a time, from this one on,
+        the tables kept until asked for once (opening reads them in order: ~4 us a chunk one
+        table at a time, ~1.3 us so)."""
+        remote = self._source.remote
+        known = self._lengths.get(chunk_id) if remote else self._lengths.pop(chunk_id, None)
         if known is not None:
             return known
-        wanted = [chunk_id]
-        if self._source.remote:
+        if remote:
             wanted = [k for k in range(len(self._chunks)) if k not in self._lengths]
+        else:
+            wanted = [k for k in range(chunk_id, min(len(self._chunks), chunk_id + _LENGTHS_AHEAD))
+                      if k == chunk_id or k not in self._lengths]
         ranges = [(self._chunks[k].offset, 4 * self._chunks[k].num_sequences) for k in wanted]
-        out = {}
-        for k, (offset, n), data in zip(wanted, ranges, read_ranges(self._source, ranges)):
+        datas = read_ranges(self._source, ranges)
+        for k, (offset, n), data in zip(wanted, ranges, datas):
             self._check_read(len(data), n, offset, k)
-            out[k] = np.frombuffer(data, dtype="<u4").astype(np.int64)
-        if self._source.remote:
-            self._lengths.update(out)
-        return out[chunk_id]
+        flat = np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64)
+        bounds = np.cumsum([0] + [n // 4 for _, n in ranges]).tolist()
+        out = {k: flat[a:b] for k, a, b in zip(wanted, bounds[:-1], bounds[1:])}
+        mine = out.pop(chunk_id) if not remote else out[chunk_id]
+        self._lengths.update(out)
+        return mine
 
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each chunk (what ``max_memory`` and ``recordkit plan`` count): about
@@ -227,24 +253,29 @@ class CBFReader(ChecksPresence, ClosingReader):
         widen = 1.0
         if self.dtype is not None:
             widen = max(1.0, max(self.dtype.itemsize / s.dtype.itemsize for s in hs))
-        return np.array([int(c.size * widen) + n_sparse * (c.num_samples + 1) * 4
-                         + c.num_sequences * (8 * (len(hs) + 1) + 24) for c in self._chunks], dtype=np.int64)
+        table = self.header.table
+        size = self._sizes if widen == 1.0 else (self._sizes * widen).astype(np.int64)
+        return (size + n_sparse * (table["samples"].astype(np.int64) + 1) * 4
+                + table["sequences"].astype(np.int64) * (8 * (len(hs) + 1) + 24))
 
     def _pread(self, offset: int, n: int) -> bytes:
         return self._source.pread(offset, n)
 
-    def _read(self, offset: int, n: int, chunk_id: int) -> bytes:
+    def _read(self, offset: int, n: int, chunk_id: int, last: int | None = None) -> bytes:
         """Chunk bytes by pread (not a memory map: a file truncated meanwhile gives an error, not SIGBUS)."""
         data = self._pread(offset, n)
-        self._check_read(len(data), n, offset, chunk_id)
+        self._check_read(len(data), n, offset, chunk_id, last)
         return data
 
-    def _check_read(self, got: int, n: int, offset: int, chunk_id: int) -> None:
+    def _check_read(self, got: int, n: int, offset: int, chunk_id: int, last: int | None = None) -> None:
+        """A short read is the file shrinking: named by its chunk (chunks ``chunk_id``-``last``: a run's read)."""
         if got != n:
-            raise FormatError(self.path, f"file shrank while being read: chunk {chunk_id} needs {n} bytes at "
-                                         f"offset {offset}, got {got}", offset=offset, record=f"chunk {chunk_id}")
+            what = f"chunk {chunk_id}" if last is None else f"chunks {chunk_id}-{last}"
+            raise FormatError(self.path, f"file shrank while being read: {what} needs {n} bytes at "
+                                         f"offset {offset}, got {got}", offset=offset, record=what)
 
-    def _read_for_decode(self, offset: int, n: int, chunk_id: int, pool=None, parts: int = 1):
+    def _read_for_decode(self, offset: int, n: int, chunk_id: int, pool=None, parts: int = 1,
+                         last: int | None = None):
         """(bytes for ``decode_chunk``, which copies everything it keeps, and the buffer to give
         back afterwards or None): read into a reusable buffer where the source can (a local file
         without a checksum sidecar; ``storage/read_buffers.py``), in ``parts`` pieces on ``pool``
@@ -252,11 +283,11 @@ class CBFReader(ChecksPresence, ClosingReader):
         into a fresh bytes object (the kernel's page faults and zeroing)."""
         read_into = getattr(self._source, "pread_into", None)
         if read_into is None:
-            return self._read(offset, n, chunk_id), None
+            return self._read(offset, n, chunk_id, last), None
         buf, view = self._buffers.take(n, offset)
         try:
             if pool is None or parts <= 1:
-                self._check_read(read_into(offset, view), n, offset, chunk_id)
+                self._check_read(read_into(offset, view), n, offset, chunk_id, last)
                 return view, buf
             # pieces end on page boundaries of the file, so every piece's copy lines up too
             cuts = sorted({0, n} | {min(n, max(0, (offset + n * k // parts) // _PAGE * _PAGE - offset))
@@ -276,61 +307,179 @@ class CBFReader(ChecksPresence, ClosingReader):
         first = int(self._first_key[chunk_id])
         return np.arange(first, first + self._chunks[chunk_id].num_sequences, dtype=np.uint64)
 
-    def _decode(self, chunk_id: int, pool=None, parts: int = 1) -> ChunkData:
+    def _decode(self, chunk_id: int, pool, parts: int) -> ChunkData:
+        """One large chunk read and gathered in ``parts`` pieces on ``pool``."""
         info = self._chunks[chunk_id]
         hs = self.header.streams
         data, buf = self._read_for_decode(info.offset, info.size, chunk_id, pool, parts)
-        run_parts = None
-        if pool is not None:
-            def run_parts(gather, n):
-                _run_all(pool, gather, range(n))
+
+        def run_parts(gather, n):
+            _run_all(pool, gather, range(n))
         try:
             meta, columns, problem = _kernel.decode_chunk(
                 data, info.num_sequences, [s.format == "sparse" for s in hs], [s.dim for s in hs],
-                [s.dtype.itemsize for s in hs], parts=parts if pool is not None else 1, run_parts=run_parts)
+                [s.dtype.itemsize for s in hs], parts=parts, run_parts=run_parts)
         finally:
             del data
             if buf is not None:
                 self._buffers.give(buf)
         if problem is not None:
-            code, stream, seq, offset, a, b = problem
-            what = _PROBLEMS.get(code, f"problem {code}")
-            detail = ""
-            if code == 2:
-                detail = f": needs {a} bytes, {b} left"
-            elif code == 4:
-                detail = f": index {a}, expected 0 <= index < dim {b}"
-            elif code == 5:
-                detail = f": they add up to {a}, NNZ is {b}"
-            elif code == 7:
-                detail = f": {a} bytes"
-            elif code == 8:
-                detail = f": needs at least {a} bytes, has {b}"
-            where = f"chunk {chunk_id}"
-            if stream >= 0:
-                where += f", stream '{hs[stream].name}', sequence {seq} of the chunk"
-            raise FormatError(self.path, what + detail, offset=info.offset + offset, record=where)
+            raise self._problem(chunk_id, *problem)
         total = int(meta.astype(np.int64).sum())
         if total != info.num_samples:
-            raise FormatError(self.path, f"the offset table says chunk {chunk_id} has {info.num_samples} samples, "
-                                         f"its sequences add up to {total}", offset=info.offset,
-                              record=f"chunk {chunk_id}")
-        cols = {}
-        for i, spec in self._selected:
-            vals, ind, ptr, counts = columns[i]
-            fs = hs[i]
-            values = vals.view(fs.dtype)
-            if spec.dtype != fs.dtype:
-                values = values.astype(spec.dtype)
-            seq_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-            np.cumsum(counts, out=seq_offsets[1:])
-            if fs.format == "sparse":
-                cols[spec.name] = SparseColumn(values, ind, ptr, seq_offsets, fs.dim)
+            raise self._problem(chunk_id, _P_TABLE_SAMPLES, -1, -1, 0, total, info.num_samples)
+        columns = [(vals.view(fs.dtype) if ind is not None else vals.view(fs.dtype).reshape(-1, fs.dim), ind, ptr,
+                    np.concatenate(([0], np.cumsum(counts)))) for (vals, ind, ptr, counts), fs in zip(columns, hs)]
+        return self._chunk_data(info, meta.astype(np.int64), columns)
+
+    def _problem(self, chunk_id: int, code: int, stream: int, seq: int, offset: int, a: int, b: int) -> FormatError:
+        """The error for what the kernel found wrong in chunk ``chunk_id`` (``offset``: in the chunk)."""
+        info = self._chunks[chunk_id]
+        if code == _P_TABLE_SAMPLES:
+            return FormatError(self.path, f"the offset table says chunk {chunk_id} has {b} samples, its sequences "
+                                          f"add up to {a}", offset=info.offset, record=f"chunk {chunk_id}")
+        hs = self.header.streams
+        what = _PROBLEMS.get(code, f"problem {code}")
+        detail = ""
+        if code == 2:
+            detail = f": needs {a} bytes, {b} left"
+        elif code == 4:
+            detail = f": index {a}, expected 0 <= index < dim {b}"
+        elif code == 5:
+            detail = f": they add up to {a}, NNZ is {b}"
+        elif code == 7:
+            detail = f": {a} bytes"
+        elif code == 8:
+            detail = f": needs at least {a} bytes, has {b}"
+        where = f"chunk {chunk_id}"
+        if stream >= 0:
+            where += f", stream '{hs[stream].name}', sequence {seq} of the chunk"
+        return FormatError(self.path, what + detail, offset=info.offset + offset, record=where)
+
+    def load_chunks(self, chunk_ids) -> list[ChunkData]:
+        """Decode these chunks (``load_chunk`` of each, in that order), in file order whatever the
+        order asked: small chunks up to ``RUN_BYTES`` at a time with one kernel call, chunks that
+        follow each other in the file (or with less than ``_GAP_BYTES`` between them) with one
+        read. A 16 KB chunk's read, decode and columns cost about 60 us one at a time, most of it
+        per call, not per byte. Each chunk still gets arrays of its own, so holding or dropping
+        one frees exactly its own memory. A chunk found wrong raises its own error
+        (``load_chunk``'s); the chunks before it in its run are not returned then."""
+        ids = [int(c) for c in chunk_ids]
+        got: dict[int, ChunkData] = {}
+        for run in self._runs(sorted({c for c in ids if c not in self._memory})):
+            if len(run) == 1:
+                got[run[0]] = self._load_chunk(run[0])
+                continue
+            datas, samples = self._decode_run(run)
+            self._presence.count_many(run, samples[:, [i for i, _ in self._selected]],
+                                      np.array([self._chunks[c].num_sequences for c in run], dtype=np.int64))
+            for cid, data in zip(run, datas):
+                self._loaded(cid, data, counted=True)
+                got[cid] = data
+        out = [got[c] if c in got else self._memory[c] for c in ids]
+        self._presence.check()  # the last unread chunk: a stream empty in the whole file is an error now
+        return out
+
+    def _runs(self, ids: list) -> list:
+        """Sorted chunk ids cut into runs of at most ``RUN_BYTES`` to read (a larger chunk alone;
+        a gap read through counts)."""
+        runs: list = []
+        run: list = []
+        end = acc = 0
+        for cid in ids:
+            info = self._chunks[cid]
+            gap = info.offset - end
+            add = info.size + (gap if run and 0 <= gap < _GAP_BYTES else 0)
+            if run and acc + add > RUN_BYTES:
+                runs.append(run)
+                run, acc, add = [], 0, info.size
+            run.append(cid)
+            acc += add
+            end = info.offset + info.size
+        if run:
+            runs.append(run)
+        return runs
+
+    def _pieces(self, infos: list) -> list:
+        """The byte ranges a run is read in: (file offset, bytes), chunks less than ``_GAP_BYTES``
+        apart in one range (the gap read through costs less than another read)."""
+        pieces = [[infos[0].offset, infos[0].offset + infos[0].size]]
+        for info in infos[1:]:
+            if 0 <= info.offset - pieces[-1][1] < _GAP_BYTES:
+                pieces[-1][1] = info.offset + info.size
             else:
-                cols[spec.name] = DenseColumn(values.reshape(-1, fs.dim), seq_offsets)
-        first = int(self._first_key[chunk_id])
-        keys = np.arange(first, first + info.num_sequences, dtype=np.uint64)
-        return ChunkData(chunk_id, keys, meta.astype(np.int64), cols)
+                pieces.append([info.offset, info.offset + info.size])
+        return [(a, b - a) for a, b in pieces]
+
+    def _read_run(self, infos: list) -> tuple:
+        """(bytes holding the chunks ``infos``, where each starts in them, the buffer to give back or
+        None). A remote file is asked for each chunk's own range, all at once (a range cache keeps
+        ranges as asked: a run of other chunks later, or offline, must find them); a local one for
+        each piece (``_pieces``), into one reusable buffer."""
+        first = infos[0]
+        last = None if len(infos) == 1 else infos[-1].id  # what a short read names: chunk, or chunks first-last
+        read_into = getattr(self._source, "pread_into", None)
+        if self._source.remote or read_into is None:
+            pieces = [(i.offset, i.size) for i in infos] if self._source.remote else self._pieces(infos)
+            parts = read_ranges(self._source, pieces)
+            for (offset, n), part in zip(pieces, parts):
+                self._check_read(len(part), n, offset, first.id, last)
+        else:
+            pieces = self._pieces(infos)
+            if len(pieces) == 1:
+                data, buf = self._read_for_decode(first.offset, pieces[0][1], first.id, last=last)
+                return data, np.array([i.offset - first.offset for i in infos], dtype=np.int64), buf
+            parts = None
+        at = np.cumsum([0] + [n for _, n in pieces])
+        piece_start = np.array([o for o, _ in pieces], dtype=np.int64)
+        offsets = np.array([i.offset for i in infos], dtype=np.int64)
+        k = np.searchsorted(piece_start, offsets, side="right") - 1
+        starts = at[k] + offsets - piece_start[k]
+        if parts is not None:
+            return b"".join(parts), starts, None
+        buf, view = self._buffers.take(int(at[-1]), first.offset)
+        try:
+            for (offset, n), pos in zip(pieces, at[:-1].tolist()):
+                self._check_read(read_into(offset, view[pos:pos + n]), n, offset, first.id, last)
+        except BaseException:
+            self._buffers.give(buf)
+            raise
+        return view, starts, buf
+
+    def _decode_run(self, run: list) -> tuple[list[ChunkData], np.ndarray]:
+        """Chunks ``run`` (in file order) read and decoded at once, and the samples of each of the
+        file's streams in each (chunks x streams)."""
+        infos = [self._chunks[c] for c in run]
+        data, starts, buf = self._read_run(infos)
+        hs = self.header.streams
+        try:
+            decoded, samples, problem = _kernel.decode_chunks(
+                data, starts, np.array([i.size for i in infos], dtype=np.int64),
+                np.array([i.num_sequences for i in infos], dtype=np.int64),
+                np.array([i.num_samples for i in infos], dtype=np.int64),
+                [s.format == "sparse" for s in hs], [s.dim for s in hs], [s.dtype.itemsize for s in hs],
+                [s.dtype for s in hs])
+        finally:
+            del data
+            if buf is not None:
+                self._buffers.give(buf)
+        if problem is not None:
+            k, *rest = problem
+            raise self._problem(run[k], *rest)
+        return [self._chunk_data(info, lengths, columns) for info, (lengths, columns) in zip(infos, decoded)], samples
+
+    def _chunk_data(self, info: ChunkInfo, lengths: np.ndarray, columns: list) -> ChunkData:
+        """A decoded chunk's ChunkData: the selected streams under their names, converted where
+        the precision asks (``_outputs``: what that takes per stream, worked out once)."""
+        cols = {}
+        for i, name, dtype, dim in self._outputs:
+            values, ind, ptr, seq_offsets = columns[i]
+            if dtype is not None:
+                values = values.astype(dtype)
+            cols[name] = DenseColumn(values, seq_offsets) if ind is None else \
+                SparseColumn(values, ind, ptr, seq_offsets, dim)
+        first = int(self._first_key[info.id])
+        return ChunkData(info.id, np.arange(first, first + info.num_sequences, dtype=np.uint64), lengths, cols)
 
     def iter_chunks(self, threads: int = 2, prefetch: int | None = None) -> Iterator[ChunkData]:
         """Every chunk in file order, decoded ``threads`` at a time."""
