@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from helpers import dense, sparse
 from recordkit import FormatError
-from recordkit.engine import plan
+from recordkit.engine import memory as plan
 from recordkit.engine.chunk_partition import ChunkPartition
 from recordkit.engine.source import MinibatchSource
 from recordkit.formats.cbf import CBFReader, CBFWriter, _kernel
