@@ -18,7 +18,7 @@ import numpy as np
 from recordkit.engine.checkpoint import (STATE_VERSION, ReadPosition, SourceFacts, check_position, check_state,
                                          partition_mismatch, save_position)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-from recordkit.engine.sweep import Sweep, estimate_lengths
+from recordkit.engine.sweep import Sweep, estimate_lengths, share_sweep
 
 
 class Checkpointing:
@@ -60,7 +60,6 @@ class Checkpointing:
         _start_sweep: Callable[..., None]
         _run_position: Callable[[], int | None]
         _order_cum: Callable[[int], Any]
-        _make_sweep: Callable[[int], Sweep]
         _global_start: Callable[[int], int]
         read_position: Callable[[], ReadPosition]
 
@@ -250,19 +249,14 @@ class Checkpointing:
         plan, run_position = self._checked_plan(state, facts)
         sweep = run = None
         if st.partition is not None:
-            saved = self._partition
-            self._partition = st.partition
-            try:
-                if plan is not None and run_position is not None:  # within its elastic run
-                    run = self._cut(plan, st.partition)
-                    if run_position > run.length:
-                        raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
-                                         f"partition's run of {run.length} positions")
-                else:
-                    sweep = self._make_sweep(st.sweep)
-                    check_position(st.position, sweep.lo, sweep.hi)
-            finally:
-                self._partition = saved
+            if plan is not None and run_position is not None:  # within its elastic run
+                run = self._cut(plan, st.partition)
+                if run_position > run.length:
+                    raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
+                                     f"partition's run of {run.length} positions")
+            else:  # the partition's share of its sweep, nothing loaded
+                sweep = share_sweep(self.randomizer, self._lengths, st.sweep, *st.partition)
+                check_position(st.position, sweep.lo, sweep.hi)
         self._clear_chunks()
         self._partition = st.partition
         self._exhausted = st.exhausted
@@ -279,8 +273,6 @@ class Checkpointing:
             self._enter_group(*run.locate(run_position))
         else:
             assert sweep is not None  # made above for a state with a partition and no elastic run
-            sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
-            sweep.pos_len.fill(0)
             self._sweep = sweep
             self._cursor = st.position
         if st.bptt:

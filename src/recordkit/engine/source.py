@@ -43,7 +43,7 @@ from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_f
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
-                                    reach, share_bounds, wanted_ahead)
+                                    reach, share_sweep, wanted_ahead)
 
 INFINITELY_REPEAT = None
 _NO_SIZE_LIMIT = 1 << 62  # the sample budget of a pick where only the number of sequences counts
@@ -218,12 +218,9 @@ class MinibatchSource(Checkpointing):
         return order_positions(self.randomizer, self._lengths, index)
 
     def _make_sweep(self, index: int) -> Sweep:
-        order, cum = self._order_cum(index)
         assert self._partition is not None  # chosen before any sweep is made
-        n, i = self._partition
         # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
-        lo, hi = share_bounds(cum, n, i)
-        return self._held(build_sweep(index, order.chunk, order.index, cum, lo, hi))
+        return self._held(share_sweep(self.randomizer, self._lengths, index, *self._partition))
 
     def _make_run_sweep(self, index: int, positions: np.ndarray, chunk=None, seq=None) -> Sweep:
         """An elastic run's stretch of sweep ``index``: only ``positions`` (sorted), all this
