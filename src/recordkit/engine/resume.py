@@ -52,8 +52,6 @@ class Checkpointing:
         _plan: Any
         _run: Any
         _group: int | None
-        _elastic_from: Any
-        _restored_partition: Any
         _resolve_partition: Callable[..., tuple[int, int]]
         _enter_group: Callable[..., None]
         _clear_chunks: Callable[[], None]
@@ -62,6 +60,13 @@ class Checkpointing:
         _order_cum: Callable[[int], Any]
         _global_start: Callable[[int], int]
         read_position: Callable[[], ReadPosition]
+
+        @property
+        def partition(self) -> tuple[int, int] | None: ...
+
+    # what a restore keeps until the first minibatch chooses the partition (see repartition_restored)
+    _elastic_from: tuple | None = None  # (states, partition) of an elastic restore
+    _restored_partition: tuple[int, int] | None = None  # the partition a restored single state was taken on
 
     def get_checkpoint_state(self) -> dict:
         """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
@@ -111,14 +116,14 @@ class Checkpointing:
             part = self._resolve_partition(num_data_partitions, partition_index)
             self._restore_with_window(next((s for s in state if s is not None), None),
                                       lambda: self._restore_many(list(state), part))
-            self._elastic_from = (list(state), part)  # kept until the first minibatch (see _reconfigure_run)
+            self._elastic_from = (list(state), part)  # kept until the first minibatch (see repartition_restored)
             self._restored_partition = None
             return
         given = None if num_data_partitions is None and partition_index is None else \
             self._resolve_partition(num_data_partitions, partition_index)
         self._restore_with_window(state, lambda: self._restore(state, given))
         self._elastic_from = None
-        self._restored_partition = self._partition  # checked by the first minibatch (see _reconfigure)
+        self._restored_partition = self.partition  # checked by the first minibatch (see repartition_restored)
 
     def _restore_with_window(self, state, restore) -> None:
         adopted = self._checkpoint_window(state) if state is not None else None
@@ -447,13 +452,30 @@ class Checkpointing:
                 slots[q % width].append(list(entry))
             self._bptt = BpttSlots.from_state(self, {"slots": slots})
 
+    def repartition_restored(self, part: tuple[int, int], in_run: bool) -> bool:
+        """What ``next_minibatch`` asks when it is to read partition ``part``, not the one it reads: True
+        when this restore's business, done. Right after a restore of a single state it is refused (the
+        state's position lies in its own partition's share); right after one of a list of states, or
+        while delivering the elastic run such a restore began (``in_run``), see ``_reconfigure_run``."""
+        if self._restored_partition is not None:
+            raise partition_mismatch(self._restored_partition, part)
+        if self._elastic_from is None and not in_run:
+            return False
+        self._reconfigure_run(part)
+        return True
+
+    def restore_settled(self) -> None:
+        """The first minibatch after a restore has chosen its partition: what the restore kept to judge
+        that choice is dropped."""
+        self._elastic_from = self._restored_partition = None
+
     def _reconfigure_run(self, part) -> None:
         """Another partitioning asked of a source resumed elastically: fine before it has delivered
         anything (the plan is made again for it), refused after."""
-        held = getattr(self, "_elastic_from", None)
+        held = self._elastic_from
         if held is None:
-            assert self._partition is not None  # it has delivered: the partition was chosen
-            n, i = self._partition
+            assert self.partition is not None  # it has delivered: the partition was chosen
+            n, i = self.partition
             raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
                              f"it cannot move to partition {part[1]} of {part[0]}")
         self._restore_many(held[0], part)

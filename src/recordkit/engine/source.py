@@ -164,8 +164,6 @@ class MinibatchSource(Checkpointing):
         self._plan = None
         self._run = None
         self._group = None
-        self._elastic_from = None  # (states, partition) of an elastic restore, until the first minibatch
-        self._restored_partition = None  # the partition a restored state was taken on, until the first minibatch
 
     # -- setup -------------------------------------------------------------------------------------
     def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
@@ -449,7 +447,7 @@ class MinibatchSource(Checkpointing):
         part = self._resolve_partition(num_data_partitions, partition_index)
         if part != self._partition:
             self._reconfigure(part)
-        self._elastic_from = self._restored_partition = None
+        self.restore_settled()
         if self._exhausted and not (self._bptt is not None and self._bptt.busy()):
             return None
         if self.truncation_length:
@@ -646,11 +644,7 @@ class MinibatchSource(Checkpointing):
         """A new worker split: keep the sweep and global position, move into the new share. Right
         after a restore the split is the checkpoint's: a list of states is planned anew for the
         new one, a single state is refused (its position is in its own partition's share)."""
-        if self._restored_partition is not None:
-            from recordkit.engine.checkpoint import partition_mismatch
-            raise partition_mismatch(self._restored_partition, part)
-        if self._elastic_from is not None or (self._plan is not None and self._group is not None):
-            self._reconfigure_run(part)
+        if self.repartition_restored(part, in_run=self._plan is not None and self._group is not None):
             return
         first = self._partition is None
         self._partition = part
