@@ -18,7 +18,7 @@ import numpy as np
 from recordkit.engine.checkpoint import (STATE_VERSION, ReadPosition, SourceFacts, check_position, check_state,
                                          partition_mismatch, save_position)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-from recordkit.engine.sweep import Sweep, estimate_lengths, share_sweep
+from recordkit.engine.sweep import LengthTable, Sweep, estimate_lengths, order_positions, share_sweep
 
 
 class Checkpointing:
@@ -39,9 +39,6 @@ class Checkpointing:
         sweep_samples: int
         samples_delivered: int
         minibatches_delivered: int
-        _chunks: list
-        _lengths: Any
-        _described_total: int
         _default_partitions: tuple
         _partition: tuple[int, int] | None
         _sweep: Sweep | None
@@ -56,10 +53,17 @@ class Checkpointing:
         _enter_group: Callable[..., None]
         _clear_chunks: Callable[[], None]
         _start_sweep: Callable[..., None]
-        _run_position: Callable[[], int | None]
-        _order_cum: Callable[[int], Any]
         _global_start: Callable[[int], int]
         read_position: Callable[[], ReadPosition]
+        bptt_state: Callable[[], dict | None]
+        elastic_run: Callable[[], tuple | None]
+        data_sizes: Callable[[], tuple[int, int, int]]
+
+        @property
+        def chunks(self) -> list: ...
+
+        @property
+        def length_table(self) -> LengthTable: ...
 
         @property
         def partition(self) -> tuple[int, int] | None: ...
@@ -70,21 +74,17 @@ class Checkpointing:
 
     def get_checkpoint_state(self) -> dict:
         """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
-        if self._bptt is not None and self._bptt.busy():
-            bptt = self._bptt.state()
-        else:
-            bptt = None
+        elastic = self.elastic_run()
         return {
             "recordkit_state": STATE_VERSION,
             **save_position(self.read_position()),
-            "bptt": bptt,
+            "bptt": self.bptt_state(),
             "truncation_length": self.truncation_length,
             "fingerprint": self._fingerprint(),
             **({} if self._chunk_partition() is None else
                {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
             **({} if self._members() is None else {"mixture": [dict(m) for m in self._members()]}),
-            **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
-                                                          "run_position": self._run_position()}}),
+            **({} if elastic is None else {"elastic": {**elastic[0].to_json(), "run_position": elastic[1]}}),
         }
 
     def restore_from_checkpoint(self, state: dict | list[dict | None] | tuple[dict | None, ...], *,
@@ -132,7 +132,7 @@ class Checkpointing:
             make = getattr(self.deserializer, "make_randomizer", None)  # a mixture keeps its own order
             self.randomizer = make(randomize=True, window=adopted[0], sample_based=self.memory.sample_based,
                                    seed=self.randomizer.seed) if make is not None else \
-                BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
+                BlockRandomizer(self.chunks, window=adopted[0], sample_based=self.memory.sample_based,
                                 seed=self.randomizer.seed)
         try:
             restore()
@@ -163,7 +163,7 @@ class Checkpointing:
         from recordkit.errors import RecordkitWarning
         m = self.memory
         nbytes = plan.chunk_bytes(self.deserializer)
-        est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
+        est = plan.choose_window(self.chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
                                  randomize=True, window=window, sample_based=m.sample_based,
                                  seed=self.randomizer.seed, prefetch=m.prefetch,
                                  make=getattr(self.deserializer, "make_randomizer", None)).estimated_bytes
@@ -199,7 +199,7 @@ class Checkpointing:
             return self.__dict__["_members_of"][0]
 
     def _facts(self) -> SourceFacts:
-        flat = self._lengths.flat
+        flat = self.length_table.flat
         cp = self._chunk_partition()
         return SourceFacts(self._fingerprint(), len(flat), self.sweep_samples, int(flat.max()) if len(flat) else 0,
                            self.max_sweeps, self.max_samples, truncation_length=self.truncation_length,
@@ -225,7 +225,7 @@ class Checkpointing:
         return plan, run_position
 
     def _sweep_cum(self, index: int) -> np.ndarray:
-        return self._order_cum(index)[1]
+        return order_positions(self.randomizer, self.length_table, index)[1]
 
     def _cut(self, plan, part):
         from recordkit.engine.elastic import ChunkPlan, cut_chunk_run, cut_run
@@ -260,7 +260,7 @@ class Checkpointing:
                     raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
                                      f"partition's run of {run.length} positions")
             else:  # the partition's share of its sweep, nothing loaded
-                sweep = share_sweep(self.randomizer, self._lengths, st.sweep, *st.partition)
+                sweep = share_sweep(self.randomizer, self.length_table, st.sweep, *st.partition)
                 check_position(st.position, sweep.lo, sweep.hi)
         self._clear_chunks()
         self._partition = st.partition
@@ -484,7 +484,7 @@ class Checkpointing:
     def _fingerprint(self) -> list:
         r = self.randomizer.describe()
         fp = [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
-              len(self._chunks), self._described_total, self.sweep_samples]
+              *self.data_sizes()]
         return fp + [r["mixture"]] if "mixture" in r else fp  # another mixture is other data
 
 

@@ -357,6 +357,26 @@ class MinibatchSource(Checkpointing):
         return ReadPosition(0 if self._sweep is None else self._current.index, int(self._cursor), self._partition,
                             self._exhausted, self._epoch, self.samples_delivered, self.minibatches_delivered)
 
+    def bptt_state(self) -> dict | None:
+        """The sequences truncated BPTT holds split across minibatches, as a checkpoint saves them
+        (None: it holds none)."""
+        return self._bptt.state() if self._bptt is not None and self._bptt.busy() else None
+
+    def elastic_run(self) -> tuple | None:
+        """(the elastic plan this source reads on, how far into its run it is: None once in the
+        ordinary sweeps), or None when it never resumed elastically."""
+        return None if self._plan is None else (self._plan, self._run_position())
+
+    @property
+    def length_table(self) -> LengthTable:
+        """The index estimate of every sequence's samples: what positions are counted in."""
+        return self._lengths
+
+    def data_sizes(self) -> tuple[int, int, int]:
+        """(chunks, sequences their descriptions count, samples per sweep): the data a checkpoint
+        is bound to."""
+        return len(self._chunks), self._described_total, self.sweep_samples
+
     def _global_start(self, pos: int) -> int:
         return self._current.index * self.sweep_samples + int(self._current.cum[pos])
 
