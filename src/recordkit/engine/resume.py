@@ -18,7 +18,7 @@ import numpy as np
 from recordkit.engine.checkpoint import (STATE_VERSION, ReadPosition, SourceFacts, check_position, check_state,
                                          partition_mismatch, save_position)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-from recordkit.engine.sweep import LengthTable, Sweep, estimate_lengths, order_positions, share_sweep
+from recordkit.engine.sweep import LengthTable, estimate_lengths, order_positions, share_sweep
 
 
 class Checkpointing:
@@ -39,25 +39,13 @@ class Checkpointing:
         sweep_samples: int
         samples_delivered: int
         minibatches_delivered: int
-        _default_partitions: tuple
-        _partition: tuple[int, int] | None
-        _sweep: Sweep | None
-        _cursor: int
-        _exhausted: bool
-        _epoch: int
-        _bptt: Any
-        _plan: Any
-        _run: Any
-        _group: int | None
-        _resolve_partition: Callable[..., tuple[int, int]]
-        _enter_group: Callable[..., None]
-        _clear_chunks: Callable[[], None]
-        _start_sweep: Callable[..., None]
-        _global_start: Callable[[int], int]
+        resolve_partition: Callable[[int | None, int | None], tuple[int, int]]
         read_position: Callable[[], ReadPosition]
         bptt_state: Callable[[], dict | None]
         elastic_run: Callable[[], tuple | None]
         data_sizes: Callable[[], tuple[int, int, int]]
+        resume_at: Callable[..., None]
+        begin_as: Callable[..., None]
 
         @property
         def chunks(self) -> list: ...
@@ -67,6 +55,9 @@ class Checkpointing:
 
         @property
         def partition(self) -> tuple[int, int] | None: ...
+
+        @property
+        def default_partition(self) -> tuple[int, int] | None: ...
 
     # what a restore keeps until the first minibatch chooses the partition (see repartition_restored)
     _elastic_from: tuple | None = None  # (states, partition) of an elastic restore
@@ -113,14 +104,14 @@ class Checkpointing:
         is continued with the checkpoint's window, so the resumed order is the one it was
         made with; a warning says so when that window exceeds this source's bound."""
         if isinstance(state, (list, tuple)):
-            part = self._resolve_partition(num_data_partitions, partition_index)
+            part = self.resolve_partition(num_data_partitions, partition_index)
             self._restore_with_window(next((s for s in state if s is not None), None),
                                       lambda: self._restore_many(list(state), part))
             self._elastic_from = (list(state), part)  # kept until the first minibatch (see repartition_restored)
             self._restored_partition = None
             return
         given = None if num_data_partitions is None and partition_index is None else \
-            self._resolve_partition(num_data_partitions, partition_index)
+            self.resolve_partition(num_data_partitions, partition_index)
         self._restore_with_window(state, lambda: self._restore(state, given))
         self._elastic_from = None
         self._restored_partition = self.partition  # checked by the first minibatch (see repartition_restored)
@@ -246,9 +237,8 @@ class Checkpointing:
         constructor's, if it gave one)."""
         facts = self._facts()
         st = check_state(state, facts)
-        if part is None and self._default_partitions[0] is not None:
-            n, i = self._default_partitions
-            part = (int(n), int(i or 0))
+        if part is None:
+            part = self.default_partition
         if st.partition is not None and part is not None and st.partition != tuple(part):
             raise partition_mismatch(st.partition, part)
         plan, run_position = self._checked_plan(state, facts)
@@ -262,27 +252,7 @@ class Checkpointing:
             else:  # the partition's share of its sweep, nothing loaded
                 sweep = share_sweep(self.randomizer, self.length_table, st.sweep, *st.partition)
                 check_position(st.position, sweep.lo, sweep.hi)
-        self._clear_chunks()
-        self._partition = st.partition
-        self._exhausted = st.exhausted
-        self._epoch = st.epoch
-        self.samples_delivered = st.samples_delivered
-        self.minibatches_delivered = st.minibatches_delivered  # (the sweep and cursor: below)
-        self._bptt = None
-        self._plan, self._run, self._group = plan, run, None
-        if st.partition is None:
-            self._sweep = None
-            self._cursor = 0
-            return
-        if run is not None:
-            self._enter_group(*run.locate(run_position))
-        else:
-            assert sweep is not None  # made above for a state with a partition and no elastic run
-            self._sweep = sweep
-            self._cursor = st.position
-        if st.bptt:
-            from recordkit.engine.bptt import BpttSlots
-            self._bptt = BpttSlots.from_state(self, st.bptt)
+        self.resume_at(st, sweep=sweep, plan=plan, run=run, run_position=run_position, bptt=st.bptt)
 
     def _restore_many(self, states: list, part: tuple) -> None:
         """Elastic resume from every old partition's state (see ``restore_from_checkpoint``)."""
@@ -430,27 +400,14 @@ class Checkpointing:
         if run is not None and run.carry and not self.truncation_length:
             raise ValueError("the states hold sequences that truncated BPTT had split across minibatches: "
                              "resume with the same truncation_length")
-        self._clear_chunks()
-        self._partition = part
-        self._exhausted = False
-        self.samples_delivered = 0
-        self.minibatches_delivered = 0
-        self._bptt = None
-        self._plan, self._run, self._group = plan, run, None
-        if run is None:
-            self._start_sweep(0)
-        else:
-            self._enter_group(0)
-        self._epoch = 0
-        if self.epoch_size is not None and self._sweep is not None and self._cursor < self._sweep.hi:
-            self._epoch = self._global_start(self._cursor) // self.epoch_size
-        if run is not None and run.carry:
-            from recordkit.engine.bptt import BpttSlots
+        bptt = None
+        if run is not None and run.carry:  # begun sequences, dealt round-robin over the slots
             width = max(1, plan.bptt_slots or 1)
             slots: list[list] = [[] for _ in range(width)]
             for q, entry in enumerate(run.carry):
                 slots[q % width].append(list(entry))
-            self._bptt = BpttSlots.from_state(self, {"slots": slots})
+            bptt = {"slots": slots}
+        self.begin_as(part, plan=plan, run=run, bptt=bptt)
 
     def repartition_restored(self, part: tuple[int, int], in_run: bool) -> bool:
         """What ``next_minibatch`` asks when it is to read partition ``part``, not the one it reads: True
