@@ -563,3 +563,16 @@ def test_read_singa_conf_reads_a_csv_layer_by_name(csv_job, capsys):
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["samples"], out["minibatches"], out["singa_layer"]) == (7, 3, "csv")  # batchsize 3: 3 + 3 + 1
+
+
+def test_every_name_of_the_one_module_singa_was_still_imports_from_recordkit_compat_singa():
+    import importlib
+    names = {"tokens": ["Where"], "tree": ["Field", "Message", "parse_text"],
+             "schema": ["ANY", "DATA_PROTO", "JOB_PROTO", "LAYER_PROTO", "MNIST_PROTO", "NET_PROTO", "PHASES",
+                        "RGBIMAGE_PROTO", "STORE_PROTO"],
+             "input_layer": ["InputLayer"], "job": ["INPUT_TYPES", "JobConf", "load_job_conf", "parse_job_conf"]}
+    for module, public in names.items():
+        defining = importlib.import_module(f"recordkit.compat.singa.{module}")
+        for name in public:
+            assert getattr(singa, name) is getattr(defining, name), name
+    assert all(hasattr(singa, name) for name in singa.__all__)

@@ -1,6 +1,7 @@
 """The layers' import rules, checked on the source: imports point down the floors of
-docs/architecture.md, no modules import one another in a circle, the engine names no framework;
-and no tracked file outside the README and the change log names a numbered work item."""
+docs/architecture.md, no modules import one another in a circle, the engine names no framework,
+no engine module reaches another's private attributes; and no tracked file outside the README and
+the change log names a numbered work item."""
 import ast
 import functools
 import re
@@ -273,3 +274,190 @@ def test_no_tracked_file_names_a_numbered_work_item():
             if WORK_ITEM.search(line):
                 found.append(f"{name}:{number}: {line.strip()[:100]}")
     assert not found, "\n".join(found)
+
+
+# No engine module reaches a private attribute of another: what one file uses of another's objects is
+# a declared interface (public methods, properties, value objects, dataclass fields), so that each file
+# can change its insides without breaking the other. Checked by name on the source, as follows.
+# A private name (``_x``, not ``__x__``) is *defined* by a ``def``/``class``/assignment at a module's top
+# level or in a class body (a bare annotation only in a dataclass, where it is a field; nothing under
+# ``if TYPE_CHECKING:``, where a mixin lists what it expects of others), and by a store to ``self._x``
+# (also ``self.__dict__["_x"]``, ``setattr(self, "_x", ...)``) in a method of the class. A *use* is
+# ``obj._x``, ``getattr``/``hasattr``/``setattr``/``delattr(obj, "_x")``, ``obj.__dict__["_x"]`` (and its
+# ``get``/``setdefault``/``pop``) or ``from recordkit.engine.m import _x``. Then:
+# * ``self._x`` in a method of class C is a reach when a class of C's hierarchy (C, its bases, the classes
+#   derived from it, across engine/) in another module defines ``_x``: a mixin reading its host's state,
+#   a host calling its mixin's private methods, a base class reading what a subclass elsewhere sets;
+# * any other ``obj._x`` is a reach when no class of its own module defines ``_x`` and another module
+#   does, and a store to it is an undeclared attribute attached from outside even when none defines it;
+# * importing a private name that another engine module defines is a reach.
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _private(name) -> bool:
+    return isinstance(name, str) and name.startswith("_") and not _dunder(name)
+
+
+def _type_checking(node) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _named_uses(node):
+    """(object node, private name, is a store) for each use of a private attribute in ``node``'s forms."""
+    if isinstance(node, ast.Attribute) and _private(node.attr):
+        yield node.value, node.attr, isinstance(node.ctx, (ast.Store, ast.Del))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2 and \
+            node.func.id in ("getattr", "hasattr", "setattr", "delattr") and isinstance(node.args[1], ast.Constant) \
+            and _private(node.args[1].value):
+        yield node.args[0], node.args[1].value, node.func.id in ("setattr", "delattr")
+    elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+            node.value.attr == "__dict__" and isinstance(node.slice, ast.Constant) and _private(node.slice.value):
+        yield node.value.value, node.slice.value, isinstance(node.ctx, (ast.Store, ast.Del))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+            "get", "setdefault", "pop") and isinstance(node.func.value, ast.Attribute) and \
+            node.func.value.attr == "__dict__" and node.args and isinstance(node.args[0], ast.Constant) and \
+            _private(node.args[0].value):
+        yield node.func.value.value, node.args[0].value, node.func.attr in ("setdefault", "pop")
+
+
+def _body_names(body, dataclass_fields: bool):
+    """Names a module or class body defines (not under ``if TYPE_CHECKING:``)."""
+    for node in body:
+        if _type_checking(node):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.If):
+            yield from _body_names(node.body + node.orelse, dataclass_fields)
+        elif isinstance(node, ast.Try):
+            yield from _body_names(node.body + node.orelse + node.finalbody
+                                   + [n for h in node.handlers for n in h.body], dataclass_fields)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield from (a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.AnnAssign) and (node.value is not None or dataclass_fields):
+            yield from (n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            yield from (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+
+
+class _Module:
+    """One module's classes (name -> (base names, private names the class defines)), the private names
+    its classes define (``attributes``) and it defines at all, its uses of private names and its private
+    imports."""
+
+    def __init__(self, text: str):
+        tree = ast.parse(text)
+        self.classes: dict[str, tuple[list, set]] = {}
+        self.uses: list[tuple[int, str | None, str, bool]] = []  # (line, class of a self use, name, store)
+        self.imports = [(node.lineno, node.module, a.name) for node in ast.walk(tree)
+                        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("recordkit.engine")
+                        for a in node.names if _private(a.name)]
+        self._visit(tree, None)
+        self.attributes = {n for _, names in self.classes.values() for n in names}
+        self.defined = self.attributes | {n for n in _body_names(tree.body, False) if _private(n)}
+
+    def _visit(self, node, cls):
+        if isinstance(node, ast.ClassDef):
+            dataclass = any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+            self.classes[node.name] = ([ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases],
+                                       {n for n in _body_names(node.body, dataclass) if _private(n)})
+            cls = node.name
+        for obj, name, store in _named_uses(node):
+            on_self = cls is not None and isinstance(obj, ast.Name) and obj.id in ("self", "cls")
+            self.uses.append((getattr(node, "lineno", 0), cls if on_self else None, name, store))
+            if on_self and store:
+                self.classes[cls][1].add(name)
+        for child in ast.iter_child_nodes(node):
+            self._visit(child, cls)
+
+
+def private_reaches(sources: dict[str, str]) -> list[str]:
+    """``file:line: ...`` for every reach (see above) among ``sources`` (module file name -> text)."""
+    modules = {name: _Module(text) for name, text in sources.items()}
+    classes = {(m, c): bases for m, mod in modules.items() for c, (bases, _) in mod.classes.items()}
+
+    def bases_of(key):
+        """The classes ``key`` derives from, directly or not (a base found by its name in any module)."""
+        out, todo = set(), [key]
+        while todo:
+            m, c = todo.pop()
+            for b in classes[(m, c)]:
+                found = [(m, b)] if (m, b) in classes else [k for k in classes if k[1] == b]
+                todo += [k for k in found if k not in out and k != key]
+                out.update(found)
+        return out
+
+    ancestors = {key: bases_of(key) for key in classes}
+    found = []
+    for name, m in modules.items():
+        for line, cls, attr, store in m.uses:
+            if cls is not None:
+                me = (name, cls)
+                family = {me} | ancestors[me] | {k for k, a in ancestors.items() if me in a}
+                owners = sorted({f"{k[0]} ({k[1]})" for k in family
+                                 if k[0] != name and attr in modules[k[0]].classes[k[1]][1]})
+                if owners:
+                    found.append(f"{name}:{line}: self.{attr} is defined in {', '.join(owners)}")
+                continue
+            if attr in m.attributes:
+                continue
+            owners = sorted(o for o, other in modules.items() if o != name and attr in other.defined)
+            if owners:
+                found.append(f"{name}:{line}: {attr} is defined in {', '.join(owners)}")
+            elif store:
+                found.append(f"{name}:{line}: {attr} is attached to another module's object undeclared")
+        for line, module, attr in m.imports:
+            source = module.rsplit(".", 1)[-1] + ".py"
+            if source in modules and source != name and attr in modules[source].defined:
+                found.append(f"{name}:{line}: imports {attr} from {source}")
+    return found
+
+
+def test_no_engine_module_reaches_a_private_attribute_of_another():
+    sources = {f.name: f.read_text() for f in sorted((SRC / "engine").glob("*.py"))}
+    found = private_reaches(sources)
+    assert not found, "declare an interface instead:\n" + "\n".join(found)
+
+
+def test_the_private_reach_rule_sees_the_forms_it_forbids():
+    host = ("class Host(Mixin):\n    def __init__(self):\n        self._pos = 0\n        self._mixin_helper()\n"
+            "    def _step(self):\n        return self._pos\n\ndef _helper():\n    pass\n")
+    mixin = "class Mixin:\n    def _mixin_helper(self):\n        return 1\n"
+    # a host calling its mixin's private method is a reach; its own state is not
+    assert private_reaches({"host.py": host, "mixin.py": mixin}) == [
+        "host.py:4: self._mixin_helper is defined in mixin.py (Mixin)"]
+    host = host.replace("        self._mixin_helper()\n", "")
+    for reach, what in [
+            ("class Mixin:\n    def save(self):\n        return self._pos\n", "self._pos is defined in host.py (Host)"),
+            ("class Mixin:\n    if TYPE_CHECKING:\n        _pos: int\n    def save(self):\n        return self._pos\n",
+             "self._pos is defined in host.py (Host)"),
+            ("class Mixin:\n    _pos: int\n    def save(self):\n        return self._pos\n",
+             "self._pos is defined in host.py (Host)"),
+            ("class Mixin:\n    _pos = 0\n", None),  # defined in both: a reach from the host's side
+            ("class Mixin:\n    def load(self):\n        self.__dict__['_pos'] = 1\n",
+             "self._pos is defined in host.py (Host)"),
+            ("def save(src):\n    return src._pos\n", "_pos is defined in host.py"),
+            ("_pos = None\ndef save(src):\n    return src._pos\n", "_pos is defined in host.py"),
+            ("def save(src):\n    return getattr(src, '_pos')\n", "_pos is defined in host.py"),
+            ("def save(src):\n    return src.__dict__['_pos']\n", "_pos is defined in host.py"),
+            ("def save(src):\n    return src.__dict__.get('_pos')\n", "_pos is defined in host.py"),
+            ("def save(src):\n    src._step()\n", "_step is defined in host.py"),
+            ("def cache(chunk):\n    chunk._views = {}\n", "_views is attached to another module's object undeclared"),
+            ("def cache(chunk):\n    chunk.__dict__['_views'] = {}\n",
+             "_views is attached to another module's object undeclared"),
+            ("from recordkit.engine.host import _helper\n", "imports _helper from host.py")]:
+        found = private_reaches({"host.py": host, "mixin.py": reach})
+        if what is None:
+            assert found == ["host.py:3: self._pos is defined in mixin.py (Mixin)",
+                             "host.py:5: self._pos is defined in mixin.py (Mixin)"], found
+        else:
+            assert [f.split(": ", 1)[1] for f in found if f.startswith("mixin.py")] == [what], (reach, found)
+    fine = ("from dataclasses import dataclass\n@dataclass\nclass Chunk:\n    _views: dict | None = None\n"
+            "    _steps: tuple = ()\n\ndef cache(chunk):\n    chunk._views = {}\n    return chunk._steps\n"
+            "class Own:\n    def __init__(self):\n        self._n = 0\n    def bump(self, other):\n"
+            "        other._n += self._n\n"
+            "class Unrelated:\n    def __init__(self):\n        self._pos = 1\n")  # another class's _pos: no reach
+    assert private_reaches({"host.py": host, "own.py": fine}) == []

@@ -38,6 +38,7 @@ class StreamBatch:
     indptr: np.ndarray | None = None
     seq_offsets: np.ndarray | None = None
     _csr: "scipy.sparse.csr_matrix | None" = field(default=None, repr=False)
+    _counted: tuple | None = field(default=None, init=False, repr=False, compare=False)  # see num_samples
 
     @property
     def csr(self) -> "scipy.sparse.csr_matrix":
@@ -98,6 +99,7 @@ class Minibatch:
     extra: dict = field(default_factory=dict)
     epoch: int | None = None          # with epoch_size: the epoch, and whether this minibatch ends it
     end_of_epoch: bool = False
+    _counted: tuple | None = field(default=None, init=False, repr=False, compare=False)  # see num_samples
 
     def __getitem__(self, name: str) -> StreamBatch:
         return self.streams[name]
@@ -121,16 +123,16 @@ def _counted_samples(batch) -> int:
     """``batch.lengths``' sum, kept in the object with the array it was counted from: the source and
     a training loop each ask for ``num_samples`` every minibatch, and a NumPy sum costs ~3-4 us
     (~2% of a randomized sweep of short sequences)."""
-    counted = batch.__dict__.get("_counted")
+    counted = batch._counted
     if counted is None or counted[0] is not batch.lengths:
-        counted = batch.__dict__["_counted"] = (batch.lengths, int(np.add.reduce(batch.lengths, dtype=np.int64)))
+        counted = batch._counted = (batch.lengths, int(np.add.reduce(batch.lengths, dtype=np.int64)))
     return counted[1]
 
 
 def counted(batch, total: int):
     """``batch`` with ``total`` kept as the sum of its ``lengths`` (``num_samples``), where the
     caller already has it (the gather sums the lengths as it copies them)."""
-    batch.__dict__["_counted"] = (batch.lengths, int(total))
+    batch._counted = (batch.lengths, int(total))
     return batch
 
 

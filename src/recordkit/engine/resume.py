@@ -18,7 +18,7 @@ import numpy as np
 from recordkit.engine.checkpoint import (STATE_VERSION, ReadPosition, SourceFacts, check_position, check_state,
                                          partition_mismatch, save_position)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
-from recordkit.engine.sweep import Sweep, estimate_lengths
+from recordkit.engine.sweep import LengthTable, estimate_lengths, order_positions, share_sweep
 
 
 class Checkpointing:
@@ -39,48 +39,43 @@ class Checkpointing:
         sweep_samples: int
         samples_delivered: int
         minibatches_delivered: int
-        _chunks: list
-        _lengths: Any
-        _described_total: int
-        _default_partitions: tuple
-        _partition: tuple[int, int] | None
-        _sweep: Sweep | None
-        _cursor: int
-        _exhausted: bool
-        _epoch: int
-        _bptt: Any
-        _plan: Any
-        _run: Any
-        _group: int | None
-        _elastic_from: Any
-        _restored_partition: Any
-        _resolve_partition: Callable[..., tuple[int, int]]
-        _enter_group: Callable[..., None]
-        _clear_chunks: Callable[[], None]
-        _start_sweep: Callable[..., None]
-        _run_position: Callable[[], int | None]
-        _order_cum: Callable[[int], Any]
-        _make_sweep: Callable[[int], Sweep]
-        _global_start: Callable[[int], int]
+        resolve_partition: Callable[[int | None, int | None], tuple[int, int]]
         read_position: Callable[[], ReadPosition]
+        bptt_state: Callable[[], dict | None]
+        elastic_run: Callable[[], tuple | None]
+        data_sizes: Callable[[], tuple[int, int, int]]
+        resume_at: Callable[..., None]
+        begin_as: Callable[..., None]
+
+        @property
+        def chunks(self) -> list: ...
+
+        @property
+        def length_table(self) -> LengthTable: ...
+
+        @property
+        def partition(self) -> tuple[int, int] | None: ...
+
+        @property
+        def default_partition(self) -> tuple[int, int] | None: ...
+
+    # what a restore keeps until the first minibatch chooses the partition (see repartition_restored)
+    _elastic_from: tuple | None = None  # (states, partition) of an elastic restore
+    _restored_partition: tuple[int, int] | None = None  # the partition a restored single state was taken on
 
     def get_checkpoint_state(self) -> dict:
         """A small JSON-able dict: restoring it continues with exactly the next minibatches."""
-        if self._bptt is not None and self._bptt.busy():
-            bptt = self._bptt.state()
-        else:
-            bptt = None
+        elastic = self.elastic_run()
         return {
             "recordkit_state": STATE_VERSION,
             **save_position(self.read_position()),
-            "bptt": bptt,
+            "bptt": self.bptt_state(),
             "truncation_length": self.truncation_length,
             "fingerprint": self._fingerprint(),
             **({} if self._chunk_partition() is None else
                {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
             **({} if self._members() is None else {"mixture": [dict(m) for m in self._members()]}),
-            **({} if self._plan is None else {"elastic": {**self._plan.to_json(),
-                                                          "run_position": self._run_position()}}),
+            **({} if elastic is None else {"elastic": {**elastic[0].to_json(), "run_position": elastic[1]}}),
         }
 
     def restore_from_checkpoint(self, state: dict | list[dict | None] | tuple[dict | None, ...], *,
@@ -109,17 +104,17 @@ class Checkpointing:
         is continued with the checkpoint's window, so the resumed order is the one it was
         made with; a warning says so when that window exceeds this source's bound."""
         if isinstance(state, (list, tuple)):
-            part = self._resolve_partition(num_data_partitions, partition_index)
+            part = self.resolve_partition(num_data_partitions, partition_index)
             self._restore_with_window(next((s for s in state if s is not None), None),
                                       lambda: self._restore_many(list(state), part))
-            self._elastic_from = (list(state), part)  # kept until the first minibatch (see _reconfigure_run)
+            self._elastic_from = (list(state), part)  # kept until the first minibatch (see repartition_restored)
             self._restored_partition = None
             return
         given = None if num_data_partitions is None and partition_index is None else \
-            self._resolve_partition(num_data_partitions, partition_index)
+            self.resolve_partition(num_data_partitions, partition_index)
         self._restore_with_window(state, lambda: self._restore(state, given))
         self._elastic_from = None
-        self._restored_partition = self._partition  # checked by the first minibatch (see _reconfigure)
+        self._restored_partition = self.partition  # checked by the first minibatch (see repartition_restored)
 
     def _restore_with_window(self, state, restore) -> None:
         adopted = self._checkpoint_window(state) if state is not None else None
@@ -128,7 +123,7 @@ class Checkpointing:
             make = getattr(self.deserializer, "make_randomizer", None)  # a mixture keeps its own order
             self.randomizer = make(randomize=True, window=adopted[0], sample_based=self.memory.sample_based,
                                    seed=self.randomizer.seed) if make is not None else \
-                BlockRandomizer(self._chunks, window=adopted[0], sample_based=self.memory.sample_based,
+                BlockRandomizer(self.chunks, window=adopted[0], sample_based=self.memory.sample_based,
                                 seed=self.randomizer.seed)
         try:
             restore()
@@ -159,7 +154,7 @@ class Checkpointing:
         from recordkit.errors import RecordkitWarning
         m = self.memory
         nbytes = memory.chunk_bytes(self.deserializer)
-        est = memory.choose_window(self._chunks, nbytes, memory.load_bytes(self.deserializer, nbytes),
+        est = memory.choose_window(self.chunks, nbytes, memory.load_bytes(self.deserializer, nbytes),
                                    max_memory=None, randomize=True, window=window, sample_based=m.sample_based,
                                    seed=self.randomizer.seed, prefetch=m.prefetch,
                                    make=getattr(self.deserializer, "make_randomizer", None)).estimated_bytes
@@ -195,7 +190,7 @@ class Checkpointing:
             return self.__dict__["_members_of"][0]
 
     def _facts(self) -> SourceFacts:
-        flat = self._lengths.flat
+        flat = self.length_table.flat
         cp = self._chunk_partition()
         return SourceFacts(self._fingerprint(), len(flat), self.sweep_samples, int(flat.max()) if len(flat) else 0,
                            self.max_sweeps, self.max_samples, truncation_length=self.truncation_length,
@@ -221,7 +216,7 @@ class Checkpointing:
         return plan, run_position
 
     def _sweep_cum(self, index: int) -> np.ndarray:
-        return self._order_cum(index)[1]
+        return order_positions(self.randomizer, self.length_table, index)[1]
 
     def _cut(self, plan, part):
         from recordkit.engine.elastic import ChunkPlan, cut_chunk_run, cut_run
@@ -242,50 +237,22 @@ class Checkpointing:
         constructor's, if it gave one)."""
         facts = self._facts()
         st = check_state(state, facts)
-        if part is None and self._default_partitions[0] is not None:
-            n, i = self._default_partitions
-            part = (int(n), int(i or 0))
+        if part is None:
+            part = self.default_partition
         if st.partition is not None and part is not None and st.partition != tuple(part):
             raise partition_mismatch(st.partition, part)
         plan, run_position = self._checked_plan(state, facts)
         sweep = run = None
         if st.partition is not None:
-            saved = self._partition
-            self._partition = st.partition
-            try:
-                if plan is not None and run_position is not None:  # within its elastic run
-                    run = self._cut(plan, st.partition)
-                    if run_position > run.length:
-                        raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
-                                         f"partition's run of {run.length} positions")
-                else:
-                    sweep = self._make_sweep(st.sweep)
-                    check_position(st.position, sweep.lo, sweep.hi)
-            finally:
-                self._partition = saved
-        self._clear_chunks()
-        self._partition = st.partition
-        self._exhausted = st.exhausted
-        self._epoch = st.epoch
-        self.samples_delivered = st.samples_delivered
-        self.minibatches_delivered = st.minibatches_delivered  # (the sweep and cursor: below)
-        self._bptt = None
-        self._plan, self._run, self._group = plan, run, None
-        if st.partition is None:
-            self._sweep = None
-            self._cursor = 0
-            return
-        if run is not None:
-            self._enter_group(*run.locate(run_position))
-        else:
-            assert sweep is not None  # made above for a state with a partition and no elastic run
-            sweep.pos_j.fill(-2)  # built while other chunks were loaded: nothing is loaded now
-            sweep.pos_len.fill(0)
-            self._sweep = sweep
-            self._cursor = st.position
-        if st.bptt:
-            from recordkit.engine.bptt import BpttSlots
-            self._bptt = BpttSlots.from_state(self, st.bptt)
+            if plan is not None and run_position is not None:  # within its elastic run
+                run = self._cut(plan, st.partition)
+                if run_position > run.length:
+                    raise ValueError(f"checkpoint field 'elastic': run_position {run_position} is beyond this "
+                                     f"partition's run of {run.length} positions")
+            else:  # the partition's share of its sweep, nothing loaded
+                sweep = share_sweep(self.randomizer, self.length_table, st.sweep, *st.partition)
+                check_position(st.position, sweep.lo, sweep.hi)
+        self.resume_at(st, sweep=sweep, plan=plan, run=run, run_position=run_position, bptt=st.bptt)
 
     def _restore_many(self, states: list, part: tuple) -> None:
         """Elastic resume from every old partition's state (see ``restore_from_checkpoint``)."""
@@ -433,35 +400,39 @@ class Checkpointing:
         if run is not None and run.carry and not self.truncation_length:
             raise ValueError("the states hold sequences that truncated BPTT had split across minibatches: "
                              "resume with the same truncation_length")
-        self._clear_chunks()
-        self._partition = part
-        self._exhausted = False
-        self.samples_delivered = 0
-        self.minibatches_delivered = 0
-        self._bptt = None
-        self._plan, self._run, self._group = plan, run, None
-        if run is None:
-            self._start_sweep(0)
-        else:
-            self._enter_group(0)
-        self._epoch = 0
-        if self.epoch_size is not None and self._sweep is not None and self._cursor < self._sweep.hi:
-            self._epoch = self._global_start(self._cursor) // self.epoch_size
-        if run is not None and run.carry:
-            from recordkit.engine.bptt import BpttSlots
+        bptt = None
+        if run is not None and run.carry:  # begun sequences, dealt round-robin over the slots
             width = max(1, plan.bptt_slots or 1)
             slots: list[list] = [[] for _ in range(width)]
             for q, entry in enumerate(run.carry):
                 slots[q % width].append(list(entry))
-            self._bptt = BpttSlots.from_state(self, {"slots": slots})
+            bptt = {"slots": slots}
+        self.begin_as(part, plan=plan, run=run, bptt=bptt)
+
+    def repartition_restored(self, part: tuple[int, int], in_run: bool) -> bool:
+        """What ``next_minibatch`` asks when it is to read partition ``part``, not the one it reads: True
+        when this restore's business, done. Right after a restore of a single state it is refused (the
+        state's position lies in its own partition's share); right after one of a list of states, or
+        while delivering the elastic run such a restore began (``in_run``), see ``_reconfigure_run``."""
+        if self._restored_partition is not None:
+            raise partition_mismatch(self._restored_partition, part)
+        if self._elastic_from is None and not in_run:
+            return False
+        self._reconfigure_run(part)
+        return True
+
+    def restore_settled(self) -> None:
+        """The first minibatch after a restore has chosen its partition: what the restore kept to judge
+        that choice is dropped."""
+        self._elastic_from = self._restored_partition = None
 
     def _reconfigure_run(self, part) -> None:
         """Another partitioning asked of a source resumed elastically: fine before it has delivered
         anything (the plan is made again for it), refused after."""
-        held = getattr(self, "_elastic_from", None)
+        held = self._elastic_from
         if held is None:
-            assert self._partition is not None  # it has delivered: the partition was chosen
-            n, i = self._partition
+            assert self.partition is not None  # it has delivered: the partition was chosen
+            n, i = self.partition
             raise ValueError(f"this source resumed elastically as partition {i} of {n} and has delivered since; "
                              f"it cannot move to partition {part[1]} of {part[0]}")
         self._restore_many(held[0], part)
@@ -470,7 +441,7 @@ class Checkpointing:
     def _fingerprint(self) -> list:
         r = self.randomizer.describe()
         fp = [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
-              len(self._chunks), self._described_total, self.sweep_samples]
+              *self.data_sizes()]
         return fp + [r["mixture"]] if "mixture" in r else fp  # another mixture is other data
 
 

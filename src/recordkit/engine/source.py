@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -43,7 +43,10 @@ from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_f
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
-                                    reach, share_bounds, wanted_ahead)
+                                    reach, share_sweep, wanted_ahead)
+
+if TYPE_CHECKING:  # annotations only: the elastic planner is imported where a resume needs it
+    from recordkit.engine.elastic import ChunkPlan, ElasticPlan, Run
 
 INFINITELY_REPEAT = None
 _NO_SIZE_LIMIT = 1 << 62  # the sample budget of a pick where only the number of sequences counts
@@ -155,17 +158,15 @@ class MinibatchSource(Checkpointing):
         self._cache = ChunkCache(deserializer, self._described, prefetch=self._prefetch_chunks > 0, threads=threads,
                                  on_load=self._on_load, prepare=functools.partial(chunk_columns, specs=self.streams),
                                  nbytes=self._chunk_nbytes)
-        self._bptt = None  # truncated BPTT slots (engine/bptt.py)
+        self._bptt: Any = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
         self._evict_memo: tuple | None = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
         self._prefetch_memo: tuple | None = None  # (sweep, cache version, cursor above, cursor up to): see _prefetch
         # elastic resume (engine/elastic.py): the job's plan, this partition's run of it, and the
         # group of the run being delivered (None once the ordinary sweeps have begun)
-        self._plan = None
-        self._run = None
-        self._group = None
-        self._elastic_from = None  # (states, partition) of an elastic restore, until the first minibatch
-        self._restored_partition = None  # the partition a restored state was taken on, until the first minibatch
+        self._plan: Any = None
+        self._run: Any = None
+        self._group: int | None = None
 
     # -- setup -------------------------------------------------------------------------------------
     def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
@@ -195,7 +196,8 @@ class MinibatchSource(Checkpointing):
                           f"randomization window", RecordkitWarning, stacklevel=3)
         return choice
 
-    def _resolve_partition(self, num_data_partitions, partition_index) -> tuple[int, int]:
+    def resolve_partition(self, num_data_partitions: int | None, partition_index: int | None) -> tuple[int, int]:
+        """The (partitions, index) ``next_minibatch`` reads when asked for these."""
         n, i = num_data_partitions, partition_index
         if self._chunk_split is not None:  # already one partition of whole chunks: nothing left to split
             if n is not None and (int(n), 0 if i is None else int(i)) != self._chunk_split:
@@ -218,12 +220,9 @@ class MinibatchSource(Checkpointing):
         return order_positions(self.randomizer, self._lengths, index)
 
     def _make_sweep(self, index: int) -> Sweep:
-        order, cum = self._order_cum(index)
         assert self._partition is not None  # chosen before any sweep is made
-        n, i = self._partition
         # contiguous runs of about total/n samples; run i covers positions whose start is in [i*S/n, (i+1)*S/n)
-        lo, hi = share_bounds(cum, n, i)
-        return self._held(build_sweep(index, order.chunk, order.index, cum, lo, hi))
+        return self._held(share_sweep(self.randomizer, self._lengths, index, *self._partition))
 
     def _make_run_sweep(self, index: int, positions: np.ndarray, chunk=None, seq=None) -> Sweep:
         """An elastic run's stretch of sweep ``index``: only ``positions`` (sorted), all this
@@ -362,6 +361,83 @@ class MinibatchSource(Checkpointing):
         return ReadPosition(0 if self._sweep is None else self._current.index, int(self._cursor), self._partition,
                             self._exhausted, self._epoch, self.samples_delivered, self.minibatches_delivered)
 
+    # -- what engine/resume.py reads and drives: a restore lands here, every number checked there -----
+    def bptt_state(self) -> dict | None:
+        """The sequences truncated BPTT holds split across minibatches, as a checkpoint saves them
+        (None: it holds none)."""
+        return self._bptt.state() if self._bptt is not None and self._bptt.busy() else None
+
+    def elastic_run(self) -> tuple | None:
+        """(the elastic plan this source reads on, how far into its run it is: None once in the
+        ordinary sweeps), or None when it never resumed elastically."""
+        return None if self._plan is None else (self._plan, self._run_position())
+
+    @property
+    def length_table(self) -> LengthTable:
+        """The index estimate of every sequence's samples: what positions are counted in."""
+        return self._lengths
+
+    def data_sizes(self) -> tuple[int, int, int]:
+        """(chunks, sequences their descriptions count, samples per sweep): the data a checkpoint
+        is bound to."""
+        return len(self._chunks), self._described_total, self.sweep_samples
+
+    @property
+    def default_partition(self) -> tuple[int, int] | None:
+        """(partitions, index) as the constructor gave them (None: it gave none)."""
+        n, i = self._default_partitions
+        return None if n is None else (int(n), int(i or 0))
+
+    def resume_at(self, pos: ReadPosition, *, sweep: Sweep | None = None, plan: ElasticPlan | ChunkPlan | None = None,
+                  run: Run | None = None, run_position: int | None = None, bptt: dict | None = None) -> None:
+        """Continue from a restored read position, nothing loaded: at ``run_position`` of ``run`` (this
+        partition's elastic run of ``plan``), else at ``pos.position`` of ``sweep`` (this partition's
+        share of sweep ``pos.sweep``); ``bptt``: the slots truncated BPTT held."""
+        self._land(pos, plan, run)
+        if pos.partition is None:
+            self._sweep = None
+            self._cursor = 0
+            return
+        if run is not None:
+            assert run_position is not None  # a position in an elastic run comes with its run
+            self._enter_group(*run.locate(run_position))
+        else:
+            assert sweep is not None  # a partition reads its share of a sweep, or an elastic run
+            self._sweep = sweep
+            self._cursor = pos.position
+        self._resume_bptt(bptt)
+
+    def begin_as(self, part: tuple[int, int], *, plan: ElasticPlan | ChunkPlan | None = None, run: Run | None = None,
+                 bptt: dict | None = None) -> None:
+        """Begin as partition ``part`` with nothing delivered: ``run`` (its elastic run of ``plan``, then
+        the plan's ordinary sweeps), or with no run the first sweep; ``bptt``: slots holding the
+        sequences the old partitions had begun."""
+        self._land(ReadPosition(sweep=0, position=0, partition=part, exhausted=False, epoch=0, samples_delivered=0,
+                                minibatches_delivered=0), plan, run)
+        if run is None:
+            self._start_sweep(0)
+        else:
+            self._enter_group(0)
+        if self.epoch_size is not None and self._sweep is not None and self._cursor < self._sweep.hi:
+            self._epoch = self._global_start(self._cursor) // self.epoch_size
+        self._resume_bptt(bptt)
+
+    def _land(self, pos: ReadPosition, plan: ElasticPlan | ChunkPlan | None, run: Run | None) -> None:
+        """What a restore replaces: no chunk held, the position's partition and counts, no BPTT slots."""
+        self._clear_chunks()
+        self._partition = pos.partition
+        self._exhausted = pos.exhausted
+        self._epoch = pos.epoch
+        self.samples_delivered = pos.samples_delivered
+        self.minibatches_delivered = pos.minibatches_delivered
+        self._bptt = None
+        self._plan, self._run, self._group = plan, run, None
+
+    def _resume_bptt(self, state: dict | None) -> None:
+        if state:
+            from recordkit.engine.bptt import BpttSlots
+            self._bptt = BpttSlots.from_state(self, state)
+
     def _global_start(self, pos: int) -> int:
         return self._current.index * self.sweep_samples + int(self._current.cum[pos])
 
@@ -449,10 +525,10 @@ class MinibatchSource(Checkpointing):
         size = int(minibatch_size_in_samples)
         if size <= 0:
             raise ValueError("minibatch_size_in_samples must be > 0")
-        part = self._resolve_partition(num_data_partitions, partition_index)
+        part = self.resolve_partition(num_data_partitions, partition_index)
         if part != self._partition:
             self._reconfigure(part)
-        self._elastic_from = self._restored_partition = None
+        self.restore_settled()
         if self._exhausted and not (self._bptt is not None and self._bptt.busy()):
             return None
         if self.truncation_length:
@@ -649,11 +725,7 @@ class MinibatchSource(Checkpointing):
         """A new worker split: keep the sweep and global position, move into the new share. Right
         after a restore the split is the checkpoint's: a list of states is planned anew for the
         new one, a single state is refused (its position is in its own partition's share)."""
-        if self._restored_partition is not None:
-            from recordkit.engine.checkpoint import partition_mismatch
-            raise partition_mismatch(self._restored_partition, part)
-        if self._elastic_from is not None or (self._plan is not None and self._group is not None):
-            self._reconfigure_run(part)
+        if self.repartition_restored(part, in_run=self._plan is not None and self._group is not None):
             return
         first = self._partition is None
         self._partition = part

@@ -154,6 +154,13 @@ def build_sweep(index: int, chunk: np.ndarray, seq: np.ndarray, cum: np.ndarray,
                  np.full(hi - lo, -2, dtype=np.int64), np.zeros(hi - lo, dtype=np.int64), orig=orig)
 
 
+def share_sweep(randomizer, table: LengthTable, index: int, n: int, i: int) -> Sweep:
+    """Partition i of n of sweep ``index``: its order, sample positions and share, nothing loaded."""
+    order, cum = order_positions(randomizer, table, index)
+    lo, hi = share_bounds(cum, n, i)
+    return build_sweep(index, order.chunk, order.index, cum, lo, hi)
+
+
 def reach(sweep: Sweep, cursor: int, samples: int) -> int:
     """The end of the stretch from the cursor that ``samples`` samples cover by the index lengths
     (at least one position): what a minibatch with that much room left can still take."""
