@@ -39,8 +39,9 @@ def register(sub) -> None:
                    help="directory output (webdataset/tfrecord/mds/parquet/hf): start a new part after this many bytes "
                         "(default 256 MiB; mds 64 MiB)")
     p.add_argument("--image-feature", dest="image_feature", action="append", default=[], metavar="NAME",
-                   help="OFRecord input to webdataset/tfrecord without stream declarations: the bytes feature NAME "
-                        "holds encoded JPEG/PNG images, copied unchanged (WebDataset members KEY.jpg / KEY.png)")
+                   help="OFRecord input to webdataset/tfrecord/lance/mds without stream declarations: the bytes "
+                        "feature NAME holds encoded JPEG/PNG images, copied unchanged (WebDataset members KEY.jpg / "
+                        "KEY.png; MDS jpeg / png columns)")
     p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
                    help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
     p.add_argument("--csv-dim", type=argtypes.positive_int, default=None, metavar="N",
@@ -153,8 +154,8 @@ def _report(args, result) -> None:
 
 
 def _records_to_bridge(args, target, out: dict) -> int:
-    """OFRecord -> WebDataset/TFRecord/Lance without stream declarations: records converted feature by feature
-    (MDS: an error asking for streams)."""
+    """OFRecord -> WebDataset/TFRecord/Lance/MDS without stream declarations: records converted feature by
+    feature."""
     from recordkit.formats.records_bridge import convert_records
     given = [f"--{o.replace('_', '-')}" for o in _writer_options(args)]
     if given:

@@ -1,4 +1,4 @@
-"""OFRecord records converted feature by feature (no ``--stream``): WebDataset, TFRecord or Lance.
+"""OFRecord records converted feature by feature (no ``--stream``): WebDataset, TFRecord, Lance or MDS.
 
 A record store is not a set of streams: an ImageNet-style OFRecord holds an encoded image and
 a label per record. Forcing it through streams would decode (or densify) what the target can
@@ -14,6 +14,12 @@ kept by kind:
   bytes (images included) stay bytes_list, byte for byte.
 * Lance: a column per feature (``formats/lance/records.py``): bytes (images included) as ``binary``
   columns, byte for byte, numbers as lists of their own type.
+* MDS: a column per feature (``formats/mds/records.py``): an image feature as Streaming's ``jpeg`` /
+  ``png`` column (which its readers decode to images), other bytes as ``bytes``, byte for byte;
+  numbers as ``ndarray`` of their own type.
+
+WebDataset and MDS record the numeric features of one length in every record as dense streams, so
+recordkit's own commands read the output back without ``--stream``.
 
 The key is the record's int64 ``key`` feature when it has one, else its position.
 """
@@ -24,18 +30,11 @@ import warnings
 import numpy as np
 
 from recordkit.errors import FormatError, RecordkitWarning, UsageError
+from recordkit.formats.detect import image_extension
 
 
-# the targets that hold records feature by feature (MDS has no such layout: its records need streams)
-RECORD_TARGETS = ("webdataset", "tfrecord", "lance")
-
-def image_extension(data: bytes) -> str | None:
-    if data[:3] == b"\xff\xd8\xff":
-        return "jpg"
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "png"
-    return None
-
+# the targets that hold records feature by feature
+RECORD_TARGETS = ("webdataset", "tfrecord", "lance", "mds")
 
 def iter_records(path, storage_options=None):
     """(part path, frame offset, record index, {name: Feature}) of every record, in part order."""
@@ -77,6 +76,9 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
     elif target == "lance":
         from recordkit.formats.lance.records import LanceRecordWriter
         writer = LanceRecordWriter(dst, **opts)
+    elif target == "mds":
+        from recordkit.formats.mds.records import MDSRecordWriter
+        writer = MDSRecordWriter(dst, images=images, **opts)
     else:
         from recordkit.formats.tfrecord import TFRecordWriter
         writer = TFRecordWriter(dst, [], **opts)
@@ -97,11 +99,13 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
             if target == "webdataset":
                 writer.write_sample(key, _members(rec, images, part, offset, index))
                 _note_lengths(lengths, rec, images, n, skip="key" if keyed else None)
-            elif target == "lance":  # images and other bytes as binary columns, byte for byte
+            elif target in ("lance", "mds"):  # images and other bytes as columns, byte for byte
                 for name in images:
                     _image_kinds(name, rec[name], part, offset, index)
                 writer.write_record(key, {k: f for k, f in rec.items() if not (keyed and k == "key")}, part=part,
                                     offset=offset, index=index)
+                if target == "mds":
+                    _note_lengths(lengths, rec, images, n, skip="key" if keyed else None)
             else:
                 feats = {}
                 for name, f in rec.items():
@@ -119,7 +123,9 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                 writer.write_example(feats)
             n += 1
         if target == "webdataset":
-            writer.declare_streams(_fixed_streams(lengths))
+            writer.declare_streams(_fixed_streams(lengths, member_field))
+        elif target == "mds":
+            writer.declare_streams(_fixed_streams(lengths, str))
     return n
 
 
@@ -132,12 +138,13 @@ def _note_lengths(lengths: dict, rec, images, n: int, skip: str | None) -> None:
         lengths[name] = was if was is not None and numeric.get(name) == was else None
 
 
-def _fixed_streams(lengths: dict) -> list:
-    """Dense streams for the numeric features of one length in every record (``KEY.F.npy`` members):
-    what lets recordkit's own commands read the shards (images and bytes stay members only)."""
+def _fixed_streams(lengths: dict, field) -> list:
+    """Dense streams for the numeric features of one length in every record (``KEY.F.npy`` members,
+    MDS columns), named as ``field(feature)`` names their data: what lets recordkit's own commands read
+    the output (images and bytes stay members or columns only)."""
     from recordkit.engine.streams import StreamSpec
-    return [StreamSpec(member_field(name), "dense", n) for name, n in sorted(lengths.items())
-            if n and member_field(name) != "key"]
+    return [StreamSpec(field(name), "dense", n) for name, n in sorted(lengths.items())
+            if n and field(name) != "key"]
 
 
 def member_field(name: str) -> str:

@@ -161,11 +161,15 @@ class ShardSetWriter(AtomicWriter):
     WHAT = "data set"  # the directory's kind, in the messages about its target
     DEFAULT_SHARD_SIZE = 256 << 20
 
-    def __init_subclass__(cls, *, format: str, what: str, shard_name, owns, default_size: int = 256 << 20,
-                          **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.FORMAT, cls.WHAT, cls.DEFAULT_SHARD_SIZE = format, what, int(default_size)
-        cls.shard_name, cls.owns = staticmethod(shard_name), staticmethod(owns)
+    def __init_subclass__(cls, *, format: str | None = None, what: str | None = None, shard_name=None, owns=None,
+                          default_size: int | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)  # what a subclass leaves out, it inherits
+        if format is not None:
+            cls.FORMAT, cls.WHAT = format, what
+        if default_size is not None:
+            cls.DEFAULT_SHARD_SIZE = int(default_size)
+        if shard_name is not None:
+            cls.shard_name, cls.owns = staticmethod(shard_name), staticmethod(owns)
 
     def __init__(self, path, *, parts: int | None = None, shard_size: int | None = None,
                  total_sequences: int | None = None, checksums: bool = False, storage_options: dict | None = None):

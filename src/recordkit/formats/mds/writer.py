@@ -144,23 +144,31 @@ class MDSWriter(ShardSetWriter, format=FORMAT, what="MDS directory", shard_name=
         if KEY_COLUMN in names:
             raise ValueError(f"'{KEY_COLUMN}' is the MDS column of the sequence key: rename the stream")
         self.dtype = resolve_precision(precision)
+        self._start(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences, checksums=checksums,
+                    storage_options=storage_options)
+        self._set_columns(columns_of(self._streams, self.dtype))
+
+    def _start(self, path, *, parts, shard_size, total_sequences, checksums, storage_options) -> None:
+        """The shard-directory writer's state; the columns come next (``_set_columns``)."""
         if shard_size is not None and int(shard_size) >= 1 << 32:
             raise ValueError("MDS shard_size must be below 4 GiB (sample offsets are uint32)")
         super().__init__(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences,
                          checksums=checksums, storage_options=storage_options)
         self.checksums = bool(checksums)
-        cols = columns_of(self._streams, self.dtype)
+        self.size_limit = int(shard_size) if shard_size is not None else DEFAULT_SHARD_SIZE
+        self.hashes = ["sha1"] if self.checksums else []
+        self._shards: list[dict] = []
+        self._samples: list = []  # (encoded samples as one block, their sizes) per run of a chunk
+
+    def _set_columns(self, cols: dict) -> None:
+        """The data set's columns (name -> MDS encoding), in name order, and the shard config naming them."""
         self.column_names = sorted(cols)
         self.column_encodings = [cols[c] for c in self.column_names]
         self.column_sizes = [8 if e == "uint64" else None for e in self.column_encodings]
-        self.size_limit = int(shard_size) if shard_size is not None else DEFAULT_SHARD_SIZE
-        self.hashes = ["sha1"] if self.checksums else []
         self._config = {"version": 2, "format": FORMAT, "compression": None, "hashes": self.hashes,
                         "size_limit": self.size_limit, "column_names": self.column_names,
                         "column_encodings": self.column_encodings, "column_sizes": self.column_sizes}
         self._config_bytes = json.dumps(self._config, sort_keys=True).encode()
-        self._shards: list[dict] = []
-        self._samples: list = []  # (encoded samples as one block, their sizes) per run of a chunk
 
     @property
     def streams(self):
@@ -237,10 +245,10 @@ class MDSWriter(ShardSetWriter, format=FORMAT, what="MDS directory", shard_name=
         self.sequences_written += n
 
     def _describe(self) -> None:
-        index = {"version": 2, "shards": self._shards,
-                 "recordkit": {"format": FORMAT, "version": 1,
-                               "streams": streams_to_json(self._streams, self.dtype),
-                               "sequences": self.sequences_written, "shards": self._counts}}
+        index = {"version": 2, "shards": self._shards}
+        if self._streams:  # records converted feature by feature may hold none: readers then infer them
+            index["recordkit"] = {"format": FORMAT, "version": 1, "streams": streams_to_json(self._streams, self.dtype),
+                                  "sequences": self.sequences_written, "shards": self._counts}
         self._dir.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
 
     def abort(self) -> None:
