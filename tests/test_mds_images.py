@@ -84,9 +84,9 @@ def test_a_set_without_numeric_features_converts_and_its_image_columns_read(tmp_
     ([{"photo": JPEGS[0]}, {"photo": PNGS[1]}], r"the record's columns \(photo png\) differ from the first "
                                                 r"record's \(photo jpeg\)"),
     ([{"photo": JPEGS[0], "n": b"a"}, {"photo": JPEGS[1]}], r"the record's columns \(photo jpeg\) differ"),
-    ([{"photo": JPEGS[0]}, {"photo": [JPEGS[1], JPEGS[2]]}], "feature 'photo' holds 2 values: an MDS jpeg column "
-                                                            "holds one a sample"),
-    ([{"photo": JPEGS[0], "key": b"k"}], "feature 'key' .* is not the record's one int64 key"),
+    ([{"photo": JPEGS[0]}, {"photo": [JPEGS[1], JPEGS[2]]}], "feature 'photo' holds 2 values: an MDS column "
+                                                            "holds one value a sample"),
+    ([{"photo": JPEGS[0], "key": b"k"}], "'key' is the MDS column of the record's key"),
 ])
 def test_records_an_mds_column_cannot_hold_are_located_errors_and_write_nothing(tmp_path, capsys, records, message):
     of = ofrecord(tmp_path / "of", records)
@@ -107,3 +107,63 @@ def test_records_read_as_the_mds_reader_checks_them(tmp_path, capsys):
     reader = MDSReader(str(out))
     assert len(reader.chunks) > 1 and sum(c.num_sequences for c in reader.chunks) == 4
     assert cli(capsys, "validate", out)[0] == 0
+
+
+# --------------------------------------------------------------------------- WebDataset samples into MDS
+
+
+def tar_shard(path, samples):
+    """A WebDataset shard as webdataset.TarWriter writes one: members KEY.FIELD in sample order."""
+    import tarfile
+    with tarfile.open(path, "w") as tf:
+        for key, members in samples:
+            for field, data in members.items():
+                info = tarfile.TarInfo(f"{key}.{field}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_recordkit_webdataset_images_convert_to_mds_image_columns_byte_for_byte(tmp_path, capsys):
+    of = images_set(tmp_path)
+    assert cli(capsys, "convert", of, tmp_path / "w", "--to", "webdataset", "--image-feature", "photo")[0] == 0
+    code, _, err = cli(capsys, "convert", tmp_path / "w", tmp_path / "m", "--to", "mds")
+    assert code == 0, err
+    assert columns(tmp_path / "m") == {"key": "uint64", "jpg": "jpeg", "mask.bin": "bytes", "note.bin": "bytes",
+                                       "class_label": "ndarray:int32"}
+    assert [b for b, _ in open_images(str(tmp_path / "m"), "jpg")] == JPEGS
+    assert [b for b, _ in open_images(str(tmp_path / "m"), "mask.bin")] == PNGS
+    # the WebDataset's recorded stream and the records' own keys carry over
+    assert cat_records(capsys, tmp_path / "m") == [{"key": 100 + i, "class_label": [[float(i)]]} for i in range(4)]
+    want = list(ImageStage(8, seed=2).batches(open_images(str(of), "photo"), 3))
+    got = list(ImageStage(8, seed=2).batches(open_images(str(tmp_path / "m"), "jpg"), 3))
+    assert len(got) == 2 and all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+
+
+def test_tarwriter_shards_with_images_and_labels_convert_to_mds(tmp_path, capsys):
+    shard = tar_shard(tmp_path / "s.tar", [(f"{i:06d}", {"jpg": JPEGS[i], "png": PNGS[i], "cls": b"%d" % (i % 2),
+                                                          "txt": b"caption %d" % i}) for i in range(4)])
+    code, _, err = cli(capsys, "convert", shard, tmp_path / "m", "--to", "mds")
+    assert code == 0, err
+    assert columns(tmp_path / "m") == {"key": "uint64", "jpg": "jpeg", "png": "png", "cls": "ndarray:int64",
+                                       "txt": "bytes"}
+    assert [b for b, _ in open_images(str(tmp_path / "m"), "jpg")] == JPEGS
+    assert [b for b, _ in open_images(str(tmp_path / "m"), "png")] == PNGS
+    assert cat_records(capsys, tmp_path / "m") == [{"key": i, "cls": [[float(i % 2)]]} for i in range(4)]
+
+
+@pytest.mark.parametrize("second, message", [
+    ({"jpg": b"GIF89a....", "cls": b"1"}, "image 'jpg' is neither JPEG nor PNG"),
+    ({"jpg": JPEGS[1]}, r"the record's columns \(jpg jpeg\) differ from the first record's \(cls ndarray:int64, "
+                        r"jpg jpeg\)"),
+    ({"jpg": JPEGS[1], "cls": b"one"}, "member 'cls': b'one' is not an integer"),
+])
+def test_samples_an_mds_column_cannot_hold_are_located_errors(tmp_path, capsys, second, message):
+    import re
+    shard = tar_shard(tmp_path / "s.tar", [("000000", {"jpg": JPEGS[0], "cls": b"0"}), ("000001", second)])
+    code, _, err = cli(capsys, "convert", shard, tmp_path / "m", "--to", "mds")
+    assert code == 1 and err.startswith(f"recordkit: error: {shard}: ") and err.endswith("sample 1)\n"), err
+    import tarfile
+    first_of_sample_1 = tarfile.open(shard).getmembers()[2].offset  # its first member's header
+    assert f"byte offset {first_of_sample_1}, " in err and re.search(message, err), err
+    assert not (tmp_path / "m").exists()

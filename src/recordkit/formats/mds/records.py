@@ -1,23 +1,24 @@
-"""OFRecord records into an MDS data set feature by feature (no ``--stream``): encoded images as
-Streaming's ``jpeg`` / ``png`` columns and other bytes as ``bytes`` columns, byte for byte
-(``formats/records_bridge.py`` drives it).
+"""Records into an MDS data set column by column (no ``--stream``): OFRecord records feature by
+feature, WebDataset samples member by member (``formats/records_bridge.py`` drives both). Encoded
+images become Streaming's ``jpeg`` / ``png`` columns and other bytes ``bytes`` columns, byte for byte.
 
-The columns come from the first record: ``key`` (``uint64``: the record's one-value int64 ``key``
-feature, else its position), then per feature, named as in the record:
+The columns come from the first record: ``key`` (``uint64``: the record's own int64 key where it
+has one, else its numeric WebDataset key, else its position), then a column per value, named as
+the bridge names it:
 
-* an image feature (``--image-feature``): ``jpeg`` or ``png`` by its bytes' magic number. Streaming
-  decodes these columns to images (``streaming.base.format.mds.encodings.JPEG``/``PNG``: the bytes
-  as they are, opened with PIL), recordkit's image stage reads them as they are
-  (``formats/mds/images.py``);
-* another bytes feature: ``bytes``;
-* a numeric feature: ``ndarray:float32|float64|int32|int64`` (the list's own type), a 1-D array a
-  record.
+* an image (an ``--image-feature``, a ``.jpg`` / ``.jpeg`` / ``.png`` member): ``jpeg`` or ``png``
+  by its bytes' magic number. Streaming decodes these columns to images
+  (``streaming.base.format.mds.encodings.JPEG``/``PNG``: the bytes as they are, opened with PIL);
+  recordkit's image stage reads them as they are (``formats/mds/images.py``);
+* other bytes: ``bytes``;
+* numbers (a numeric feature, an ``.npy`` or ``.cls`` member): ``ndarray:DTYPE`` of their own type
+  and shape (one or two axes).
 
-An MDS column holds one value a sample of one encoding: a bytes feature with several values, an
-image of the other kind than the first record's, or a record whose features differ from the first
-record's (one missing, added, of another kind) is an error naming the part, the byte offset and the
-record. The numeric features of one length in every record are recorded as dense streams
-(``declare_streams``), so recordkit reads the set back without ``--stream``.
+An MDS column holds one value of one encoding a sample: an image that is neither JPEG nor PNG, or
+a record whose columns differ from the first record's (one missing, added, of another encoding: an
+image of the other kind) is an error naming the source file, the byte offset and the record. The
+streams the columns hold (``declare_streams``) go to ``index.json``'s ``recordkit`` object, so
+recordkit reads the set back without ``--stream``.
 """
 from __future__ import annotations
 
@@ -27,14 +28,12 @@ from recordkit.errors import FormatError
 from recordkit.formats.detect import image_extension
 from recordkit.formats.mds.writer import KEY_COLUMN, MDSWriter, _shape_heads
 
-_NUMBERS = {"float_list": "float32", "double_list": "float64", "int32_list": "int32", "int64_list": "int64"}
 _IMAGES = {"jpg": "jpeg", "png": "png"}  # detect.image_extension -> Streaming's encoding
 
 
 class MDSRecordWriter(MDSWriter):
-    def __init__(self, path, *, images=(), parts=None, shard_size=None, total_sequences=None, checksums: bool = False,
+    def __init__(self, path, *, parts=None, shard_size=None, total_sequences=None, checksums: bool = False,
                  storage_options=None, **_):
-        self.images = set(images)  # the image features' names
         self._streams = []
         self.dtype = np.dtype(np.float32)
         self._start(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences, checksums=checksums,
@@ -43,61 +42,61 @@ class MDSRecordWriter(MDSWriter):
         self._fixed = False
 
     def declare_streams(self, streams) -> None:
-        """The numeric columns that hold one length in every record, as dense streams (in ``index.json``'s
-        ``recordkit`` object at ``close``)."""
+        """The streams the columns hold (``index.json``'s ``recordkit`` object at ``close``): what lets
+        recordkit read the set back without ``--stream``."""
         self._streams = list(streams)
+        dtypes = {s.dtype for s in self._streams if s.dtype is not None}
+        if len(dtypes) == 1:  # the precision the streams were written in (float64 data stays float64)
+            self.dtype = np.dtype(dtypes.pop())
 
-    def _columns_of(self, features: dict, where: dict) -> dict:
-        cols = {KEY_COLUMN: "uint64"}
-        for name, f in features.items():
+    def write_record(self, key: int, columns: dict, images=(), *, part: str, offset: int, record: str) -> None:
+        """One record: ``columns`` {name: bytes, or a numeric array of one or two axes}; ``images``:
+        the names whose bytes are encoded images (JPEG or PNG, else an error). ``part``, ``offset`` and
+        ``record`` say where the record is in its source (for errors)."""
+        where = dict(offset=offset, record=record)
+        encodings = {KEY_COLUMN: "uint64"}
+        blobs = {KEY_COLUMN: np.uint64(key).astype("<u8").tobytes()}
+        for name, value in columns.items():
             if name == KEY_COLUMN:
-                raise FormatError(where["path"], f"feature '{KEY_COLUMN}' ({f.kind} of {len(f.value)}) is not the "
-                                                 f"record's one int64 key, and '{KEY_COLUMN}' is the MDS column of "
-                                                 f"the key", offset=where["offset"], record=where["record"])
-            if f.kind != "bytes_list":
-                cols[name] = "ndarray:" + _NUMBERS[f.kind]
-            elif name in self.images:
-                cols[name] = _IMAGES[image_extension(bytes(f.value[0]))] if len(f.value) else "jpeg"
-            else:
-                cols[name] = "bytes"
-        return cols
-
-    def write_record(self, key: int, features: dict, *, part: str, offset: int, index: int) -> None:
-        """One record: ``features`` {name: Feature} (the key feature left out when it is the key; the
-        image features' bytes checked to be JPEG or PNG by the caller)."""
-        where = dict(path=part, offset=offset, record=f"record {index}")
-        cols = self._columns_of(features, where)
+                raise FormatError(part, f"'{KEY_COLUMN}' is the MDS column of the record's key: a feature or member "
+                                        f"of that name that is not its one int64 key has no column", **where)
+            encodings[name], blobs[name] = _encoded(name, value, name in images, part, where)
         if not self._fixed:
-            self._set_columns(cols)
+            self._set_columns(encodings)
             self._fixed = True
-        elif cols != dict(zip(self.column_names, self.column_encodings)):
-            raise FormatError(part, f"the record's columns ({_listed(cols)}) differ from the first record's "
+        elif encodings != dict(zip(self.column_names, self.column_encodings)):
+            raise FormatError(part, f"the record's columns ({_listed(encodings)}) differ from the first record's "
                                     f"({_listed(dict(zip(self.column_names, self.column_encodings)))}): an MDS "
-                                    f"column holds one encoding in every sample", offset=offset,
-                              record=f"record {index}")
-        sizes, parts = [], []
-        for name, enc in zip(self.column_names, self.column_encodings):
-            if name == KEY_COLUMN:
-                parts.append(np.uint64(key).astype("<u8").tobytes())
-                continue
-            f = features[name]
-            if f.kind == "bytes_list":
-                if len(f.value) != 1:
-                    raise FormatError(part, f"feature '{name}' holds {len(f.value)} values: an MDS {enc} column "
-                                            f"holds one a sample", offset=offset, record=f"record {index}")
-                blob = bytes(f.value[0])
-            else:
-                values = np.ascontiguousarray(f.value, dtype=np.dtype(enc.split(":")[1]).newbyteorder("<"))
-                head = _shape_heads(np.array([len(values)], dtype=np.int64), None)[0]
-                blob = head.tobytes() + values.tobytes()
-            sizes.append(len(blob))
-            parts.append(blob)
-        sample = np.frombuffer(np.asarray(sizes, "<u4").tobytes() + b"".join(parts), dtype=np.uint8)
+                                    f"column holds one encoding in every sample", **where)
+        sizes = [len(blobs[c]) for c, size in zip(self.column_names, self.column_sizes) if size is None]
+        sample = np.frombuffer(np.asarray(sizes, "<u4").tobytes() + b"".join(blobs[c] for c in self.column_names),
+                               dtype=np.uint8)
         for shard, _, _ in self._cutter.assign(np.array([len(sample) + 4])):
             self._switch(shard)
         self._samples.append((sample, np.array([len(sample)], dtype=np.int64)))
         self._counted(1, 1)
         self.sequences_written += 1
+
+
+def _encoded(name: str, value, image: bool, part: str, where: dict) -> tuple[str, bytes]:
+    """(MDS encoding, bytes) of one column value."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        blob = bytes(value)
+        if not image:
+            return "bytes", blob
+        ext = image_extension(blob)
+        if ext is None:
+            raise FormatError(part, f"image '{name}' is neither JPEG nor PNG (starts {blob[:8]!r})", **where)
+        return _IMAGES[ext], blob
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.dtype.kind not in "biuf" or arr.ndim > 2:
+        raise FormatError(part, f"'{name}' is an array of {arr.dtype} of shape {arr.shape}: an MDS ndarray column "
+                                f"of recordkit's holds numbers of one or two axes", **where)
+    arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+    head = _shape_heads(np.array([arr.shape[0]], dtype=np.int64), None if arr.ndim == 1 else arr.shape[1])[0]
+    return "ndarray:" + arr.dtype.name, head.tobytes() + arr.tobytes()
 
 
 def _listed(cols: dict) -> str:
