@@ -127,3 +127,15 @@ def test_a_directory_that_is_no_written_set_does_not_join(tmp_path, fmt):
     assert not (tmp_path / "joined").exists()
     with pytest.raises(UsageError, match="no data sets to join"):
         registry.get(fmt).join([], str(tmp_path / "joined"))
+
+
+@pytest.mark.parametrize("fmt", JOINED_FORMATS)
+def test_a_set_missing_a_shard_it_lists_does_not_join_and_the_others_stay_whole(tmp_path, fmt):
+    sources = written_sets(tmp_path, fmt)
+    shard = sorted(n for n in entries(sources[1]) if not n.endswith(".json"))[0]
+    os.remove(os.path.join(sources[1], shard))
+    before = entries(sources[0])
+    with pytest.raises(FormatError, match=f"^{sources[1]}/.*{shard}"):  # named by the set's description
+        registry.get(fmt).join(sources, str(tmp_path / "joined"))
+    assert entries(sources[0]) == before and not (tmp_path / "joined").exists()
+    assert values(fmt, sources[0]) == [chunk().columns["x"].values.tolist()]

@@ -252,9 +252,9 @@ class ShardSetJoin:
     merged listing is written; the order of the work is here once:
 
     1. every set's description read and checked (a set without one is a located ``FormatError``),
-       and what must agree (the streams) compared, *before* any shard moves: a set that does not
-       fit is a ``FormatError`` naming its description and the first set's, and every source is
-       left as it was;
+       what must agree (the streams) compared and every listed shard found, *before* any shard
+       moves: a set that does not fit is a ``FormatError`` naming its description, and every
+       source is left as it was;
     2. the shards moved into the staged output under their new names (``shard_name(i, n)``: n,
        the number of shards of the whole, for formats whose names count them), the merged
        description written; a failure discards the staged output.
@@ -307,6 +307,9 @@ class ShardSetJoin:
                                   f"{self.AGREE}: differ from those of {sources[0]}: only the sets of one "
                                   f"conversion join")
         listed = [(src, name, entry) for src, doc in zip(sources, docs) for name, entry in self.shards(doc)]
+        for src, name, _ in listed:  # a shard that is not there would fail the join half way through
+            if not location.has_file(location.join(src, name), self.storage_options):
+                raise FormatError(location.join(src, self.DESCRIPTION), f"lists {name}, which is not in {src}")
         names = [self.shard_name(i, len(listed)) for i in range(len(listed))]
 
         def fill(staged):
