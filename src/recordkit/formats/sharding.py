@@ -267,11 +267,11 @@ class ShardSetJoin:
     def __init__(self, storage_options=None):
         self.storage_options = storage_options
 
-    def owns(self, name: str) -> bool:  # pragma: no cover - each format's
-        raise NotImplementedError
+    def owns(self, name: str) -> bool:
+        raise NotImplementedError  # pragma: no cover - each format's
 
-    def shard_name(self, i: int, n: int) -> str:  # pragma: no cover
-        raise NotImplementedError
+    def shard_name(self, i: int, n: int) -> str:
+        raise NotImplementedError  # pragma: no cover
 
     def read(self, src: str):
         """The set's description (checked as its reader checks it)."""
