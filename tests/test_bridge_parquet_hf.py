@@ -189,7 +189,7 @@ def test_pyarrow_written_variable_lists_and_float64_read_through_minibatch_sourc
 
 def test_minibatches_from_parquet_equal_those_from_ctf(tmp_path, capsys, corpus):
     from recordkit.engine.source import MinibatchSource
-    from recordkit.engine.convert import open_reader
+    from recordkit.compose.convert import open_reader
     out = tmp_path / "s.parquet"
     assert convert(capsys, corpus, out, *STREAMS, "--chunk-size", "4096")[0] == 0
     ctf = open_reader(str(corpus), streams=STREAMS[1::2], chunk_size=4096)
@@ -277,7 +277,7 @@ def test_hf_directory_with_a_missing_data_file_or_truncated_stream(tmp_path, cap
 
 def test_directory_output_is_replaced_whole_and_a_failed_write_leaves_the_old(tmp_path, capsys, corpus):
     from recordkit.formats.parquet import ParquetWriter
-    from recordkit.engine.convert import open_reader
+    from recordkit.compose.convert import open_reader
     out = tmp_path / "parts"
     assert convert(capsys, corpus, out, "--to", "parquet", "--parts", "5", *STREAMS)[0] == 0
     assert convert(capsys, corpus, out, "--to", "parquet", "--parts", "2", *STREAMS)[0] == 0

@@ -166,7 +166,7 @@ def test_a_bounded_randomized_sweep_stays_within_the_file_order_peak_plus_the_bo
 @pytest.mark.parametrize("partitions,index", [(1, 0), (3, 1)])
 def test_plan_epochs_are_the_sources_epochs(tmp_path, partitions, index):
     from collections import Counter
-    from recordkit.engine.plan import PlanInput, make_plan
+    from recordkit.compose.plan import PlanInput, make_plan
     from recordkit.engine.source import MinibatchSource
     from recordkit.formats.ctf import CTFReader
     from helpers import dense, sparse
@@ -187,7 +187,7 @@ def test_plan_epochs_are_the_sources_epochs(tmp_path, partitions, index):
 
 def test_plan_of_a_composite_source_counts_what_the_source_delivers(tmp_path):
     from recordkit.engine.composite import CompositeDeserializer
-    from recordkit.engine.plan import PlanInput, make_plan
+    from recordkit.compose.plan import PlanInput, make_plan
     from recordkit.engine.source import MinibatchSource
     from recordkit.formats.ctf import CTFReader
     from helpers import dense, sparse
@@ -218,7 +218,7 @@ def test_the_plans_minibatch_ends_are_cut_by_the_rule_the_source_picks_with():
     sequence after a full minibatch starts the next one)."""
     import numpy as np
     from recordkit.engine import _gather
-    from recordkit.engine.plan import minibatch_ends
+    from recordkit.compose.plan import minibatch_ends
 
     def by_picks(lengths, size):
         lengths = np.asarray(lengths, dtype=np.int64)

@@ -96,3 +96,22 @@ def test_commands_keep_openblas_to_one_thread_unless_the_user_chose(tmp_path):
         w.write({"x": np.ones((2, 3), dtype=np.float32)})
     assert _blas_setting(["stats", str(path)], None) == "1"
     assert _blas_setting(["stats", str(path)], "4") == "4"
+
+
+@pytest.mark.parametrize("to", ["tfrecord", "webdataset", "cbf"])
+def test_reading_a_format_without_arrow_imports_no_pyarrow(tmp_path, to):
+    """Format detection probes every registered format: a probe must not import another format's reader
+    (the MDS and Parquet readers pull in pyarrow), so reading TFRecord, WebDataset or CBF pays for none."""
+    from recordkit.engine.streams import StreamSpec
+    from recordkit.formats.cbf import CBFWriter
+    import numpy as np
+    cbf = tmp_path / "d.cbf"
+    with CBFWriter(cbf, [StreamSpec("x", "dense", 3)]) as w:
+        for i in range(5):
+            w.write({"x": np.full((1, 3), i, dtype=np.float32)})
+    path = cbf
+    if to != "cbf":
+        path = tmp_path / f"d.{to}"
+        subprocess.run([sys.executable, "-m", "recordkit.cli.main", "convert", str(cbf), str(path), "--to", to],
+                       check=True, capture_output=True)
+    assert "pyarrow" not in imported_by(["cat", str(path)])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from recordkit.cli.main import main
-from recordkit.engine import convert as conversion
+from recordkit.compose import convert as conversion
 from recordkit.errors import RecordkitWarning
 
 
@@ -51,7 +51,7 @@ def test_allow_densify_converts_with_a_warning_and_the_estimate_is_close(tmp_pat
 
 
 def test_estimate_from_the_first_chunk_scales_to_the_whole_input(tmp_path):
-    from recordkit.engine.convert import estimate, open_reader
+    from recordkit.compose.convert import estimate, open_reader
     src = tagging_corpus(tmp_path / "s.ctf", n=400)
     reader = open_reader(str(src), streams=ISSUE_STREAMS[1::2], chunk_size=4096)
     assert len(reader.chunks) > 5
@@ -101,7 +101,7 @@ def test_library_refusal_is_a_usage_error_and_allow_densify_passes(tmp_path):
 
 def test_a_deserializer_without_byte_sizes_is_not_refused_but_still_warned_about(tmp_path):
     """A Deserializer passed in (not a path) whose chunks report no sizes: the growth cannot be judged."""
-    from recordkit.engine.convert import open_reader
+    from recordkit.compose.convert import open_reader
     from recordkit.engine.deserializer import ChunkInfo
     src = tagging_corpus(tmp_path / "s.ctf", n=5)
     inner = open_reader(str(src), streams=ISSUE_STREAMS[1::2])

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from helpers import dense, sparse, write
-from recordkit.engine import plan
+from recordkit.engine import memory
+from recordkit.compose.plan import minibatch_ends
+from recordkit.sizes import parse_size
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.source import MinibatchSource
 from recordkit.errors import RecordkitWarning
@@ -46,18 +48,18 @@ def read_all(source, size=64):
 @pytest.mark.parametrize("text,value", [("512MB", 512 * 10 ** 6), ("2GiB", 2 << 30), ("1.5k", 1500),
                                         ("4096", 4096), (" 3 mib ", 3 << 20), (1000, 1000)])
 def test_memory_sizes_are_read_with_decimal_and_binary_units(text, value):
-    assert plan.parse_size(text) == value
+    assert parse_size(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "12 apples", "-5MB", "0", "MB"])
 def test_a_malformed_or_empty_memory_size_is_refused(text):
     with pytest.raises(ValueError):
-        plan.parse_size(text)
+        parse_size(text)
 
 
 def test_ctf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
     r = reader(corpus(tmp_path))
-    est = plan.chunk_bytes(r)
+    est = memory.chunk_bytes(r)
     for cid in range(len(r.chunks)):
         c = r.load_chunk(cid)
         real = sum(getattr(col, a).nbytes for col in c.columns.values()
@@ -72,7 +74,7 @@ def test_cbf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
     assert main(["convert", str(corpus(tmp_path)), str(out), "--stream", "x=dense:8", "--stream", "y=sparse:1000",
                  "--output-chunk-size", "4096"]) == 0
     r = CBFReader(out)
-    est = plan.chunk_bytes(r)
+    est = memory.chunk_bytes(r)
     assert len(est) >= 5
     for cid in range(len(r.chunks)):
         c = r.load_chunk(cid)
@@ -85,25 +87,25 @@ def test_cbf_decoded_size_estimates_are_close_to_the_loaded_chunks(tmp_path):
 def test_file_order_without_prefetch_holds_one_chunk_at_a_time():
     order = np.repeat(np.arange(4), 10)
     sizes = np.array([10, 20, 30, 40])
-    assert plan.held_peak(order, sizes, prefetch=0) == (40, 1)
+    assert memory.held_peak(order, sizes, prefetch=0) == (40, 1)
     # minibatches of 15 positions straddle chunk ends: two chunks at once
-    assert plan.held_peak(order, sizes, prefetch=0, steps=np.arange(15, 41, 15)) == (20 + 30, 2)
+    assert memory.held_peak(order, sizes, prefetch=0, steps=np.arange(15, 41, 15)) == (20 + 30, 2)
 
 
 def test_prefetch_adds_the_next_chunks_in_order_of_first_use():
     order = np.repeat(np.arange(6), 10)
     sizes = np.full(6, 100)
     # prefetch 2: the chunk in use and the next three
-    assert plan.held_peak(order, sizes, prefetch=2) == (400, 4)
+    assert memory.held_peak(order, sizes, prefetch=2) == (400, 4)
 
 
 def test_loads_in_flight_count_threads_at_a_time():
     order = np.repeat(np.arange(4), 10)
     sizes = np.full(4, 100)
     loading = np.full(4, 50)
-    held, _ = plan.held_peak(order, sizes, prefetch=0, loading=loading)
+    held, _ = memory.held_peak(order, sizes, prefetch=0, loading=loading)
     assert held == 150  # one chunk held while it loads
-    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2)
+    held, _ = memory.held_peak(order, sizes, prefetch=2, loading=loading, threads=2)
     assert held == 400 + 100  # all four start at once; the last pair loads while the first pair is held
 
 
@@ -112,13 +114,13 @@ def test_chunks_a_minibatch_waits_for_load_one_at_a_time_when_the_reader_splits_
     order = np.tile(np.arange(4), 10)
     sizes = np.full(4, 100)
     loading = np.full(4, 50)
-    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2)
+    held, _ = memory.held_peak(order, sizes, prefetch=2, loading=loading, threads=2)
     assert held == 200 + 200 + 100  # a chunk per thread: the second pair loads beside the first pair
-    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2, splits=True)
+    held, _ = memory.held_peak(order, sizes, prefetch=2, loading=loading, threads=2, splits=True)
     assert held == 300 + 100 + 50  # one after another: the last loads beside the other three
     # in file order only the first chunk is waited for; the prefetched ones still load two at a time
     order = np.repeat(np.arange(4), 10)
-    held, _ = plan.held_peak(order, sizes, prefetch=2, loading=loading, threads=2, splits=True)
+    held, _ = memory.held_peak(order, sizes, prefetch=2, loading=loading, threads=2, splits=True)
     assert held == 300 + 100 + 50  # the first alone, the next pair beside it, then the fourth beside those
 
 
@@ -138,7 +140,7 @@ def test_a_small_bound_reduces_the_window_reports_it_and_still_delivers_every_se
     r = reader(path)
     C = len(r.chunks)
     assert C >= 8
-    nbytes = plan.chunk_bytes(r)
+    nbytes = memory.chunk_bytes(r)
     bound = int(nbytes.sum() * 0.6)
     with pytest.warns(RecordkitWarning, match="window reduced from the whole data set"):
         source = MinibatchSource(r, randomize=True, seed=1, max_sweeps=2, max_memory=bound)
@@ -161,7 +163,7 @@ def test_when_even_one_chunk_does_not_fit_the_prefetch_goes_and_a_warning_says_u
 
 
 def test_the_default_bound_is_a_quarter_of_the_available_memory(tmp_path, monkeypatch):
-    monkeypatch.setattr(plan, "available_memory", lambda: 4 << 30)
+    monkeypatch.setattr(memory, "available_memory", lambda: 4 << 30)
     source = MinibatchSource(reader(corpus(tmp_path)), randomize=True, max_sweeps=1)
     assert source.memory.max_memory == 1 << 30 and source.memory.bound_from == "machine"
     assert source.memory.window is None and not source.memory.capped
@@ -172,7 +174,7 @@ def test_the_compat_layers_keep_cntks_window_and_warn_when_it_exceeds_the_memory
     path = corpus(tmp_path)
     deser = cntk.CTFDeserializer(str(path), cntk.StreamDefs(x=cntk.StreamDef(field="x", shape=8),
                                                              y=cntk.StreamDef(field="y", shape=1000, is_sparse=True)))
-    monkeypatch.setattr(plan, "available_memory", lambda: 1000)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1000)
     with pytest.warns(RecordkitWarning, match="more than the .* of memory available"):
         src = cntk.MinibatchSource(deser, max_sweeps=1)
     assert src.engine.memory.max_memory is None and src.engine.memory.window == 128
@@ -200,8 +202,8 @@ def test_chunks_held_never_exceed_the_planned_most_over_two_sweeps(tmp_path, win
     est = np.concatenate([r.sequence_lengths(c.id) for c in r.chunks])
     base = np.concatenate([[0], np.cumsum([c.num_sequences for c in r.chunks])])
     lens = est[base[order] + source.randomizer.sweep(0).index]
-    ends = plan.minibatch_ends(lens, 64)
-    _, most = plan.held_peak(order, nbytes, prefetch=prefetch, steps=ends)
+    ends = minibatch_ends(lens, 64)
+    _, most = memory.held_peak(order, nbytes, prefetch=prefetch, steps=ends)
     seen = 0
     while source.next_minibatch(64) is not None:
         seen = max(seen, len(source.held_chunks()) + source.loads_under_way())
@@ -220,7 +222,7 @@ def test_chunks_left_from_the_previous_sweep_are_not_kept_until_their_late_use(t
 
 def test_dataloader_workers_share_the_default_bound(tmp_path, monkeypatch):
     torch_data = pytest.importorskip("torch.utils.data")
-    monkeypatch.setattr(plan, "available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(memory, "available_memory", lambda: 8 << 30)
     monkeypatch.setattr(torch_data, "get_worker_info", lambda: type("Info", (), {"num_workers": 4})())
     source = MinibatchSource(reader(corpus(tmp_path)), randomize=True, max_sweeps=1)
     assert source.memory.max_memory == (2 << 30) // 4
@@ -233,7 +235,7 @@ def test_a_checkpoint_resumes_with_its_window_where_another_bound_chose_another(
         roomy.next_minibatch(48)
     state = roomy.get_checkpoint_state()
     rest = read_all(roomy, 48)
-    small = int(plan.chunk_bytes(reader(path)).sum() * 0.5)
+    small = int(memory.chunk_bytes(reader(path)).sum() * 0.5)
     with pytest.warns(RecordkitWarning, match="window reduced"):
         tight = MinibatchSource(reader(path), randomize=True, seed=6, max_sweeps=2, max_memory=small)
     assert tight.memory.window is not None

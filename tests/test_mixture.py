@@ -335,7 +335,8 @@ def test_the_memory_plan_counts_every_parts_window_open_at_once(tmp_path):
     """Each part keeps its own window of chunks open while the parts are interleaved: the plan
     must follow the mixture's order, not a block randomizer over the union (which held about
     0.6x as much here with a window of 8 chunks)."""
-    from recordkit.engine import plan
+    from recordkit.engine import memory
+    from recordkit.compose.plan import PlanInput, make_plan
     wide = [StreamSpec("x", "dense", 64)]
     readers = []
     for name in "ab":
@@ -344,12 +345,12 @@ def test_the_memory_plan_counts_every_parts_window_open_at_once(tmp_path):
                 w.write({"x": np.full((1, 64), i, dtype=np.float32)})
         readers.append(CBFReader(tmp_path / f"{name}.cbf"))
     mixture = Mixture(readers, weights=[1, 1])
-    chunks, nbytes = mixture.chunks, plan.chunk_bytes(mixture)
-    loading = plan.load_bytes(mixture, nbytes)
+    chunks, nbytes = mixture.chunks, memory.chunk_bytes(mixture)
+    loading = memory.load_bytes(mixture, nbytes)
     order = mixture.make_randomizer(randomize=True, window=8, sample_based=False, seed=0).sweep(0).chunk
-    held, _ = plan.held_peak(order, plan.by_id(chunks, nbytes), prefetch=2, loading=plan.by_id(chunks, loading),
-                             threads=2)
-    union = plan.choose_window(chunks, nbytes, loading, max_memory=None, randomize=True, window=8)
+    held, _ = memory.held_peak(order, memory.by_id(chunks, nbytes), prefetch=2,
+                               loading=memory.by_id(chunks, loading), threads=2)
+    union = memory.choose_window(chunks, nbytes, loading, max_memory=None, randomize=True, window=8)
     assert union.estimated_bytes < held  # what the plan said before it asked the mixture
     with MinibatchSource(mixture, randomize=True, window=8, max_memory=None, max_sweeps=1) as src:
         assert src.memory.estimated_bytes == held + int(nbytes.max())
@@ -358,5 +359,5 @@ def test_the_memory_plan_counts_every_parts_window_open_at_once(tmp_path):
         src = MinibatchSource(mixture, randomize=True, window=8, max_memory=union.estimated_bytes, max_sweeps=1)
     with src:
         assert src.memory.window < 8 and src.memory.estimated_bytes <= union.estimated_bytes
-    report = plan.make_plan(mixture, plan.PlanInput(randomize=True, window=8, max_memory=None))
+    report = make_plan(mixture, PlanInput(randomize=True, window=8, max_memory=None))
     assert report["memory"]["estimated_bytes"] == held + int(nbytes.max())

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from recordkit.storage.atomic import discarded_targets
-from recordkit.staged_directory import StagedDirectory
+from recordkit.storage.staged_directory import StagedDirectory
 from test_singa_prepare import make_cifar
 
 OWNED = {"a.bin", "b.bin"}.__contains__
@@ -82,7 +82,7 @@ def test_a_target_that_is_a_file_is_refused(tmp_path):
 
 def test_a_killed_writers_staging_directory_is_removed_by_the_next_writer_a_live_ones_is_kept(tmp_path):
     target = tmp_path / "set"
-    code = ("import sys, time\nfrom recordkit.staged_directory import StagedDirectory\n"
+    code = ("import sys, time\nfrom recordkit.storage.staged_directory import StagedDirectory\n"
             "s = StagedDirectory(sys.argv[1], lambda n: True, foreign='keep')\nprint(s.staging, flush=True)\n"
             "time.sleep(60)\n")
     live = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)

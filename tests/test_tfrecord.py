@@ -243,6 +243,79 @@ def test_the_column_wise_decoder_and_protobuf_give_the_same_chunks(converted, mo
                 np.testing.assert_array_equal(ca.indptr, cb.indptr)
 
 
+def _chunks_both_ways(out, monkeypatch):
+    """Chunk 0 through the compiled walker and through protobuf (the walker refused)."""
+    from recordkit.formats.tfrecord import fastread
+    reader = TFRecordReader(str(out))
+    part_bytes = (out / "part-00000.tfrecord").read_bytes()
+    offs, lens = framing.scan(part_bytes, str(out), verify=True, first_record=0)
+    fast = reader._load_fast(0, part_bytes, offs, lens, 0)   # raises NotCanonical if it would fall back
+    with monkeypatch.context() as m:
+        m.setattr(TFRecordReader, "_load_fast", lambda *a, **k: (_ for _ in ()).throw(fastread.NotCanonical()))
+        slow = TFRecordReader(str(out)).load_chunk(0)
+    return fast, slow
+
+
+def test_the_compiled_walker_matches_protobuf_on_empty_lists_big_indices_and_odd_keys(tmp_path, monkeypatch):
+    """Zero-sample sequences, samples with no non-zeros, indices of 1-5 varint bytes, keys above 2**63
+    and a record without a key: the compiled walker's chunk equals protobuf's."""
+    out, part = _small(tmp_path)
+    enc = framing.FrameEncoder()
+    rng = np.random.default_rng(3)
+    frames = []
+    for r in range(40):
+        m = schema.SequenceExample()
+        if r != 7:
+            m.context.feature["key"].int64_list.value.append(int(rng.integers(-2**62, 2**62)) if r % 3 else -5)
+        n = int(rng.integers(0, 4))
+        fa = m.feature_lists.feature_list["a"]
+        fi = m.feature_lists.feature_list["b.indices"]
+        fv = m.feature_lists.feature_list["b.values"]
+        for _ in range(n):
+            fa.feature.add().float_list.value.extend(rng.normal(size=2).astype(np.float32).tolist())
+            k = int(rng.integers(0, 3))
+            idx = sorted(int(x) for x in rng.choice([0, 3, 200, 70000, 2**31 - 2], size=k, replace=False))
+            fi.feature.add().int64_list.value.extend(idx)
+            fv.feature.add().float_list.value.extend(rng.normal(size=k).astype(np.float32).tolist())
+        frames.append(enc.frame(m.SerializeToString()))
+    part.write_bytes(b"".join(frames))
+    meta = out / "__recordkit__.json"
+    desc = json.loads(meta.read_text())
+    desc["streams"][1]["dim"] = 2**31 - 1
+    desc["sequences"] = desc["shards"][0]["sequences"] = 40
+    meta.write_text(json.dumps(desc))
+    fast, slow = _chunks_both_ways(out, monkeypatch)
+    assert fast.keys.tolist() == slow.keys.tolist() and fast.lengths.tolist() == slow.lengths.tolist()
+    for name in ("a", "b"):
+        ca, cb = fast.columns[name], slow.columns[name]
+        np.testing.assert_array_equal(ca.values, cb.values)
+        np.testing.assert_array_equal(ca.seq_offsets, cb.seq_offsets)
+    np.testing.assert_array_equal(fast.columns["b"].indices, slow.columns["b"].indices)
+    np.testing.assert_array_equal(fast.columns["b"].indptr, slow.columns["b"].indptr)
+
+
+def test_the_compiled_walker_leaves_repeated_or_unpacked_lists_to_protobuf():
+    """A feature list named twice (protobuf merges), unpacked values, a missing list: not canonical."""
+    from recordkit.formats.tfrecord import _kernel
+    m = schema.SequenceExample()
+    m.feature_lists.feature_list["a"].feature.add().float_list.value.extend([1.0, 2.0])
+    good = m.SerializeToString()
+    entry = good[2:]                         # feature_lists body: the one map entry
+    twice = b"\x12" + bytes([2 * len(entry)]) + entry + entry
+    unpacked = b"\x12\x14\x0a\x12\x0a\x01a\x12\x0d\x0a\x0b\x12\x09\x0d" + b"\0\0\x80\x3f" + b"\x0d" + b"\0\0\0\x40"
+
+    def walk(record: bytes, name=b"a"):
+        data = np.frombuffer(record, dtype=np.uint8)
+        return _kernel.feature_list_payloads(data, np.zeros(1, np.int64), np.array([len(record)], np.int64),
+                                             name, 0x12)
+    counts, starts, lengths = walk(good)
+    assert counts.tolist() == [1] and lengths.tolist() == [8]
+    assert np.frombuffer(good[starts[0]:starts[0] + 8], "<f4").tolist() == [1.0, 2.0]
+    assert walk(twice) is None
+    assert walk(unpacked) is None
+    assert walk(good, b"b") is None
+
+
 # -- the column-wise NumPy encoders the compiled ones replaced, kept as the references they are
 #    compared with (header_rows and const were wire.py's)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from recordkit.cli.main import main
-from recordkit.engine import verify as v
+from recordkit.compose import verify as v
 from recordkit.engine.streams import StreamSpec
 from recordkit.errors import FormatError
 from recordkit.formats.cbf import CBFReader, CBFWriter

@@ -25,12 +25,12 @@ from recordkit.errors import FormatError, RecordkitError, RecordkitWarning
 if TYPE_CHECKING:
     from recordkit.engine.chunk_partition import ChunkPartition
     from recordkit.engine.composite import CompositeDeserializer
-    from recordkit.engine.convert import Conversion
+    from recordkit.compose.convert import Conversion
     from recordkit.engine.deserializer import Deserializer
     from recordkit.engine.mixture import Mixture
     from recordkit.engine.source import MinibatchSource
     from recordkit.engine.streams import StreamSpec
-    from recordkit.engine.verify import VerifyResult
+    from recordkit.compose.verify import VerifyResult
     from recordkit.formats.validate import Problem
 
 __version__ = "0.1.0"
@@ -64,7 +64,7 @@ def open(path: str | os.PathLike[str], streams: Iterable[StreamSpec | str] | Non
             for sequence in reader:
                 sequence["features"]        # NumPy (samples, 4) float32
     """
-    from recordkit.engine.convert import open_reader
+    from recordkit.compose.convert import open_reader
     from recordkit.storage.range_cache import cache_dir_of
     return open_reader(os.fspath(path), source_format=format, streams=streams, precision=precision,
                        storage_options=storage_options,
@@ -75,8 +75,8 @@ def convert(src: Any, dst: str | os.PathLike[str], to: str | None = None,
     """Convert ``src`` (a path in any format, or a Deserializer) into ``dst`` in format ``to``
     (any format of the registry; by default told from ``dst``'s extension). Returns a
     ``Conversion`` (sequences, bytes, seconds, the size estimate). ``kwargs``: the options of
-    ``recordkit.engine.convert.convert`` (``parts``, ``shard_size``, ``checksums``, ``precision``...)."""
-    from recordkit.engine.convert import convert as run
+    ``recordkit.compose.convert.convert`` (``parts``, ``shard_size``, ``checksums``, ``precision``...)."""
+    from recordkit.compose.convert import convert as run
     return run(src, dst, to, streams, **kwargs)
 
 def verify(src: Any, dst: Any, *, streams: Iterable[StreamSpec | str] | None = None,
@@ -87,7 +87,7 @@ def verify(src: Any, dst: Any, *, streams: Iterable[StreamSpec | str] | None = N
     them itself (CTF); ``dst_streams`` the same for ``dst``, by default the streams ``convert``
     writes for ``src`` (its names, and CTF's aliases kept where ``convert`` keeps them). Sequences
     are matched by key where both sides keep keys, else by position."""
-    from recordkit.engine.verify import verify as compare
+    from recordkit.compose.verify import verify as compare
     a = open(src, streams) if isinstance(src, (str, os.PathLike)) else src
     try:
         b = dst if not isinstance(dst, (str, os.PathLike)) else _open_output(dst, dst_streams, a)
@@ -116,7 +116,7 @@ def _open_output(path: str | os.PathLike[str], streams: Iterable[StreamSpec | st
         from recordkit.formats.detect import sniff_format
         fmt = registry.get(sniff_format(os.fspath(path)))
         if fmt.needs_streams:
-            from recordkit.engine.convert import output_streams
+            from recordkit.compose.convert import output_streams
             streams = output_streams(source, fmt.name)
         return open(path, streams, format=fmt.name)  # told once, not sniffed again
     return open(path, streams)
@@ -127,7 +127,7 @@ def validate(path: str | os.PathLike[str], format: str | None = None, **options:
     the end; lazy, so stopping early stops the reading. ``options`` as ``recordkit validate``'s
     (``streams`` for CTF, as ``StreamSpec`` objects or ``NAME=FORMAT:DIM[:ALIAS]`` texts;
     ``storage_options``...)."""
-    from recordkit.engine.convert import stream_specs
+    from recordkit.compose.convert import stream_specs
     from recordkit.formats.validate import validate as run
     if options.get("streams") is not None:
         options["streams"] = stream_specs(options["streams"])

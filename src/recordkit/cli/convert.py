@@ -1,5 +1,5 @@
 """``recordkit convert IN OUT``: argument parsing and the report; the conversion itself is the
-library's ``recordkit.convert`` (``engine/convert.py``), which reads the format registry."""
+library's ``recordkit.convert`` (``compose/convert.py``), which reads the format registry."""
 from __future__ import annotations
 
 import argparse
@@ -93,7 +93,7 @@ def check_arguments(parser, args) -> None:
 def run(args) -> int:
     if getattr(args, "engine", "local") == "ray":
         return run_ray(args)
-    from recordkit.engine import convert as conversion
+    from recordkit.compose import convert as conversion
     opts = args.storage_options
     try:
         target = conversion.resolve_target(args.output, args.to, opts)
@@ -205,7 +205,7 @@ def run_ray(args) -> int:
         from recordkit.integrations import ray as rk_ray
     except ImportError:
         raise UsageError("--engine ray needs Ray Data: pip install 'recordkit[ray]'") from None
-    from recordkit.engine.convert import precision_of as _precision_of
+    from recordkit.compose.convert import precision_of as _precision_of
     from recordkit.formats.detect import by_extension
     from recordkit.formats import registry
     target = args.to or by_extension(args.output) or "ofrecord"

@@ -5,7 +5,7 @@ running out of one and asking about the other. ``plan`` takes exactly ``read``'s
 opens the readers (building or loading the index, nothing more) and prints the chunks, the
 randomization window in chunks, samples and bytes, the estimated peak memory, how sweeps,
 epochs and minibatches line up, and what every partition reads. The computation is
-``recordkit.engine.plan.make_plan``; this module only turns arguments into its input and
+``recordkit.compose.plan.make_plan``; this module only turns arguments into its input and
 its result into text.
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ def register(sub) -> None:
 
 def build_plan(args) -> tuple[dict, list]:
     """The plan for these ``read`` arguments, and the readers it opened."""
-    from recordkit.engine.plan import PlanInput, make_plan, resident_memory
+    from recordkit.engine.memory import resident_memory
+    from recordkit.compose.plan import PlanInput, make_plan
     from recordkit.cli import sources
     readers = [sources.open_reader(args, path) for path in args.path]
     deserializer = read_cmd.join_or_mix(args, readers)
@@ -74,7 +75,7 @@ def run(args) -> int:
 
 
 def render(plan: dict, *, all_chunks: bool = False) -> str:
-    from recordkit.engine.plan import format_size as fs
+    from recordkit.sizes import format_size as fs
     out = []
     c, w, m, t = plan["chunks"], plan["window"], plan["memory"], plan["timeline"]
     out.append(f"data: {', '.join(plan['files'])}")

@@ -190,7 +190,7 @@ def memory_size(text):
         return "auto"
     if value in ("none", "unbounded"):
         return None
-    from recordkit.engine.plan import parse_size
+    from recordkit.sizes import parse_size
     try:
         return parse_size(value)
     except ValueError as e:

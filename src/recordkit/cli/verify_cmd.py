@@ -1,6 +1,6 @@
 """``recordkit verify SRC DST`` and ``verify --manifest FILE DST``; ``convert --manifest FILE``.
 
-Opens both sides as the engine's Deserializers (``recordkit.engine.verify`` compares them):
+Opens both sides as the engine's Deserializers (``recordkit.compose.verify`` compares them):
 CBF files and SINGA record stores carry their streams; CTF files and OFRecord data sets take
 them from ``--stream``/``--header``, or else from the other side (a conversion keeps stream
 names, and a CBF -> CTF conversion writes them as the CTF names). A text side (CTF) is read at
@@ -145,7 +145,7 @@ def open_pair(args, src_path, dst_path):
 
 
 def run(args) -> int:
-    from recordkit.engine import verify as v
+    from recordkit.compose import verify as v
     from recordkit.errors import UsageError
     keys = {"auto": None, "yes": True, "no": False}[args.keys]
     if args.manifest:
@@ -204,7 +204,7 @@ def _convert_then_manifest(convert, args) -> int:
     code = convert(args)
     if code or not getattr(args, "manifest", None):
         return code
-    from recordkit.engine.verify import write_manifest
+    from recordkit.compose.verify import write_manifest
     reader, precision = _conversion_source(args)
     with reader:
         n = write_manifest(args.manifest, reader, precision=precision, source=str(args.path),
@@ -217,7 +217,7 @@ def _conversion_source(args):
     """IN opened as ``convert`` opens it (the library's reader choice), and the precision of what
     the conversion wrote (float32 where the target holds no float64)."""
     from recordkit.cli import sources
-    from recordkit.engine import convert as conversion
+    from recordkit.compose import convert as conversion
     from recordkit.formats.detect import sniff_format
     opts = args.storage_options
     fmt = args.source_format or sniff_format(args.path, opts)

@@ -135,5 +135,5 @@ class ChunkPartition(WrapsDeserializers):
         return chunk_sequence_keys(self.inner, self._ids[chunk_id])
 
     def estimated_chunk_bytes(self) -> np.ndarray:
-        from recordkit.engine.plan import chunk_bytes
+        from recordkit.engine.memory import chunk_bytes
         return np.asarray(chunk_bytes(self.inner))[self._ids]

@@ -76,7 +76,7 @@ class CompositeDeserializer(WrapsDeserializers):
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each (primary) chunk: the primary's plus, from every other part, its
         share of that part's total in proportion to the chunk's sequences."""
-        from recordkit.engine.plan import chunk_bytes
+        from recordkit.engine.memory import chunk_bytes
         own = chunk_bytes(self.primary).astype(np.float64)
         seqs = np.array([c.num_sequences for c in self.primary.chunks], dtype=np.float64)
         share = seqs / max(seqs.sum(), 1.0)

@@ -146,7 +146,7 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
 #   sequence_keys(chunk_id) -> uint64 array   keys without decoding the values
 #   keys_are_ids: bool                        keys are ids from the file, not ordinals (else a CTF
 #                                             index's id_mode says so)
-#   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/plan.py)
+#   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/memory.py)
 #   load_chunk(chunk_id, threads=N)           may use N threads on one chunk
 #   iter_chunks(threads=N)                    every chunk in order, N decoded at once
 #   path                                      what error messages and reports name it by

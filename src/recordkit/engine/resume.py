@@ -155,22 +155,22 @@ class Checkpointing:
         return (w,) if asked is None or w <= asked else None
 
     def _adopt_window(self, window) -> None:
-        from recordkit.engine import plan
+        from recordkit.engine import memory
         from recordkit.errors import RecordkitWarning
         m = self.memory
-        nbytes = plan.chunk_bytes(self.deserializer)
-        est = plan.choose_window(self._chunks, nbytes, plan.load_bytes(self.deserializer, nbytes), max_memory=None,
-                                 randomize=True, window=window, sample_based=m.sample_based,
-                                 seed=self.randomizer.seed, prefetch=m.prefetch,
-                                 make=getattr(self.deserializer, "make_randomizer", None)).estimated_bytes
+        nbytes = memory.chunk_bytes(self.deserializer)
+        est = memory.choose_window(self._chunks, nbytes, memory.load_bytes(self.deserializer, nbytes),
+                                   max_memory=None, randomize=True, window=window, sample_based=m.sample_based,
+                                   seed=self.randomizer.seed, prefetch=m.prefetch,
+                                   make=getattr(self.deserializer, "make_randomizer", None)).estimated_bytes
         fits = m.max_memory is None or est <= m.max_memory
         self.memory = dataclasses.replace(m, window=window, capped=window != m.window_requested, fits=fits,
                                           estimated_bytes=est)
         if not fits:
             warnings.warn(f"the checkpoint's randomization window ({self.memory.window_text()}) "
                           f"is kept so the order continues as it "
-                          f"was: about {plan.format_size(est)} of chunks at once, beyond the memory bound "
-                          f"{plan.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
+                          f"was: about {memory.format_size(est)} of chunks at once, beyond the memory bound "
+                          f"{memory.format_size(m.max_memory)}", RecordkitWarning, stacklevel=3)
 
     def _chunk_partition(self):
         """The ChunkPartition this source reads, or None. Asked in every checkpoint (each minibatch's

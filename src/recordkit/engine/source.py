@@ -21,7 +21,7 @@ Memory. Only chunks that the rest of this worker's share still needs soon are ke
 next chunks in order of first use are loaded on background threads (parsing
 releases the GIL) while the caller trains. ``max_memory`` bounds the chunks held at
 once (window + prefetch): the window is reduced to fit, from the index's decoded size
-estimates (``engine/plan.py``), and the choice is reported (``source.memory``, and a
+estimates (``engine/memory.py``), and the choice is reported (``source.memory``, and a
 warning when the window was reduced). The default bound is a quarter of the memory
 available, so a randomized read never silently grows with the data set.
 """
@@ -171,7 +171,7 @@ class MinibatchSource(Checkpointing):
     def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
         """Fit the window (and prefetch) to the memory bound; warn where the choice changes what
         was asked for, or where an unbounded plan needs more memory than is available."""
-        from recordkit.engine import plan
+        from recordkit.engine import memory as plan
         from recordkit.errors import RecordkitWarning
         if isinstance(max_memory, str) and max_memory.strip().lower() == "auto":
             # DataLoader workers each build a source: they share the machine's quarter

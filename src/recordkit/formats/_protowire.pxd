@@ -22,3 +22,21 @@ cdef inline Py_ssize_t put_varint(uint8_t* out, uint64_t v) noexcept nogil:
         n += 1
     out[n] = <uint8_t>v
     return n + 1
+
+
+cdef inline Py_ssize_t get_varint(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, uint64_t* out) noexcept nogil:
+    """Read the varint at ``buf[pos]`` (it must end before ``end`` and hold at most 10 bytes): the
+    position after it, or -1."""
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if pos >= end or shift > 63:
+            return -1
+        b = buf[pos]
+        pos += 1
+        result |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            out[0] = result
+            return pos
+        shift += 7

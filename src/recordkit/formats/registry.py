@@ -71,6 +71,11 @@ class Format:
                                                  # chunk_size, skip_ids) -> inspect's description of one file
     ray: str | None = None                       # how `convert --engine ray` writes it: "parts" (a part per
                                                  # task), "sets" (a set per task, joined), "native" (Ray's writer)
+    file_openers: str | None = None              # "module:callable"(path, streams, *, precision, storage_options,
+                                                 # cache_dir, ...) -> a picklable zero-argument opener per input file
+                                                 # (formats/file_openers.py): Ray's and Spark's reads plan it file by
+                                                 # file, keys numbered on across files where keys=False; None: one
+                                                 # input read through its reader (--engine ray does not read it)
     commands: tuple[str, ...] | None = None      # the only commands that take it (None: every command)
     commands_reason: str = ""                    # ... and why the others do not, one line
     images: str | None = None                    # "module:callable"(path, field, *, storage_options, cache_dir):
@@ -128,6 +133,14 @@ class Format:
             raise UsageError(f"recordkit does not read {self.name} data")
         self.require("reading")
         return _call(_load(self.reader), path, _selection(streams), **options)
+
+    def openers(self, path, streams=None, **options) -> list:
+        """A picklable zero-argument opener per input file of the data set at ``path`` (``file_openers``):
+        what a distributed read opens once to plan and again in each task."""
+        if self.file_openers is None:
+            raise UsageError(f"recordkit does not plan {self.name} data file by file")
+        self.require("reading")
+        return _load(self.file_openers)(path, streams, **options)
 
     def join(self, sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
         """Data sets of this format (written by its writer, same streams) joined in order into one."""
@@ -202,8 +215,10 @@ def register(fmt: Format) -> Format:
 # -- the registrations (detection tries files' probes and directories' probes in this order; the
 #    shard formats come before OFRecord and SINGA, whose probes parse a first frame) -----
 _RV = "recordkit.formats.reader_validate"  # validation by loading every chunk through the reader
+_FILES = "recordkit.formats.file_openers"  # the formats Ray and Spark plan file by file
 register(Format("cbf", "CNTK binary format (CBF)", "file, or a directory of part-NNNNN.cbf", (".cbf", ".bin"),
                 reader="recordkit.formats.cbf.hooks:open_cbf", writer="recordkit.formats.cbf.hooks:create_cbf", keys=False, ray="parts",
+                file_openers=_FILES + ":cbf",
                 from_text="recordkit.formats.cbf.from_ctf", describer="recordkit.report.describe:describe_cbf",
                 validator="recordkit.formats.cbf.validate",
                 file_probe="recordkit.formats.cbf.hooks:probe_cbf", directory_probe="recordkit.formats.cbf.hooks:probe_cbf_parts",
@@ -246,17 +261,20 @@ register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shar
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader="recordkit.formats.ofrecord.hooks:open_ofrecord", writer="recordkit.formats.ofrecord.hooks:create_ofrecord", requires=("google.protobuf",),
                 parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
+                file_openers=_FILES + ":ofrecord",
                 validator="recordkit.formats.ofrecord.validate",
                 file_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord", directory_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord_parts",
                 output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
                 notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream",
                 images="recordkit.formats.ofrecord.images:encoded_images"))
 register(Format("kvfile", "SINGA KVFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
+                file_openers=_FILES + ":singa",
                 writer="recordkit.formats.singa.hooks:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
                 file_probe="recordkit.formats.singa.hooks:probe_kvfile", directory_probe="recordkit.formats.singa.hooks:probe_singa_shard",
                 notes="records: `features` + `label`"))
 register(Format("binfile", "SINGA BinFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
+                file_openers=_FILES + ":singa",
                 writer="recordkit.formats.singa.hooks:create_binfile", family="singa", sparse=False, float64=False, sequences=False,
                 validator="recordkit.formats.singa.validate",
                 file_probe="recordkit.formats.singa.hooks:probe_binfile", notes="records: `features` + `label`"))
@@ -267,7 +285,7 @@ register(Format("csv", "SINGA CSV store", "file", (), reader="recordkit.formats.
 # CTF last: a file no probe claims is read as CTF text.
 register(Format("ctf", "CNTK text format (CTF)", "file", (".ctf", ".txt", ".text"), reader="recordkit.formats.ctf.hooks:open_ctf",
                 writer="recordkit.formats.ctf.hooks:create_ctf", validator="recordkit.formats.ctf.validate", describes_streams=False,
-                aliases=True, describer="recordkit.report.describe:describe_ctf",
+                aliases=True, describer="recordkit.report.describe:describe_ctf", file_openers=_FILES + ":ctf",
                 notes="needs --stream to read"))
 
 

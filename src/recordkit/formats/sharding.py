@@ -173,7 +173,7 @@ class ShardSetWriter(AtomicWriter):
 
     def __init__(self, path, *, parts: int | None = None, shard_size: int | None = None,
                  total_sequences: int | None = None, checksums: bool = False, storage_options: dict | None = None):
-        from recordkit.staged_directory import StagedDirectory
+        from recordkit.storage.staged_directory import StagedDirectory
         self.path = str(path)
         self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences,
                                    default_size=self.DEFAULT_SHARD_SIZE)
@@ -356,7 +356,7 @@ class DescribedJoin(ShardSetJoin):
 def staged_join(output: str, owns, what: str, fill, *, storage_options=None, checksums: bool = False) -> list[str]:
     """``fill(staged)`` into a ``StagedDirectory`` for ``output``, published when it returns, discarded
     if it raises: how every format's joiner publishes the joined set. Returns what ``fill`` returns."""
-    from recordkit.staged_directory import StagedDirectory
+    from recordkit.storage.staged_directory import StagedDirectory
     with StagedDirectory(output, owns=owns, storage_options=storage_options, checksums=checksums,
                          what=what) as staged:
         return fill(staged)
@@ -475,8 +475,8 @@ def resolve_streams(path, recorded, requested):
 
 
 def gather_ranges(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """``arr[starts[i]:starts[i]+lens[i]]`` for every i, concatenated (ranges ascending, not
-    overlapping): an index for few bytes, a mask over ``arr`` for many."""
+    """``arr[starts[i]:starts[i]+lens[i]]`` for every i, concatenated (``arr``: a read shard's bytes,
+    uint8; ranges ascending, not overlapping), copied by the compiled ``_ranges.concat_ranges``."""
     starts = np.asarray(starts, dtype=np.int64)
     lens = np.asarray(lens, dtype=np.int64)
     nz = lens > 0
@@ -486,11 +486,5 @@ def gather_ranges(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.n
     e = s + ln
     if np.any(s[1:] < e[:-1]):
         raise ValueError("ranges overlap or are not in order")
-    total = int(ln.sum())
-    if total < 16 * len(ln):  # tiny ranges (one-hot indices): one index over their bytes
-        first = np.zeros(len(ln), dtype=np.int64)
-        np.cumsum(ln[:-1], out=first[1:])
-        return arr[np.repeat(s - first, ln) + np.arange(total, dtype=np.int64)]
-    # larger ranges: slices joined (a pass over the whole buffer would cost more than the ranges)
-    data = arr.base if isinstance(arr.base, bytes) and arr.dtype == np.uint8 else arr.tobytes()
-    return np.frombuffer(b"".join([data[a:b] for a, b in zip(s.tolist(), e.tolist())]), dtype=np.uint8)
+    from recordkit.formats._ranges import concat_ranges
+    return concat_ranges(arr, np.ascontiguousarray(s), np.ascontiguousarray(ln))

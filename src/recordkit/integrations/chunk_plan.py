@@ -22,6 +22,7 @@ import numpy as np
 
 from recordkit.engine.streams import StreamSpec
 from recordkit.errors import UsageError
+from recordkit.formats.file_openers import cbf_files, input_paths, stream_specs  # noqa: F401  (this module's names)
 
 __all__ = ["ChunkPlan", "ReadTask", "read_task", "openers_for", "cbf_files", "stream_specs", "input_paths"]
 
@@ -141,93 +142,21 @@ def _describe(streams) -> str:
     return ", ".join(f"{s.name}={s.format}:{s.dim}" for s in streams)
 
 
-def input_paths(paths) -> list[str]:
-    if isinstance(paths, (str, bytes, os.PathLike)):
-        paths = [paths]
-    out = [os.fspath(p) for p in paths]
-    if not out:
-        raise UsageError("no input files given")
-    return out
-
-
-def stream_specs(streams) -> list[StreamSpec]:
-    """StreamSpecs from specs or CLI-style strings ``NAME=FORMAT:DIM[:ALIAS]``."""
-    return [StreamSpec.parse(s) if isinstance(s, str) else s for s in streams]
-
-
-
-
-def cbf_files(path) -> list[str]:
-    """A CBF file, or the numbered ``*.cbf`` parts of a directory in part order (``part-2`` before
-    ``part-10``); any other directory is not one data set (``formats/directories.py``)."""
-    from recordkit.formats.cbf.parts import cbf_part_paths
-    path = os.fspath(path)
-    return cbf_part_paths(path) if os.path.isdir(path) else [path]
-
-
-def ctf_openers(paths, streams, **reader_options) -> list[Callable]:
-    from recordkit.formats.ctf import CTFReader
-    specs = stream_specs(streams)
-    return [functools.partial(CTFReader, p, specs, **reader_options) for p in input_paths(paths)]
-
-
-def cbf_openers(paths, streams=None, **reader_options) -> list[Callable]:
-    from recordkit.formats.cbf import CBFReader
-    files = [f for p in input_paths(paths) for f in cbf_files(p)]
-    selection = streams if streams is None or isinstance(streams, dict) else stream_specs(streams)
-    return [functools.partial(CBFReader, f, selection, **reader_options) for f in files]
-
-
-def ofrecord_openers(dirs, streams, **reader_options) -> list[Callable]:
-    from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
-    specs = stream_specs(streams)
-    return [functools.partial(OFRecordDeserializer, d, specs, **reader_options) for d in input_paths(dirs)]
-
-
-def singa_openers(paths, store: str | None = None, **reader_options) -> list[Callable]:
-    from recordkit.formats.singa.deserializer import SingaCSVDeserializer, SingaRecordDeserializer
-    if store in ("csv", "textfile"):
-        if "count" not in reader_options:
-            raise UsageError("read_singa(store='csv') needs count=N, the values per line")
-        return [functools.partial(SingaCSVDeserializer, p, **reader_options) for p in input_paths(paths)]
-    return [functools.partial(SingaRecordDeserializer, p, store, **reader_options) for p in input_paths(paths)]
-
-
-# the formats whose inputs are planned file by file (CBF parts, OFRecord data sets, SINGA stores, CTF),
-# with the names their datasources go by
-PER_FILE = {"cbf": "CBF", "ofrecord": "OFRecord", "singa": "Singa", "ctf": "CTF"}
-
-
 def openers_for(path, *, source_format: str | None = None, streams=None, precision=None, storage_options=None,
-                cache_dir=None, **ctf_options) -> tuple[str, list[Callable], bool]:
+                cache_dir=None, **options) -> tuple[str, list[Callable], bool]:
     """(format kind, openers, continue_keys) of the input ``path``, its format sniffed unless
-    ``source_format`` says: CBF (``streams`` select), OFRecord (``streams`` or the data set's own
-    declarations), SINGA record stores, CTF (``streams`` required; ``ctf_options`` are CTFReader's);
-    any other format the registry reads is one input read through its reader (its chunks: row
-    groups, shards)."""
+    ``source_format`` says. A format whose registry entry has ``file_openers`` (CBF parts, OFRecord
+    data sets, SINGA stores, CTF files) is planned file by file (``options``: its reader's, e.g.
+    CTFReader's), its keys numbered on across files where the format keeps no keys of its own
+    (CBF's ordinals); any other format the registry reads is one input read through its reader
+    (its chunks: row groups, shards)."""
     from recordkit.formats import registry
     from recordkit.formats.detect import sniff
     kind = source_format or sniff(path, storage_options)
-    storage = {k: v for k, v in (("storage_options", storage_options), ("cache_dir", cache_dir)) if v}
-    allowed = ctf_options.pop("allow_empty_streams", None)
-    if kind == "cbf":
-        return kind, cbf_openers(path, streams, precision=precision, allow_empty_streams=allowed, **storage), True
-    if kind == "ofrecord":
-        if streams is None:
-            from recordkit.formats.ofrecord.dataset import read_streams
-            streams = read_streams(path, storage_options=storage_options)
-        if streams is None:
-            raise UsageError(f"{path}: the OFRecord data set records no stream declarations: give --stream")
-        return kind, ofrecord_openers(path, streams, precision=precision or "float", **storage), False
-    if kind == "singa":
-        return kind, singa_openers(path, precision=precision or "float", storage_options=storage_options), False
-    if kind == "ctf":
-        if not streams:
-            from recordkit.formats.detect import streams_needed
-            raise UsageError(streams_needed(path, registry.get(kind), storage_options))
-        return kind, ctf_openers(path, streams, precision=precision or "float", allow_empty_streams=allowed,
-                                 **ctf_options, **storage), False
-    fmt = registry.get(kind)
+    fmt = registry.of_kind(kind)
+    if fmt.file_openers is not None:
+        return kind, fmt.openers(path, streams, precision=precision, storage_options=storage_options,
+                                 cache_dir=cache_dir, **options), not fmt.keys
     fmt.require("reading")
-    options = dict(precision=precision, **storage)
-    return kind, [functools.partial(fmt.open_reader, os.fspath(path), streams, **options)], False
+    storage = {k: v for k, v in (("storage_options", storage_options), ("cache_dir", cache_dir)) if v}
+    return kind, [functools.partial(fmt.open_reader, os.fspath(path), streams, precision=precision, **storage)], False

@@ -81,7 +81,7 @@ def publish(fmt, outputs: list[str], directory: str, streams, *, work: str, prec
 def _publish_parts(fmt, outputs, directory, storage_options) -> list[str]:
     """Part files renamed, numbered in order, into a staged directory published in one step."""
     import re
-    from recordkit.staged_directory import StagedDirectory
+    from recordkit.storage.staged_directory import StagedDirectory
     ext = re.escape(fmt.extensions[0])
     staged = StagedDirectory(directory, lambda n: re.fullmatch(r"part-\d+" + ext, n) is not None,
                              storage_options=storage_options, what=f"{fmt.name} part directory")

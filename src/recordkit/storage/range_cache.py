@@ -89,7 +89,7 @@ def settings(cache_dir) -> tuple[int | None, bool]:
 
 
 def _parse_limit(limit) -> int:
-    from recordkit.engine.plan import parse_size
+    from recordkit.sizes import parse_size
     try:
         value = parse_size(limit)
     except ValueError as e:

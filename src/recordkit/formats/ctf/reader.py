@@ -209,7 +209,7 @@ class CTFReader(ChecksPresence, ClosingReader):
         stream), sparse ones as a row pointer per row plus (value, int32 index) per entry, the
         entries per byte of text counted (one ':' each) in a few 64 KiB samples of the file."""
         if getattr(self, "_estimates", None) is None:
-            from recordkit.engine.plan import generic_chunk_bytes
+            from recordkit.engine.memory import generic_chunk_bytes
             density = self._sparse_density() if any(s.is_sparse for s in self._streams) else None
             self._estimates = generic_chunk_bytes(self._streams, self._chunks, itemsize=self.dtype.itemsize,
                                                   sparse_entries_per_byte=density)
@@ -480,7 +480,7 @@ class CTFReader(ChecksPresence, ClosingReader):
             return
         need = rows * sum(s.dim for s in dense) * self.dtype.itemsize
         if need <= max(_PADDING_FLOOR, _PADDING_RATIO * size):
-            from recordkit.engine.plan import available_memory
+            from recordkit.engine.memory import available_memory
             available = available_memory()
             if need <= available // 2:
                 return

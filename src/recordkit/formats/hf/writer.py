@@ -68,7 +68,7 @@ class HFWriter(AtomicWriter):
     def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, parts: int | None = None,
                  shard_size: int | None = None, precision: str = "float", checksums: bool = False,
                  storage_options: dict | None = None, total_sequences: int | None = None, **_: Any) -> None:
-        from recordkit.staged_directory import StagedDirectory
+        from recordkit.storage.staged_directory import StagedDirectory
         self.path = path if isinstance(path, str) else os.fspath(path)
         self._streams = check_streams(streams)
         self.dtype = resolve_precision(precision)

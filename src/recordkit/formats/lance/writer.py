@@ -59,7 +59,7 @@ class LanceTarget:
         if location.is_url(path):
             self.uri = path
         else:
-            from recordkit.staged_directory import StagedDirectory
+            from recordkit.storage.staged_directory import StagedDirectory
             self._dir = StagedDirectory(path, _is_entry, storage_options=storage_options, what="Lance data set")
             for name in ENTRIES[:3]:
                 self._dir.path(name)

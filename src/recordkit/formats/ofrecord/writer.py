@@ -31,7 +31,7 @@ import struct
 from typing import TYPE_CHECKING, Iterable
 
 from recordkit.storage.atomic import AtomicFile
-from recordkit.staged_directory import StagedDirectory
+from recordkit.storage.staged_directory import StagedDirectory
 from recordkit.storage import location
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.ofrecord import codec

@@ -9,7 +9,7 @@ One file is written through ``AtomicFile`` (temporary beside the target, renamed
 complete). With ``parts=N`` or ``shard_size=S`` (bytes of data per part, as for the shard formats:
 ``formats/sharding.ShardCutter``) the output is a directory: parts hold consecutive runs of
 sequences (``parts`` needs ``total_sequences`` to balance them), and the
-directory is written aside and put in place whole (``recordkit/staged_directory.py``).
+directory is written aside and put in place whole (``storage/staged_directory.py``).
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ class ParquetWriter(AtomicWriter):
         self._dir = None
         self._cutter = None  # where parts end (formats/sharding.py): balanced parts, or shard_size data bytes
         if parts is not None or shard_size is not None:
-            from recordkit.staged_directory import StagedDirectory
+            from recordkit.storage.staged_directory import StagedDirectory
             if parts is not None and shard_size is None and total_sequences is None:
                 raise ValueError("parts=N needs total_sequences to balance the parts (or give shard_size)")
             self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences)

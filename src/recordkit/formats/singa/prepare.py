@@ -38,7 +38,7 @@ from recordkit.errors import FormatError
 from recordkit.storage import location
 from recordkit.formats.singa.kvfile import encode_tuple
 from recordkit.formats.singa.records import encode_image_record, encode_mean_record
-from recordkit.staged_directory import StagedDirectory
+from recordkit.storage.staged_directory import StagedDirectory
 
 __all__ = ["prepare_cifar10", "prepare_mnist", "convert_mnist", "kv_tuple",
            "CIFAR_TRAIN_FILES", "CIFAR_TEST_FILE", "CIFAR_SHAPE", "CIFAR_IMAGE_BYTES"]

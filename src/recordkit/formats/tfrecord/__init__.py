@@ -1,5 +1,9 @@
-"""TFRecord: a directory of ``part-NNNNN.tfrecord`` files of ``tf.train.SequenceExample`` (see writer.py)."""
-from recordkit.formats.tfrecord.reader import TFRecordReader, looks_like
-from recordkit.formats.tfrecord.writer import TFRecordWriter
+"""TFRecord: a directory of ``part-NNNNN.tfrecord`` files of ``tf.train.SequenceExample`` (see writer.py).
 
-__all__ = ["TFRecordReader", "TFRecordWriter", "looks_like"]
+The names resolve on first use: the registry's probes import this package without the reader,
+writer or their libraries (a TFRecord open pays for no pyarrow)."""
+from recordkit._lazy import resolver
+
+_SOURCES = {"TFRecordReader": "recordkit.formats.tfrecord.reader", "looks_like": "recordkit.formats.tfrecord.reader", "TFRecordWriter": "recordkit.formats.tfrecord.writer"}
+__all__ = ["TFRecordReader", "looks_like", "TFRecordWriter"]
+__getattr__ = resolver(__name__, _SOURCES)

@@ -10,8 +10,8 @@ function with a reference built another way (NumPy columns, the writer's per-rec
 """
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t, uint32_t
 from libcpp.vector cimport vector
-from recordkit.formats._protowire cimport put_varint, varint_size
-from libc.string cimport memcpy
+from recordkit.formats._protowire cimport get_varint, put_varint, varint_size
+from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
@@ -360,3 +360,325 @@ def sparse_lists(const index_t[::1] indices, const uint8_t[::1] values4, const i
                 memcpy(vp + va, &values4[4 * indptr[i]], z)
                 va += z
     return ibody, ioff, vbody, voff
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: the canonical SequenceExample layout (what recordkit, TensorFlow and the protobuf
+# package write: length-delimited fields with one-byte tags, packed lists, one ``feature_lists``
+# field and one entry per name), walked record by record in C. Anything else returns None and the
+# reader falls back to protobuf, which also locates damage. The tests compare every result with
+# the protobuf path's chunks.
+
+cdef inline Py_ssize_t _field(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, uint8_t* tag,
+                              Py_ssize_t* body) noexcept nogil:
+    """A length-delimited field with a one-byte tag at ``pos``: its tag, body start (``body``) and
+    end (returned), or -1."""
+    cdef uint64_t n
+    cdef Py_ssize_t a
+    if pos >= end:
+        return -1
+    tag[0] = b[pos]
+    if tag[0] & 0x87 != 2:    # wire type 2, field number < 16
+        return -1
+    a = get_varint(b, pos + 1, end, &n)
+    if a < 0 or n > <uint64_t>(end - a):
+        return -1
+    body[0] = a
+    return a + <Py_ssize_t>n
+
+
+cdef int _entry(const uint8_t* b, Py_ssize_t x, Py_ssize_t y, const uint8_t* name, Py_ssize_t name_len,
+                Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
+    """A map entry ``{key: 1, value: 2}`` in ``[x, y)``: 1 when its key is ``name`` (value body in
+    ``vs``/``ve``; an absent value is empty), 0 when another, -1 if not canonical."""
+    cdef uint8_t t
+    cdef Py_ssize_t a, e, ks = -1, ke = -1
+    vs[0] = y
+    ve[0] = y
+    while x < y:
+        e = _field(b, x, y, &t, &a)
+        if e < 0:
+            return -1
+        if t == 0x0A and ks < 0:
+            ks, ke = a, e
+        elif t == 0x12 and ks >= 0 and vs[0] == y:
+            vs[0], ve[0] = a, e
+        else:
+            return -1   # another field, the value before the key, or a field twice
+        x = e
+    if ks < 0:
+        return -1
+    return 1 if ke - ks == name_len and memcmp(b + ks, name, name_len) == 0 else 0
+
+
+cdef int _find(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, uint8_t section, const uint8_t* name,
+               Py_ssize_t name_len, Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
+    """Record ``[pos, end)``'s entry ``name`` in its ``section`` field (0x0A context, 0x12 feature
+    lists): 1 found (value body in vs/ve), 0 absent, -1 not canonical (a section twice, an entry
+    twice, another top-level field)."""
+    cdef uint8_t t
+    cdef Py_ssize_t a, e, x, ex, xa, s, f
+    cdef int seen_section = 0, found = 0, r
+    while pos < end:
+        e = _field(b, pos, end, &t, &a)
+        if e < 0 or (t != 0x0A and t != 0x12):
+            return -1
+        if t == section:
+            if seen_section:
+                return -1
+            seen_section = 1
+            x = a
+            while x < e:
+                ex = _field(b, x, e, &t, &xa)
+                if ex < 0 or t != 0x0A:
+                    return -1
+                r = _entry(b, xa, ex, name, name_len, &s, &f)
+                if r < 0:
+                    return -1
+                if r == 1:
+                    if found:
+                        return -1
+                    found = 1
+                    vs[0], ve[0] = s, f
+                x = ex
+        pos = e
+    return found
+
+
+cdef Py_ssize_t _payload(const uint8_t* b, Py_ssize_t p, Py_ssize_t fend, uint8_t list_tag,
+                         Py_ssize_t* ps) noexcept nogil:
+    """The packed values of the Feature body ``[p, fend)`` (``<list_tag>{packed}`` or empty):
+    their length (start in ``ps``), or -1."""
+    cdef uint8_t t
+    cdef Py_ssize_t q, qe, r, re
+    ps[0] = p
+    if p == fend:
+        return 0
+    qe = _field(b, p, fend, &t, &q)
+    if qe != fend or t != list_tag:
+        return -1
+    ps[0] = q
+    if q == qe:
+        return 0
+    re = _field(b, q, qe, &t, &r)
+    if re != qe or t != 0x0A:
+        return -1     # unpacked values: protobuf reads them
+    ps[0] = r
+    return re - r
+
+
+def feature_list_payloads(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens,
+                          bytes name, int list_tag):
+    """Feature list ``name`` of every record, each sample ``Feature{<list_tag>{packed values}}``
+    (0x12 float_list, 0x1A int64_list) or empty: (samples per record, payload starts, payload
+    lengths) in (record, sample) order, or None where a record lacks the list or is not canonical."""
+    cdef Py_ssize_t n = offs.shape[0], r, pos, fs, fe, a, e, x, st, L, total = 0, k = 0
+    cdef const uint8_t* b = &data[0] if data.shape[0] else NULL
+    cdef const uint8_t* nm = name
+    cdef Py_ssize_t nl = len(name), size = data.shape[0]
+    cdef uint8_t t, tag = <uint8_t>list_tag
+    cdef int bad = 0
+    counts = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] c = counts
+    with nogil:
+        for r in range(n):
+            pos = offs[r]
+            if pos < 0 or lens[r] < 0 or pos + lens[r] > size or _find(b, pos, pos + lens[r], 0x12, nm, nl, &fs, &fe) != 1:
+                bad = 1
+                break
+            x = fs
+            while x < fe:
+                e = _field(b, x, fe, &t, &a)
+                if e < 0 or t != 0x0A:
+                    bad = 1
+                    break
+                c[r] += 1
+                x = e
+            if bad:
+                break
+            total += c[r]
+    if bad:
+        return None
+    starts = np.empty(total, dtype=np.int64)
+    lengths = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] so = starts
+    cdef int64_t[::1] lo = lengths
+    with nogil:
+        for r in range(n):
+            pos = offs[r]
+            _find(b, pos, pos + lens[r], 0x12, nm, nl, &fs, &fe)
+            x = fs
+            while x < fe:
+                e = _field(b, x, fe, &t, &a)
+                L = _payload(b, a, e, tag, &st)
+                if L < 0:
+                    bad = 1
+                    break
+                so[k] = st
+                lo[k] = L
+                k += 1
+                x = e
+            if bad:
+                break
+    if bad:
+        return None
+    return counts, starts, lengths
+
+
+def packed_varints(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] lengths):
+    """The packed varints of each payload ``data[starts[i]:starts[i] + lengths[i]]``: (values as
+    uint64, values per payload), or None when a varint runs past its payload or is too long."""
+    cdef Py_ssize_t n = starts.shape[0], i, p, end, size = data.shape[0], total = 0, k = 0
+    for i in range(n):
+        if starts[i] < 0 or lengths[i] < 0 or starts[i] + lengths[i] > size:
+            raise ValueError(f"range {i} ({starts[i]}, {lengths[i]}) outside {size} bytes")
+        total += lengths[i]
+    values = np.empty(total, dtype=np.uint64)   # a varint is at least one byte
+    per = np.zeros(n, dtype=np.int64)
+    cdef uint64_t[::1] v = values
+    cdef int64_t[::1] c = per
+    cdef const uint8_t* b = &data[0] if size else NULL
+    cdef int bad = 0
+    with nogil:
+        for i in range(n):
+            p = starts[i]
+            end = p + lengths[i]
+            while p < end:
+                p = get_varint(b, p, end, &v[k])
+                if p < 0:
+                    bad = 1
+                    break
+                k += 1
+                c[i] += 1
+            if bad:
+                break
+    if bad:
+        return None
+    return values[:k], per
+
+
+def context_int64(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens, bytes name):
+    """Each record's context feature ``name`` when it is ``Feature{int64_list{one packed value}}``:
+    (values as uint64, found per record), or None where a record is not canonical."""
+    cdef Py_ssize_t n = offs.shape[0], r, pos, vs, ve, st, L, size = data.shape[0], after
+    cdef const uint8_t* b = &data[0] if size else NULL
+    cdef const uint8_t* nm = name
+    cdef Py_ssize_t nl = len(name)
+    cdef int f, bad = 0
+    cdef uint64_t value
+    keys = np.zeros(n, dtype=np.uint64)
+    found = np.zeros(n, dtype=np.bool_)
+    cdef uint64_t[::1] kv = keys
+    cdef uint8_t[::1] fv = found.view(np.uint8)
+    with nogil:
+        for r in range(n):
+            pos = offs[r]
+            if pos < 0 or lens[r] < 0 or pos + lens[r] > size:
+                bad = 1
+                break
+            f = _find(b, pos, pos + lens[r], 0x0A, nm, nl, &vs, &ve)
+            if f < 0:
+                bad = 1
+                break
+            if f == 0 or ve == vs:
+                continue
+            L = _payload(b, vs, ve, 0x1A, &st)
+            if L <= 0:
+                continue
+            after = get_varint(b, st, st + L, &value)
+            if after == st + L:
+                kv[r] = value
+                fv[r] = 1
+    if bad:
+        return None
+    return keys, found
+
+
+def example_features(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens, list names):
+    """The features ``names`` of every ``tf.train.Example`` record, canonical layout only (one
+    ``features`` field per record, map entries key then value, a name at most once a record).
+
+    Returns (tags, starts, lengths, all_known) or None: ``tags[r, j]`` is the list tag of record r's
+    feature j (0x12 float_list, 0x1A int64_list, 0x0A bytes_list; 0 absent, 0xFF an empty Feature),
+    ``starts``/``lengths`` its packed payload (float and int64 lists; -1 otherwise); ``all_known``:
+    every feature of every record is one of ``names``."""
+    cdef Py_ssize_t n = offs.shape[0], W = len(names), r, j, pos, end, e, a, x, ex, xa, vs, ve, ks, ke, st, L
+    cdef Py_ssize_t size = data.shape[0]
+    cdef const uint8_t* b = &data[0] if size else NULL
+    cdef uint8_t t
+    cdef int bad = 0, known = 1, hit, nfields
+    cdef vector[const uint8_t*] nptr
+    cdef vector[Py_ssize_t] nlen
+    for name in names:
+        nptr.push_back(<const uint8_t*>(<bytes>name))
+        nlen.push_back(len(<bytes>name))
+    tags = np.zeros((n, W), dtype=np.uint8)
+    starts = np.full((n, W), -1, dtype=np.int64)
+    lengths = np.full((n, W), -1, dtype=np.int64)
+    cdef uint8_t[:, ::1] tg = tags
+    cdef int64_t[:, ::1] so = starts
+    cdef int64_t[:, ::1] lo = lengths
+    with nogil:
+        for r in range(n):
+            pos = offs[r]
+            end = pos + lens[r]
+            if pos < 0 or lens[r] < 0 or end > size:
+                bad = 1
+                break
+            nfields = 0
+            while pos < end:
+                e = _field(b, pos, end, &t, &a)
+                if e < 0 or t != 0x0A or nfields:
+                    bad = 1
+                    break
+                nfields = 1
+                x = a
+                while x < e:
+                    ex = _field(b, x, e, &t, &xa)
+                    if ex < 0 or t != 0x0A:
+                        bad = 1
+                        break
+                    # the entry's key, then its value
+                    ke = _field(b, xa, ex, &t, &ks)
+                    if ke < 0 or t != 0x0A:
+                        bad = 1
+                        break
+                    vs = ke
+                    ve = ke
+                    if ke < ex:
+                        ve = _field(b, ke, ex, &t, &vs)
+                        if ve != ex or t != 0x12:
+                            bad = 1
+                            break
+                    hit = -1
+                    for j in range(W):
+                        if nlen[j] == ke - ks and memcmp(b + ks, nptr[j], nlen[j]) == 0:
+                            hit = <int>j
+                            break
+                    if hit < 0:
+                        known = 0
+                    elif tg[r, hit] != 0:
+                        bad = 1      # a name twice: protobuf merges, leave it to it
+                        break
+                    elif ve == vs:
+                        tg[r, hit] = 0xFF
+                    else:
+                        tg[r, hit] = b[vs]
+                        if b[vs] == 0x12 or b[vs] == 0x1A:
+                            L = _payload(b, vs, ve, b[vs], &st)
+                            if L < 0:
+                                bad = 1
+                                break
+                            so[r, hit] = st
+                            lo[r, hit] = L
+                    x = ex
+                if bad:
+                    break
+                pos = e
+            if bad or not nfields:
+                bad = 1
+                break
+    if bad:
+        return None
+    return tags, starts, lengths, bool(known)

@@ -116,23 +116,28 @@ class ExampleColumns:
                 for s in self.streams}
 
     def columns_fast(self, data, offs, lens):
-        """(columns, keys or None) of a whole file column-wise (``fastread.example_features``): dense
-        streams of canonical records only; anything else raises ``fastread.NotCanonical`` and
-        ``columns`` (protobuf, located errors) takes over."""
-        from recordkit.formats.tfrecord import fastread
+        """(columns, keys or None) of a whole file, decoded by the compiled walker
+        (``_kernel.example_features``): dense streams of canonical records only; anything else
+        raises ``fastread.NotCanonical`` and ``columns`` (protobuf, located errors) takes over."""
+        from recordkit.formats.tfrecord import _kernel
         from recordkit.formats.tfrecord.fastread import NotCanonical
         arr = np.frombuffer(data, dtype=np.uint8)
         n = len(offs)
         if any(s.is_sparse for s in self.streams) or n == 0:
             raise NotCanonical
         names = sorted(self.known | self.skip)
-        feats, all_known = fastread.example_features(arr, offs, lens, [x.encode() for x in names])
+        got = _kernel.example_features(arr, np.ascontiguousarray(offs, dtype=np.int64),
+                                       np.ascontiguousarray(lens, dtype=np.int64), [x.encode() for x in names])
+        if got is None:
+            raise NotCanonical
+        tags, starts, lengths, all_known = got
         if self.kinds is not None and not all_known:
             raise NotCanonical  # a feature the first records did not have: located by the protobuf path
-        every = np.arange(n)
+        column = {name: j for j, name in enumerate(names)}
         cols = {}
         for spec in self.streams:
-            kind, values, per = self._packed(fastread, arr, feats[self.fields[spec.name].encode()], every)
+            j = column[self.fields[spec.name]]
+            kind, values, per = self._packed(arr, tags[:, j], starts[:, j].copy(), lengths[:, j].copy())
             expected = self.kinds.get(spec.name) if self.kinds is not None else None
             if np.any(per != spec.dim) or (expected is not None and kind != expected):
                 raise NotCanonical
@@ -144,32 +149,30 @@ class ExampleColumns:
                     raise NotCanonical
             cols[spec.name] = DenseColumn(values.reshape(n, spec.dim), offsets(np.ones(n, dtype=np.int64)))
         keys = None
-        owners = feats[self.key.encode()][0] if self.key in self.skip else []
-        if len(owners):
-            kind, keys, per = self._packed(fastread, arr, feats[self.key.encode()], every)
+        if self.key in self.skip and np.any(tags[:, column[self.key]]):
+            j = column[self.key]
+            kind, keys, per = self._packed(arr, tags[:, j], starts[:, j].copy(), lengths[:, j].copy())
             if kind != "int64_list" or np.any(per != 1):
                 raise NotCanonical
             keys = keys.view(np.uint64)
         return cols, keys
 
     @staticmethod
-    def _packed(fastread, arr, found, every):
+    def _packed(arr, tags, starts, lengths):
         """(kind, values, values per record) of one feature that every record holds once, all of one
         kind and packed."""
-        owners, vs, ve = found
-        if not np.array_equal(owners, every) or np.any(ve <= vs):
-            raise fastread.NotCanonical  # missing, repeated or empty: the protobuf path decides
-        tags = arr[vs]
+        from recordkit.formats.tfrecord import _kernel, fastread
         if np.all(tags == 0x12):
-            ps, pl = fastread.feature_payloads(arr, vs, ve, 0x12)
-            if np.any(pl % 4):
+            if np.any(lengths % 4):
                 raise fastread.NotCanonical
-            return "float_list", fastread.gather(arr, ps, pl).view("<f4"), pl // 4
+            return "float_list", fastread.gather(arr, starts, lengths).view("<f4"), lengths // 4
         if np.all(tags == 0x1A):
-            ps, pl = fastread.feature_payloads(arr, vs, ve, 0x1A)
-            values, per = fastread.decode_varints(fastread.gather(arr, ps, pl), pl)
+            got = _kernel.packed_varints(arr, starts, lengths)
+            if got is None:
+                raise fastread.NotCanonical
+            values, per = got
             return "int64_list", values.view(np.int64), per
-        raise fastread.NotCanonical
+        raise fastread.NotCanonical  # missing, empty, bytes or mixed kinds: the protobuf path decides
 
     def _check_record(self, msg, where) -> None:
         path, offset, k = where

@@ -259,39 +259,50 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         return data
 
     def _load_fast(self, chunk_id, data, offs, lens, first) -> ChunkData:
-        """``fastread``: the whole file column-wise (raises ``NotCanonical`` to fall back)."""
+        """The canonical layout decoded by the compiled walker (``_kernel.feature_list_payloads``);
+        ``NotCanonical`` where it does not apply (the protobuf path decides and locates)."""
+        from recordkit.formats.tfrecord import _kernel
         arr = np.frombuffer(data, dtype=np.uint8)
-        wanted = []
+        offs = np.ascontiguousarray(offs, dtype=np.int64)
+        lens = np.ascontiguousarray(lens, dtype=np.int64)
+
+        def payloads(name: str, list_tag: int):
+            got = _kernel.feature_list_payloads(arr, offs, lens, name.encode(), list_tag)
+            if got is None:
+                raise fastread.NotCanonical
+            return got
+
+        n = len(offs)
+        cols, counts = {}, {}
         for spec in self._streams:
             f = self._fields[spec.name]
-            wanted += [f + ".indices", f + ".values"] if spec.is_sparse else [f]
-        keys, has_key, starts, ends = fastread.walk_records_columnwise(
-            arr, offs, lens, [w.encode() for w in wanted], KEY_FEATURE.encode())
-        n = len(offs)
-        cols, counts, j = {}, {}, 0
-        for spec in self._streams:
             if spec.is_sparse:
-                ci, pi, li = fastread.sample_payloads(arr, starts[:, j], ends[:, j], 0x1A)
-                cv, pv, lv = fastread.sample_payloads(arr, starts[:, j + 1], ends[:, j + 1], 0x12)
-                j += 2
+                ci, pi, li = payloads(f + ".indices", 0x1A)
+                cv, pv, lv = payloads(f + ".values", 0x12)
                 if not np.array_equal(ci, cv) or np.any(lv % 4):
                     raise fastread.NotCanonical
                 values = fastread.gather(arr, pv, lv).view("<f4")
-                idx, per = fastread.decode_varints(fastread.gather(arr, pi, li), li)
+                got = _kernel.packed_varints(arr, pi, li)
+                if got is None:
+                    raise fastread.NotCanonical
+                idx, per = got
                 if not np.array_equal(per, lv // 4) or (len(idx) and int(idx.max()) >= spec.dim):
                     raise fastread.NotCanonical  # the protobuf path reports which record
-                col = SparseColumn(values.astype(self.dtype), idx.astype(np.int32), offsets(per), offsets(ci),
-                                   spec.dim)
+                col = SparseColumn(values.astype(self.dtype, copy=False), idx.astype(np.int32), offsets(per),
+                                   offsets(ci), spec.dim)
                 counts[spec.name] = ci
             else:
-                c, ps, pl = fastread.sample_payloads(arr, starts[:, j], ends[:, j], 0x12)
-                j += 1
+                c, ps, pl = payloads(f, 0x12)
                 if np.any(pl != 4 * spec.dim):
                     raise fastread.NotCanonical
-                flat = fastread.gather(arr, ps, pl).view("<f4").astype(self.dtype)
+                flat = fastread.gather(arr, ps, pl).view("<f4").astype(self.dtype, copy=False)
                 col = DenseColumn(flat.reshape(-1, spec.dim), offsets(c))
                 counts[spec.name] = c
             cols[spec.name] = col
+        got = _kernel.context_int64(arr, offs, lens, KEY_FEATURE.encode())
+        if got is None:
+            raise fastread.NotCanonical
+        keys, has_key = got
         if n and has_key.all():
             key_arr = keys
         else:

@@ -23,8 +23,9 @@ import inspect
 from typing import Callable, Sequence
 
 from recordkit.errors import UsageError
-from recordkit.integrations.chunk_plan import (PER_FILE, ChunkPlan, cbf_files, cbf_openers, ctf_openers,  # noqa: F401
-                                               ofrecord_openers, openers_for, read_task, singa_openers)
+from recordkit.formats.file_openers import (cbf_files, cbf_openers, ctf_openers,  # noqa: F401
+                                            ofrecord_openers, singa_openers)
+from recordkit.integrations.chunk_plan import ChunkPlan, openers_for, read_task
 from recordkit.integrations.ray._arrow import chunk_to_arrow
 
 try:
@@ -192,10 +193,12 @@ def datasource_for(path, *, source_format: str | None = None, streams=None, prec
     ``source_format`` says): CBF (``streams`` select), OFRecord (``streams`` or the data set's own
     declarations), SINGA record stores, CTF (``streams`` required; ``ctf_options`` are CTFReader's).
     Other formats are a UsageError: they convert with the local engine."""
+    from recordkit.formats import registry
     from recordkit.formats.detect import sniff
     kind = source_format or sniff(path, storage_options)
-    if kind not in PER_FILE:
+    fmt = registry.of_kind(kind)
+    if fmt.file_openers is None:
         raise UsageError(f"--engine ray does not read {kind} input; convert it with the local engine")
     _, openers, continue_keys = openers_for(path, source_format=kind, streams=streams, precision=precision,
                                             storage_options=storage_options, cache_dir=cache_dir, **ctf_options)
-    return ChunkDatasource(openers, continue_keys=continue_keys, name=PER_FILE[kind])
+    return ChunkDatasource(openers, continue_keys=continue_keys, name=fmt.title)

@@ -5,7 +5,7 @@ mapping's columns (``formats/parquet/arrow.py``: dense ``list<fixed_size_list<fl
 sparse ``list<struct<indices, values>>``, ``key``, the stream declarations in the schema
 metadata) by a ``map_batches`` step, and ``Dataset.write_parquet`` writes one
 ``part-TTTTT.parquet`` per write task (task order = data order, ``preserve_order``). A local
-directory is written aside and put in place whole (``recordkit/staged_directory.py``); on a URL the files
+directory is written aside and put in place whole (``storage/staged_directory.py``); on a URL the files
 appear one by one, as Ray writes them.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def write_parquet(dataset, output, streams, *, precision="float", storage_option
     ``(paths, sequences)``."""
     from ray.data import DataContext
     from recordkit.errors import UsageError
-    from recordkit.staged_directory import StagedDirectory
+    from recordkit.storage.staged_directory import StagedDirectory
     from recordkit.integrations.ray._errors import recordkit_cause
     from recordkit.storage import location
     if checksums:

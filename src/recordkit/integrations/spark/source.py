@@ -55,7 +55,7 @@ class RecordkitDataSource(DataSource):
         return plan
 
     def _precision(self) -> str:
-        from recordkit.engine.convert import precision_of
+        from recordkit.compose.convert import precision_of
         return self.options.get("precision") or precision_of(self._plan())
 
     def schema(self):
