@@ -39,8 +39,9 @@ def register(sub) -> None:
                    help="directory output (webdataset/tfrecord/mds/parquet/hf): start a new part after this many bytes "
                         "(default 256 MiB; mds 64 MiB)")
     p.add_argument("--image-feature", dest="image_feature", action="append", default=[], metavar="NAME",
-                   help="OFRecord input to webdataset/tfrecord without stream declarations: the bytes feature NAME "
-                        "holds encoded JPEG/PNG images, copied unchanged (WebDataset members KEY.jpg / KEY.png)")
+                   help="OFRecord input to webdataset/tfrecord/lance/mds without stream declarations: the bytes "
+                        "feature NAME holds encoded JPEG/PNG images, copied unchanged (WebDataset members KEY.jpg / "
+                        "KEY.png; MDS jpeg / png columns)")
     p.add_argument("--from", dest="source_format", choices=["csv"], default=None,
                    help="read IN as a SINGA CSV store (CSVInputLayer's format) instead of sniffing it")
     p.add_argument("--csv-dim", type=argtypes.positive_int, default=None, metavar="N",
@@ -102,10 +103,12 @@ def run(args) -> int:
     from recordkit.formats.detect import sniff_format
     source_format = args.source_format or sniff_format(args.path, opts)
     streams = sources.streams_arg(args)
-    from recordkit.formats.records_bridge import RECORD_TARGETS
+    from recordkit.formats.records_bridge import RECORD_TARGETS, converts_members
     if (target in registry.shard_formats() or target in RECORD_TARGETS) \
             and registry.get(source_format).records == "features" and streams is None and _records_as_records(args):
         return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum))
+    if streams is None and converts_members(source_format, target, args.path, opts):
+        return _records_to_bridge(args, target, dict(storage_options=opts, checksums=args.checksum), samples=True)
     if streams is None and registry.get(source_format).needs_streams and not args.source_format:
         sources.parse_streams(args)  # "declare at least one --stream ..."
     with byte_progress(_input_size(args.path, opts), "convert") as bar:
@@ -152,19 +155,23 @@ def _report(args, result) -> None:
 
 
 
-def _records_to_bridge(args, target, out: dict) -> int:
-    """OFRecord -> WebDataset/TFRecord/Lance without stream declarations: records converted feature by feature
-    (MDS: an error asking for streams)."""
-    from recordkit.formats.records_bridge import convert_records
-    given = [f"--{o.replace('_', '-')}" for o in _writer_options(args)]
+def _records_to_bridge(args, target, out: dict, samples: bool = False) -> int:
+    """OFRecord -> WebDataset/TFRecord/Lance/MDS without stream declarations: records converted feature by
+    feature; ``samples``: WebDataset samples with images or other bytes -> MDS, member by member."""
+    from recordkit.formats.records_bridge import convert_records, convert_samples
+    given = [f"--{o.replace('_', '-')}" for o in _writer_options(args)] + (
+        ["--image-feature"] if samples and args.image_feature else [])
+    noun, how = ("samples", "member by member") if samples else ("records", "feature by feature")
     if given:
-        raise UsageError(f"{', '.join(given)}: records converted feature by feature to {target} have no such option")
+        raise UsageError(f"{', '.join(given)}: {noun} converted {how} to {target} have no such option")
     t0 = time.perf_counter()
-    n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,
-                        shard_size=args.shard_size, **out)
+    if samples:
+        n = convert_samples(args.path, args.output, target, parts=args.parts, shard_size=args.shard_size, **out)
+    else:
+        n = convert_records(args.path, args.output, target, image_features=args.image_feature, parts=args.parts,
+                            shard_size=args.shard_size, **out)
     seconds = time.perf_counter() - t0
-    print(f"recordkit: converted {n} records feature by feature, {args.path} -> {args.output} ({seconds:.2f} s)",
-          file=sys.stderr)
+    print(f"recordkit: converted {n} {noun} {how}, {args.path} -> {args.output} ({seconds:.2f} s)", file=sys.stderr)
     return 0
 
 

@@ -82,6 +82,15 @@ _SIGNATURES = (
 )
 
 
+#: the encoded images recordkit copies as they are, by magic number: (magic, file extension)
+IMAGE_MAGIC = ((b"\xff\xd8\xff", "jpg"), (b"\x89PNG\r\n\x1a\n", "png"))
+
+
+def image_extension(data: bytes) -> str | None:
+    """``"jpg"`` or ``"png"`` by the bytes' magic number; None for anything else."""
+    return next((ext for magic, ext in IMAGE_MAGIC if data[:len(magic)] == magic), None)
+
+
 def _not_a_record_file(head: bytes) -> str | None:
     return next((what for magic, what in _SIGNATURES if head.startswith(magic)), None)
 

@@ -1,4 +1,4 @@
-"""OFRecord records converted feature by feature (no ``--stream``): WebDataset, TFRecord or Lance.
+"""OFRecord records converted feature by feature (no ``--stream``): WebDataset, TFRecord, Lance or MDS.
 
 A record store is not a set of streams: an ImageNet-style OFRecord holds an encoded image and
 a label per record. Forcing it through streams would decode (or densify) what the target can
@@ -14,6 +14,12 @@ kept by kind:
   bytes (images included) stay bytes_list, byte for byte.
 * Lance: a column per feature (``formats/lance/records.py``): bytes (images included) as ``binary``
   columns, byte for byte, numbers as lists of their own type.
+* MDS: a column per feature (``formats/mds/records.py``): an image feature as Streaming's ``jpeg`` /
+  ``png`` column (which its readers decode to images), other bytes as ``bytes``, byte for byte;
+  numbers as ``ndarray`` of their own type.
+
+WebDataset and MDS record the numeric features of one length in every record as dense streams, so
+recordkit's own commands read the output back without ``--stream``.
 
 The key is the record's int64 ``key`` feature when it has one, else its position.
 """
@@ -24,18 +30,11 @@ import warnings
 import numpy as np
 
 from recordkit.errors import FormatError, RecordkitWarning, UsageError
+from recordkit.formats.detect import image_extension
 
 
-# the targets that hold records feature by feature (MDS has no such layout: its records need streams)
-RECORD_TARGETS = ("webdataset", "tfrecord", "lance")
-
-def image_extension(data: bytes) -> str | None:
-    if data[:3] == b"\xff\xd8\xff":
-        return "jpg"
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "png"
-    return None
-
+# the targets that hold records feature by feature
+RECORD_TARGETS = ("webdataset", "tfrecord", "lance", "mds")
 
 def iter_records(path, storage_options=None):
     """(part path, frame offset, record index, {name: Feature}) of every record, in part order."""
@@ -77,6 +76,9 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
     elif target == "lance":
         from recordkit.formats.lance.records import LanceRecordWriter
         writer = LanceRecordWriter(dst, **opts)
+    elif target == "mds":
+        from recordkit.formats.mds.records import MDSRecordWriter
+        writer = MDSRecordWriter(dst, **opts)
     else:
         from recordkit.formats.tfrecord import TFRecordWriter
         writer = TFRecordWriter(dst, [], **opts)
@@ -96,12 +98,19 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                     raise FormatError(part, f"image feature '{name}' is {what}", offset=offset, record=f"record {index}")
             if target == "webdataset":
                 writer.write_sample(key, _members(rec, images, part, offset, index))
-                _note_lengths(lengths, rec, images, n, skip="key" if keyed else None)
+                _note_lengths(lengths, {name: len(f.value) for name, f in rec.items() if name not in images
+                                        and f.kind != "bytes_list" and not (keyed and name == "key")}, n)
             elif target == "lance":  # images and other bytes as binary columns, byte for byte
                 for name in images:
                     _image_kinds(name, rec[name], part, offset, index)
                 writer.write_record(key, {k: f for k, f in rec.items() if not (keyed and k == "key")}, part=part,
                                     offset=offset, index=index)
+            elif target == "mds":  # images as jpeg/png columns, other bytes as bytes columns, byte for byte
+                for name in images:
+                    _image_kinds(name, rec[name], part, offset, index)
+                columns = _mds_columns(rec, keyed, part, offset, index)
+                writer.write_record(key, columns, images, part=part, offset=offset, record=f"record {index}")
+                _note_lengths(lengths, _fixed_lengths(columns), n)
             else:
                 feats = {}
                 for name, f in rec.items():
@@ -119,25 +128,130 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                 writer.write_example(feats)
             n += 1
         if target == "webdataset":
-            writer.declare_streams(_fixed_streams(lengths))
+            writer.declare_streams(_fixed_streams(lengths, member_field))
+        elif target == "mds":
+            writer.declare_streams(_fixed_streams(lengths, str))
     return n
 
 
-def _note_lengths(lengths: dict, rec, images, n: int, skip: str | None) -> None:
-    """Track each numeric feature's length over the records so far (None once it varies or is missing)."""
-    numeric = {name: len(f.value) for name, f in rec.items()
-               if name not in images and f.kind != "bytes_list" and name != skip}
+def convert_samples(src, dst, target: str, *, parts=None, shard_size=None, storage_options=None,
+                    checksums: bool = False) -> int:
+    """Convert a WebDataset sample by sample into MDS (``converts_members``); the number of samples
+    written. A member ``F.npy`` becomes the ndarray column F (its own dtype and shape), ``F.cls`` the
+    int64 column F, a ``.jpg`` / ``.jpeg`` / ``.png`` member a ``jpeg`` / ``png`` column of its bytes
+    unchanged, any other member a ``bytes`` column, each named by its field; the description's streams
+    (else the 1-D numeric columns of one length) are recorded, so recordkit reads the set back."""
+    from recordkit.formats.mds.records import MDSRecordWriter
+    from recordkit.formats.sharding import read_description
+    from recordkit.formats.webdataset.reader import iter_samples
+    from recordkit.storage import location
+    if target != "mds":
+        raise UsageError(f"WebDataset samples convert member by member to mds only, not {target}")
+    doc = None
+    if location.isdir(src, storage_options):
+        doc = read_description(src, "webdataset", storage_options, is_shard=lambda name: name.endswith(".tar"),
+                               sequence_bytes=512)
+    total = sum(s["sequences"] for s in doc["shards"]) if parts and doc else None
+    if parts and total is None:
+        total = sum(1 for _ in iter_samples(src, storage_options))
+    n = 0
+    lengths: dict[str, int | None] = {}
+    with MDSRecordWriter(dst, parts=parts, shard_size=shard_size, total_sequences=total, checksums=checksums,
+                         storage_options=storage_options) as writer:
+        for shard, offset, index, key, members in iter_samples(src, storage_options):
+            columns, images = _sample_columns(members, shard, offset, index)
+            number = int(key) if key.isdigit() and int(key) < 1 << 64 else n  # numeric keys are keys, as read
+            kept = columns.get("key")  # a record's own int64 key (OFRecord -> WebDataset wrote it as key.npy)
+            if isinstance(kept, np.ndarray) and kept.dtype == np.int64 and kept.shape == (1,):
+                number = int(columns.pop("key").view(np.uint64)[0])
+            writer.write_record(number, columns, images, part=shard, offset=offset, record=f"sample {index}")
+            _note_lengths(lengths, _fixed_lengths(columns), n)
+            n += 1
+        writer.declare_streams(doc["streams"] if doc else _fixed_streams(lengths, str))
+    return n
+
+
+def converts_members(source_format: str, target: str, path, storage_options=None) -> bool:
+    """Whether a conversion without ``--stream`` goes member by member: a WebDataset into MDS whose
+    first sample holds members no stream reads (images, text, other bytes), which a conversion of
+    its streams would leave behind."""
+    if source_format != "webdataset" or target != "mds":
+        return False
+    from recordkit.formats.webdataset.members import extension
+    from recordkit.formats.webdataset.reader import iter_samples
+    for *_, members in iter_samples(path, storage_options):
+        return any(extension(field) not in ("npy", "cls") for field in members)
+    return False
+
+
+IMAGE_MEMBERS = ("jpg", "jpeg", "png")
+
+
+def _sample_columns(members: dict, shard: str, offset: int, index: int) -> tuple[dict, list]:
+    """A WebDataset sample's members as MDS column values (see ``convert_samples``), and the columns
+    holding images; a member that is not what its extension says is a located error."""
+    from recordkit.formats.webdataset import npy
+    from recordkit.formats.webdataset.members import cls_value, extension
+    columns, images = {}, []
+    for field, data in sorted(members.items()):
+        ext = extension(field)
+        name = field[:-len(ext) - 1] if ext in ("npy", "cls") and field != ext else field
+        try:
+            if ext == "npy":
+                dtype, shape, start, nbytes = npy.parse(data, 0, len(data))
+                value = np.frombuffer(data, dtype, nbytes // max(dtype.itemsize, 1), start).reshape(shape)
+            elif ext == "cls":
+                value = np.array([cls_value(data)], dtype=np.int64)
+            else:
+                value = data
+        except (ValueError, npy.NpyError, UnicodeDecodeError) as e:
+            raise FormatError(shard, f"member '{field}': {e}", offset=offset, record=f"sample {index}") from None
+        if name in columns:
+            raise FormatError(shard, f"member '{field}' and another both name the column '{name}'", offset=offset,
+                              record=f"sample {index}")
+        columns[name] = value
+        if ext in IMAGE_MEMBERS:
+            images.append(name)
+    return columns, images
+
+
+def _mds_columns(rec, keyed: bool, part, offset, index) -> dict:
+    """An OFRecord record's features as MDS column values: a bytes feature's one value (an MDS column
+    holds one a sample: several are a located error), a numeric feature's array of its own type."""
+    columns = {}
+    for name, f in rec.items():
+        if keyed and name == "key":
+            continue
+        if f.kind != "bytes_list":
+            columns[name] = np.asarray(f.value)
+        elif len(f.value) == 1:
+            columns[name] = bytes(f.value[0])
+        else:
+            raise FormatError(part, f"feature '{name}' holds {len(f.value)} values: an MDS column holds one value "
+                                    f"a sample", offset=offset, record=f"record {index}")
+    return columns
+
+
+def _fixed_lengths(columns: dict) -> dict:
+    """The length of every 1-D numeric column value (what ``_note_lengths`` tracks)."""
+    return {name: len(v) for name, v in columns.items() if isinstance(v, np.ndarray) and v.ndim == 1}
+
+
+def _note_lengths(lengths: dict, numeric: dict, n: int) -> None:
+    """Track each numeric feature's length over the records so far (None once it varies or is missing):
+    ``numeric``, {name: length} of the record ``n``'s numeric features."""
     for name in set(lengths) | set(numeric):
         was = lengths.get(name, numeric.get(name) if n == 0 else None)
         lengths[name] = was if was is not None and numeric.get(name) == was else None
 
 
-def _fixed_streams(lengths: dict) -> list:
-    """Dense streams for the numeric features of one length in every record (``KEY.F.npy`` members):
-    what lets recordkit's own commands read the shards (images and bytes stay members only)."""
+def _fixed_streams(lengths: dict, field) -> list:
+    """Dense streams for the numeric features of one length in every record (``KEY.F.npy`` members,
+    MDS columns), named as ``field(feature)`` names their data: what lets recordkit's own commands read
+    the output (images and bytes stay members or columns only)."""
     from recordkit.engine.streams import StreamSpec
-    return [StreamSpec(member_field(name), "dense", n) for name, n in sorted(lengths.items())
-            if n and member_field(name) != "key"]
+    return [StreamSpec(field(name), "dense", n) for name, n in sorted(lengths.items())
+            if n and field(name) != "key"]
 
 
 def member_field(name: str) -> str:

@@ -230,7 +230,7 @@ register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN
                 notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`; other writers' number columns read without --stream"))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
-                joiner="recordkit.formats.hf.writer:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
+                joiner="recordkit.formats.hf.join:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
                 validator=_RV, images="recordkit.formats.hf.images:encoded_images",
                 notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
 register(Format("lance", "Lance data set", "directory", (".lance",),
@@ -255,7 +255,7 @@ register(Format("tfrecord", "TFRecord (`tf.train.Example` / `SequenceExample`)",
                 notes="an Example per one-sample sequence, else feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32; other writers' Examples read without --stream"))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
-                joiner="recordkit.formats.mds.writer:join_sets", ray="sets",
+                joiner="recordkit.formats.mds.join:join_sets", ray="sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV,
                 images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets); Streaming's number columns read without --stream"))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),

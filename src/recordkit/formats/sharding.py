@@ -18,7 +18,8 @@ import json
 
 import numpy as np
 
-from recordkit.errors import FormatError
+from recordkit.errors import FormatError, UsageError
+from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.descriptions import Fields, listed_files
 from recordkit.formats.directories import DESCRIPTION
 from recordkit.storage import location, open_source
@@ -109,6 +110,18 @@ def sequence_bytes(chunk, streams, itemsize: int) -> np.ndarray:
     return out
 
 
+def declared_column(chunk, spec):
+    """The column of stream ``spec`` in ``chunk``, checked to be what the writer declared (dense or
+    sparse, its dim): data of another shape would be written as the declared stream, silently wrong."""
+    col = chunk.columns.get(spec.name)
+    if col is None:
+        raise ValueError(f"chunk has no stream '{spec.name}'")
+    if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+        raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
+                         f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+    return col
+
+
 def describe(fmt: str, streams, precision, shards: list[dict], **extra) -> bytes:
     """The ``__recordkit__.json`` text of a data set."""
     from recordkit.engine.streams import streams_to_json
@@ -128,6 +141,218 @@ def move_into(src_dir: str, name: str, staged, new_name: str, storage_options=No
         location.move(sidecar_path(src), staged.path(new_name + ".rkcrc"), storage_options)
 
 
+class ShardSetWriter(AtomicWriter):
+    """The base of the writers of a directory of shards (WebDataset, TFRecord, MDS): what they
+    share of writing one, once.
+
+    The shards go to a ``StagedDirectory`` beside the target, cut where ``ShardCutter`` says
+    (``_switch(shard)`` before writing a run to shard ``shard``; ``_counted`` adds the run to the
+    shard's counts). ``close`` ends the last shard (an empty data set is one empty shard), lets the
+    format write its description (``_describe``) and publishes the whole directory at once; any
+    failure on the way discards it, so no partial data set and no temporary file stays behind.
+    ``abort`` discards everything written. Closing twice is one close; aborting after a close, or
+    twice, changes nothing; closing an aborted writer is a ``UsageError`` (nothing is left to
+    publish). Subclasses name their shards (``shard_name``) and may keep a shard in memory
+    instead of an open file (``_open_shard`` / ``_close_shard``, as MDS does: its shard header
+    needs the sample count first). A format says what it is in its class line:
+    ``class XWriter(ShardSetWriter, format="x", what="X directory", shard_name=..., owns=...)``."""
+
+    FORMAT = ""
+    WHAT = "data set"  # the directory's kind, in the messages about its target
+    DEFAULT_SHARD_SIZE = 256 << 20
+
+    def __init_subclass__(cls, *, format: str | None = None, what: str | None = None, shard_name=None, owns=None,
+                          default_size: int | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)  # what a subclass leaves out, it inherits
+        if format is not None:
+            cls.FORMAT, cls.WHAT = format, what
+        if default_size is not None:
+            cls.DEFAULT_SHARD_SIZE = int(default_size)
+        if shard_name is not None:
+            cls.shard_name, cls.owns = staticmethod(shard_name), staticmethod(owns)
+
+    def __init__(self, path, *, parts: int | None = None, shard_size: int | None = None,
+                 total_sequences: int | None = None, checksums: bool = False, storage_options: dict | None = None):
+        from recordkit.storage.staged_directory import StagedDirectory
+        self.path = str(path)
+        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences,
+                                   default_size=self.DEFAULT_SHARD_SIZE)
+        self._dir = StagedDirectory(self.path, owns=self.owns, storage_options=storage_options, checksums=checksums,
+                                    what=self.WHAT)
+        self._shard = -1
+        self._file = None
+        self._counts: list[dict] = []
+        self._state = "open"  # then "closed" (published) or "aborted" (discarded)
+        self.sequences_written = 0
+
+    # -- what a format says ---------------------------------------------------------------------------
+    @staticmethod
+    def shard_name(i: int) -> str:  # pragma: no cover - every format names its shards
+        raise NotImplementedError
+
+    @staticmethod
+    def owns(name: str) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def _describe(self) -> None:
+        """Write the data set's description into ``self._dir`` (called once, at ``close``)."""
+
+    # -- shards -----------------------------------------------------------------------------------------
+    def _switch(self, shard: int) -> None:
+        """Make ``shard`` the one being written, ending those before it."""
+        while self._shard < shard:
+            self._close_shard()
+            self._shard += 1
+            name = self.shard_name(self._shard)
+            self._open_shard(name)
+            self._counts.append({"name": name, "sequences": 0, "samples": 0})
+
+    def _open_shard(self, name: str) -> None:
+        self._file = self._dir.open(name)
+
+    def _close_shard(self) -> None:
+        if self._file is not None:
+            self._file.commit()
+            self._file = None
+
+    def _counted(self, sequences: int, samples: int) -> None:
+        """``sequences`` sequences holding ``samples`` samples written to the current shard."""
+        self._counts[-1]["sequences"] += int(sequences)
+        self._counts[-1]["samples"] += int(samples)
+
+    # -- the end ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._state == "closed":
+            return
+        if self._state == "aborted":
+            raise UsageError(f"{self.path}: the {self.WHAT} was aborted (discarded): there is nothing to close")
+        try:
+            if self._shard < 0:
+                self._switch(0)  # no sequences: one empty shard, still a data set its readers open
+            self._close_shard()
+            self._describe()
+            self._dir.commit()
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "closed"
+
+    def abort(self) -> None:
+        if self._state != "open":
+            return
+        self._state = "aborted"
+        self._file = None  # the staged directory discards every file opened in it
+        self._dir.discard()
+
+
+class ShardSetJoin:
+    """Data sets one writer wrote (``--engine ray``'s write tasks each write one) joined in order into
+    one: every shard moved under its place in the whole, the descriptions merged, the whole
+    published at once (``staged_join``). A format says where a set lists its shards and how the
+    merged listing is written; the order of the work is here once:
+
+    1. every set's description read and checked (a set without one is a located ``FormatError``),
+       what must agree (the streams) compared and every listed shard found, *before* any shard
+       moves: a set that does not fit is a ``FormatError`` naming its description, and every
+       source is left as it was;
+    2. the shards moved into the staged output under their new names (``shard_name(i, n)``: n,
+       the number of shards of the whole, for formats whose names count them), the merged
+       description written; a failure discards the staged output.
+    """
+
+    WHAT = "data set"
+    DESCRIPTION = META_NAME  # the file whose presence says a directory is a set of this format
+    AGREE = "streams"        # what sets of one conversion share, in words
+
+    def __init__(self, storage_options=None):
+        self.storage_options = storage_options
+
+    def owns(self, name: str) -> bool:
+        raise NotImplementedError  # pragma: no cover - each format's
+
+    def shard_name(self, i: int, n: int) -> str:
+        raise NotImplementedError  # pragma: no cover
+
+    def read(self, src: str):
+        """The set's description (checked as its reader checks it)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def agreed(self, doc):
+        """What sets that join must share."""
+        raise NotImplementedError  # pragma: no cover
+
+    def shards(self, doc) -> list[tuple[str, dict]]:
+        """(file name, its entry in the description) of every shard, in order."""
+        raise NotImplementedError  # pragma: no cover
+
+    def write(self, staged, docs: list, shards: list[tuple[str, dict]]) -> None:
+        """The merged description of ``docs`` (every set's, in order) listing ``shards`` (new name,
+        entry) into ``staged``."""
+        raise NotImplementedError  # pragma: no cover
+
+    def join(self, sources: list[str], output: str, *, checksums: bool = False) -> list[str]:
+        """The shard names of the joined set at ``output``."""
+        if not sources:
+            raise UsageError(f"{output}: no data sets to join")
+        docs = []
+        for src in sources:
+            path = location.join(src, self.DESCRIPTION)
+            if not location.has_file(path, self.storage_options):
+                raise FormatError(src, f"no {self.DESCRIPTION}: not a {self.WHAT} recordkit wrote")
+            docs.append(self.read(src))
+        first = self.agreed(docs[0])
+        for src, doc in zip(sources[1:], docs[1:]):
+            if self.agreed(doc) != first:
+                raise FormatError(location.join(src, self.DESCRIPTION),
+                                  f"{self.AGREE}: differ from those of {sources[0]}: only the sets of one "
+                                  f"conversion join")
+        listed = [(src, name, entry) for src, doc in zip(sources, docs) for name, entry in self.shards(doc)]
+        for src, name, _ in listed:  # a shard that is not there would fail the join half way through
+            if not location.has_file(location.join(src, name), self.storage_options):
+                raise FormatError(location.join(src, self.DESCRIPTION), f"lists {name}, which is not in {src}")
+        names = [self.shard_name(i, len(listed)) for i in range(len(listed))]
+
+        def fill(staged):
+            for (src, old, _), new in zip(listed, names):
+                move_into(src, old, staged, new, self.storage_options)
+            self.write(staged, docs, [(new, entry) for (_, _, entry), new in zip(listed, names)])
+            return names
+        return staged_join(output, self.owns, self.WHAT, fill, storage_options=self.storage_options,
+                           checksums=checksums)
+
+
+class DescribedJoin(ShardSetJoin):
+    """The join of the formats that describe themselves in ``__recordkit__.json`` (WebDataset,
+    TFRecord): its ``shards`` list renamed, its ``sequences`` recounted."""
+
+    def __init__(self, fmt: str, what: str, shard_name, owns, storage_options=None):
+        super().__init__(storage_options)
+        self.fmt, self.WHAT, self._name, self._owns = fmt, what, shard_name, owns
+
+    def owns(self, name: str) -> bool:
+        return self._owns(name)
+
+    def shard_name(self, i: int, n: int) -> str:
+        return self._name(i)
+
+    def read(self, src: str):
+        path = location.join(src, META_NAME)
+        data = read_whole(path, self.storage_options)
+        parse_description(path, data, self.fmt)  # checked as a reader checks it; merged as written
+        return json.loads(data)
+
+    def agreed(self, doc):
+        return doc.get("streams")
+
+    def shards(self, doc) -> list[tuple[str, dict]]:
+        return [(s["name"], s) for s in doc["shards"]]
+
+    def write(self, staged, docs: list, shards: list[tuple[str, dict]]) -> None:
+        entries = [dict(entry, name=name) for name, entry in shards]
+        doc = dict(docs[0], shards=entries, sequences=int(sum(s["sequences"] for s in entries)))
+        staged.write_file(META_NAME, json.dumps(doc, indent=1).encode())
+
+
 def staged_join(output: str, owns, what: str, fill, *, storage_options=None, checksums: bool = False) -> list[str]:
     """``fill(staged)`` into a ``StagedDirectory`` for ``output``, published when it returns, discarded
     if it raises: how every format's joiner publishes the joined set. Returns what ``fill`` returns."""
@@ -139,35 +364,9 @@ def staged_join(output: str, owns, what: str, fill, *, storage_options=None, che
 
 def join_described(fmt: str, shard_name, owns, what: str, sources: list[str], output: str, *,
                    storage_options=None, checksums: bool = False) -> list[str]:
-    """Several data sets of one shard format (directories with a ``__recordkit__.json`` each,
-    written by the same writer with the same streams) as one at ``output``, in the order given:
-    every shard moved under its place in the whole (``shard_name(i)``), the descriptions merged,
-    the whole published at once. What ``recordkit convert --engine ray`` does with the sets its
-    write tasks wrote. Returns the shard names."""
-    def fill(staged):
-        doc, shards = None, []
-        for src in sources:
-            path = location.join(src, META_NAME)
-            if not location.has_file(path, storage_options):
-                raise FormatError(src, f"no {META_NAME}: not a recordkit {fmt} data set")
-            data = read_whole(path, storage_options)
-            parse_description(path, data, fmt)  # checked as a reader checks it; merged as written
-            raw = json.loads(data)
-            if doc is None:
-                doc = raw
-            elif raw.get("streams") != doc.get("streams"):
-                raise ValueError(f"{src}: its streams differ from {sources[0]}'s: only sets of one conversion join")
-            for s in raw["shards"]:
-                name = shard_name(len(shards))
-                move_into(src, s["name"], staged, name, storage_options)
-                shards.append(dict(s, name=name))
-        if doc is None:
-            raise ValueError("no data sets to join")
-        doc["shards"] = shards
-        doc["sequences"] = int(sum(s["sequences"] for s in shards))
-        staged.write_file(META_NAME, json.dumps(doc, indent=1).encode())
-        return [s["name"] for s in shards]
-    return staged_join(output, owns, what, fill, storage_options=storage_options, checksums=checksums)
+    """Several data sets of one shard format that describes itself in ``__recordkit__.json``,
+    joined in order into one at ``output`` (``DescribedJoin``). Returns the shard names."""
+    return DescribedJoin(fmt, what, shard_name, owns, storage_options).join(sources, output, checksums=checksums)
 
 
 def read_description(directory: str, fmt: str, storage_options=None, *, is_shard, sequence_bytes: int,

@@ -185,36 +185,3 @@ class HFWriter(AtomicWriter):
         for _, f in self._parts:
             f.discard()
         self._dir.abort()
-
-
-def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
-    """``save_to_disk`` directories written by this writer (same columns), joined in order into one
-    at ``output``: the data files renamed ``data-i-of-n`` in order, ``state.json`` listing them,
-    ``dataset_info.json`` counting every sequence; published at once (``--engine ray``'s write
-    tasks each write one). Returns the data file names."""
-    from recordkit.formats.sharding import move_into, read_whole, staged_join
-    from recordkit.storage import location
-
-    def fill(staged):
-        files, info, state, sequences = [], None, None, 0
-        for src in sources:
-            st = json.loads(read_whole(location.join(src, "state.json"), storage_options))
-            inf = json.loads(read_whole(location.join(src, "dataset_info.json"), storage_options))
-            if info is None:
-                info, state = inf, st
-            elif inf.get("features") != info.get("features"):
-                raise ValueError(f"{src}: its features differ from {sources[0]}'s: only sets of one conversion join")
-            sequences += int((inf.get(INFO_KEY) or {}).get("sequences", 0))
-            files += [(src, f["filename"]) for f in st["_data_files"]]
-        if info is None:
-            raise ValueError("no data sets to join")
-        names = [data_file_name(i, len(files)) for i in range(len(files))]
-        for (src, name), new in zip(files, names):
-            move_into(src, name, staged, new, storage_options)
-        state = dict(state, _data_files=[{"filename": n} for n in names], _fingerprint=uuid.uuid4().hex[:16])
-        info = dict(info, **{INFO_KEY: dict(info.get(INFO_KEY) or {}, sequences=sequences)})
-        staged.write_file("state.json", json.dumps(state, indent=2).encode("utf-8"))
-        staged.write_file("dataset_info.json", json.dumps(info, indent=2).encode("utf-8"))
-        return names
-    return staged_join(output, _is_data_file, "Hugging Face dataset", fill, storage_options=storage_options,
-                       checksums=checksums)

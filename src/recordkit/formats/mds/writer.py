@@ -30,9 +30,7 @@ import numpy as np
 
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
-from recordkit.formats.closing import AtomicWriter
-from recordkit.formats.sharding import ShardCutter
-from recordkit.storage.staged_directory import StagedDirectory
+from recordkit.formats.sharding import ShardSetWriter, declared_column
 
 if TYPE_CHECKING:
     import os
@@ -136,7 +134,8 @@ def _shape_heads(first: np.ndarray, dim) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 
-class MDSWriter(AtomicWriter):
+class MDSWriter(ShardSetWriter, format=FORMAT, what="MDS directory", shard_name=shard_name, owns=owns,
+                default_size=DEFAULT_SHARD_SIZE):
     def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec], *, parts: int | None = None,
                  shard_size: int | None = None, total_sequences: int | None = None, precision: str = "float",
                  checksums: bool = False, storage_options: dict | None = None) -> None:
@@ -145,40 +144,41 @@ class MDSWriter(AtomicWriter):
         if KEY_COLUMN in names:
             raise ValueError(f"'{KEY_COLUMN}' is the MDS column of the sequence key: rename the stream")
         self.dtype = resolve_precision(precision)
+        self._start(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences, checksums=checksums,
+                    storage_options=storage_options)
+        self._set_columns(columns_of(self._streams, self.dtype))
+
+    def _start(self, path, *, parts, shard_size, total_sequences, checksums, storage_options) -> None:
+        """The shard-directory writer's state; the columns come next (``_set_columns``)."""
         if shard_size is not None and int(shard_size) >= 1 << 32:
             raise ValueError("MDS shard_size must be below 4 GiB (sample offsets are uint32)")
-        self.path = str(path)
+        super().__init__(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences,
+                         checksums=checksums, storage_options=storage_options)
         self.checksums = bool(checksums)
-        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences, default_size=DEFAULT_SHARD_SIZE)
-        self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
-                                    what="MDS directory")
-        cols = columns_of(self._streams, self.dtype)
+        self.size_limit = int(shard_size) if shard_size is not None else DEFAULT_SHARD_SIZE
+        self.hashes = ["sha1"] if self.checksums else []
+        self._shards: list[dict] = []
+        self._samples: list = []  # (encoded samples as one block, their sizes) per run of a chunk
+
+    def _set_columns(self, cols: dict) -> None:
+        """The data set's columns (name -> MDS encoding), in name order, and the shard config naming them."""
         self.column_names = sorted(cols)
         self.column_encodings = [cols[c] for c in self.column_names]
         self.column_sizes = [8 if e == "uint64" else None for e in self.column_encodings]
-        self.size_limit = int(shard_size) if shard_size is not None else DEFAULT_SHARD_SIZE
-        self.hashes = ["sha1"] if self.checksums else []
         self._config = {"version": 2, "format": FORMAT, "compression": None, "hashes": self.hashes,
                         "size_limit": self.size_limit, "column_names": self.column_names,
                         "column_encodings": self.column_encodings, "column_sizes": self.column_sizes}
         self._config_bytes = json.dumps(self._config, sort_keys=True).encode()
-        self._shards: list[dict] = []
-        self._counts: list[dict] = []
-        self._samples: list = []  # (encoded samples as one block, their sizes) per run of a chunk
-        self._shard = -1
-        self.sequences_written = 0
 
     @property
     def streams(self):
         return list(self._streams)
 
-    def _switch(self, shard: int) -> None:
-        while self._shard < shard:
-            self._flush()
-            self._shard += 1
-            self._counts.append({"name": shard_name(self._shard), "sequences": 0, "samples": 0})
+    def _open_shard(self, name: str) -> None:
+        """A shard is kept in memory until it ends: its header needs its sample count."""
 
-    def _flush(self) -> None:
+    def _close_shard(self) -> None:
+        """The shard being filled, written whole."""
         if self._shard < 0:
             return
         blocks = [blk for blk, _ in self._samples]
@@ -215,12 +215,7 @@ class MDSWriter(AtomicWriter):
             return
         per_col = {}  # column -> (source array, per-sequence element bounds, shapes per sequence)
         for spec in self._streams:
-            col = chunk.columns.get(spec.name)
-            if col is None:
-                raise ValueError(f"chunk has no stream '{spec.name}'")
-            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
-                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            col = declared_column(chunk, spec)
             so = col.seq_offsets.astype(np.int64)
             counts = np.diff(so)
             if spec.is_sparse:
@@ -246,56 +241,16 @@ class MDSWriter(AtomicWriter):
         for shard, a, b in self._cutter.assign(sizes):
             self._switch(shard)
             self._samples.append((block[starts[a]:starts[b]], sizes[a:b] - 4))
-            self._counts[-1]["sequences"] += b - a
-            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+            self._counted(b - a, lengths[a:b].sum())
         self.sequences_written += n
 
-    def close(self) -> None:
-        try:
-            if self._shard < 0:
-                self._switch(0)
-            self._flush()
-            index = {"version": 2, "shards": self._shards,
-                     "recordkit": {"format": FORMAT, "version": 1,
-                                   "streams": streams_to_json(self._streams, self.dtype),
-                                   "sequences": self.sequences_written, "shards": self._counts}}
-            self._dir.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
-            self._dir.commit()
-        except BaseException:
-            self.abort()
-            raise
+    def _describe(self) -> None:
+        index = {"version": 2, "shards": self._shards}
+        if self._streams:  # records converted feature by feature may hold none: readers then infer them
+            index["recordkit"] = {"format": FORMAT, "version": 1, "streams": streams_to_json(self._streams, self.dtype),
+                                  "sequences": self.sequences_written, "shards": self._counts}
+        self._dir.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
 
     def abort(self) -> None:
         self._samples = []
-        self._dir.discard()
-
-
-def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
-    """MDS data sets written by this writer (same columns), joined in order into one at ``output``:
-    shards renumbered, their ``index.json`` entries (hashes, sizes) and recordkit's counts merged,
-    the whole published at once (``--engine ray``'s write tasks each write one). Returns the shard
-    names."""
-    from recordkit.formats.sharding import move_into, read_whole, staged_join
-    from recordkit.storage import location
-
-    def fill(staged):
-        first, shards, counts = None, [], []
-        for src in sources:
-            index = json.loads(read_whole(location.join(src, INDEX), storage_options))
-            rk = index.get("recordkit") or {}
-            if first is None:
-                first = index
-            elif rk.get("streams") != first["recordkit"].get("streams"):
-                raise ValueError(f"{src}: its streams differ from {sources[0]}'s: only sets of one conversion join")
-            for info, count in zip(index["shards"], rk.get("shards", [])):
-                name = shard_name(len(shards))
-                move_into(src, info["raw_data"]["basename"], staged, name, storage_options)
-                shards.append(dict(info, raw_data=dict(info["raw_data"], basename=name)))
-                counts.append(dict(count, name=name))
-        if first is None:
-            raise ValueError("no data sets to join")
-        index = dict(first, shards=shards)
-        index["recordkit"] = dict(first["recordkit"], shards=counts, sequences=int(sum(c["sequences"] for c in counts)))
-        staged.write_file(INDEX, json.dumps(index, sort_keys=True).encode())
-        return [s["raw_data"]["basename"] for s in shards]
-    return staged_join(output, owns, "MDS directory", fill, storage_options=storage_options, checksums=checksums)
+        super().abort()

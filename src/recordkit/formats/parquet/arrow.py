@@ -25,6 +25,7 @@ import pyarrow as pa
 from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json, streams_to_json
 from recordkit.errors import FormatError
+from recordkit.formats.sharding import declared_column
 from recordkit.formats.arrow_layouts import KEY, LIST, ROW, SCALAR, check_layout, exact_values, infer_streams, \
     layout, leaf_dtype, number, to_mapping
 META_STREAMS = b"recordkit.streams"
@@ -93,12 +94,7 @@ def chunk_to_batch(chunk: ChunkData, streams, schema: pa.Schema, dtype, a: int =
     b = len(chunk) if b is None else b
     arrays = [numbers(np.asarray(chunk.keys[a:b]).astype(np.uint64, copy=False), pa.uint64())]
     for spec in streams:
-        col = chunk.columns.get(spec.name)
-        if col is None:
-            raise ValueError(f"chunk has no stream '{spec.name}'")
-        if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
-            raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                             f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+        col = declared_column(chunk, spec)
         if spec.is_sparse:
             arrays.append(sparse_array(col, dtype, a, b, schema.field(spec.name).type.value_type))
         else:

@@ -41,9 +41,8 @@ import numpy as np
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.errors import RecordkitWarning, UnrepresentableError, UsageError
-from recordkit.formats.closing import AtomicWriter
-from recordkit.formats.sharding import META_NAME, ShardCutter, describe
-from recordkit.storage.staged_directory import StagedDirectory
+from recordkit.formats.sharding import (META_NAME, ShardSetWriter, declared_column, describe, join_described,
+                                        read_whole)
 from recordkit.formats.tfrecord import wire
 from recordkit.formats.tfrecord.framing import FrameEncoder
 
@@ -95,7 +94,8 @@ def feature_list_names(spec) -> list[str]:
     return [spec.name + ".indices", spec.name + ".values"] if spec.is_sparse else [spec.name]
 
 
-class TFRecordWriter(AtomicWriter):
+class TFRecordWriter(ShardSetWriter, format=FORMAT, what="TFRecord directory", shard_name=part_name, owns=owns,
+                     default_size=DEFAULT_SHARD_SIZE):
     def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None = None, *,
                  parts: int | None = None, shard_size: int | None = None, total_sequences: int | None = None,
                  precision: str = "float", checksums: bool = False, storage_options: dict | None = None,
@@ -111,46 +111,26 @@ class TFRecordWriter(AtomicWriter):
                           f"float32 (values beyond float32's range become inf, others lose digits)",
                           RecordkitWarning, stacklevel=2)
         self.dtype = np.dtype(np.float32)
-        self.path = str(path)
-        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences, default_size=DEFAULT_SHARD_SIZE)
-        self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
-                                    what="TFRecord directory")
+        super().__init__(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences,
+                         checksums=checksums, storage_options=storage_options)
         self._frames = FrameEncoder()
-        self._shard = -1
-        self._file = None
-        self._counts: list[dict] = []
         self._meta_feature = self._meta()
         self._names = [[n.encode() for n in feature_list_names(s)] for s in self._streams]
-        self.sequences_written = 0
         self._fresh = False  # the next record is the first of its part
 
     @property
     def streams(self):
         return list(self._streams)
 
-    def _switch(self, shard: int) -> None:
-        while self._shard < shard:
-            self._close_shard()
-            self._shard += 1
-            self._file = self._dir.open(part_name(self._shard))
-            self._counts.append({"name": part_name(self._shard), "sequences": 0, "samples": 0})
-            self._fresh = True
-
-    def _close_shard(self) -> None:
-        if self._file is not None:
-            self._file.commit()
-            self._file = None
+    def _open_shard(self, name: str) -> None:
+        super()._open_shard(name)
+        self._fresh = True
 
     def _bodies(self, chunk):
         """Per feature list, in record order: (name, bytes, per-sequence offsets)."""
         out = []
         for spec, names in zip(self._streams, self._names):
-            col = chunk.columns.get(spec.name)
-            if col is None:
-                raise ValueError(f"chunk has no stream '{spec.name}'")
-            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
-                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            col = declared_column(chunk, spec)
             if spec.is_sparse:
                 (ib, io), (vb, vo) = wire.sparse_feature_lists(col.indices, col.values.astype(np.float32, copy=False),
                                                                col.indptr, col.seq_offsets)
@@ -176,10 +156,7 @@ class TFRecordWriter(AtomicWriter):
 
     def _check_one_sample(self, chunk: ChunkData) -> None:
         for spec in self._streams:
-            col = chunk.columns.get(spec.name)
-            if col is None:
-                raise ValueError(f"chunk has no stream '{spec.name}'")
-            counts = col.sample_counts()
+            counts = declared_column(chunk, spec).sample_counts()
             bad = np.flatnonzero(counts != 1)
             if len(bad):
                 i = int(bad[0])
@@ -206,8 +183,7 @@ class TFRecordWriter(AtomicWriter):
         for shard, a, b in self._cutter.assign(approx):
             self._switch(shard)
             self._write_run(bodies, keys, a, b)
-            self._counts[-1]["sequences"] += b - a
-            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+            self._counted(b - a, lengths[a:b].sum())
         self.sequences_written += n
 
     def _write_run(self, bodies, keys, a: int, b: int) -> None:
@@ -292,8 +268,7 @@ class TFRecordWriter(AtomicWriter):
                     self._fresh = False
                 out.append(self._frames.frame(b"\x0a" + varint(len(body)) + body))
             self._file.write(b"".join(out))
-            self._counts[-1]["sequences"] += b - a
-            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+            self._counted(b - a, lengths[a:b].sum())
         self.sequences_written += n
 
     def _example_features(self, chunk: ChunkData):
@@ -338,35 +313,19 @@ class TFRecordWriter(AtomicWriter):
         self._fresh = False
         self.kind = EXAMPLE
         self._file.write(self._frames.frame(data))
-        self._counts[-1]["sequences"] += 1
-        self._counts[-1]["samples"] += samples
+        self._counted(1, samples)
         self.sequences_written += 1
 
-    def close(self) -> None:
-        try:
-            if self._shard < 0:
-                self._switch(0)  # no sequences: one empty part
-            self._close_shard()
-            if self._streams:  # records converted feature by feature declare no streams: readers infer them
-                self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts,
-                                                         kind=self.kind or SEQUENCE))
-            self._dir.commit()
-        except BaseException:
-            self.abort()
-            raise
-
-    def abort(self) -> None:
-        if self._file is not None:
-            self._file.discard()
-            self._file = None
-        self._dir.discard()
+    def _describe(self) -> None:
+        if self._streams:  # records converted feature by feature declare no streams: readers infer them
+            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, "float", self._counts,
+                                                     kind=self.kind or SEQUENCE))
 
 
 def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
     """Data sets written by this writer (same streams), joined in order into one at ``output``:
     parts renumbered (each keeps its first record's description), descriptions merged, the whole
     published at once (``--engine ray``'s write tasks each write one). Returns the part names."""
-    from recordkit.formats.sharding import join_described
     kinds = {_recorded_kind(s, storage_options) for s in sources} - {None}
     if len(kinds) > 1:  # each write task chose by its own first chunk (--tfrecord-kind auto)
         raise UsageError(f"{', '.join(map(str, sources))}: some hold tf.train.Example records, others "
@@ -378,7 +337,6 @@ def join_sets(sources: list[str], output: str, *, storage_options=None, checksum
 def _recorded_kind(directory, storage_options=None) -> str | None:
     """The record kind a data set's description records (None when it has no readable one: the
     join reports that)."""
-    from recordkit.formats.sharding import read_whole
     from recordkit.storage import location
     try:
         doc = json.loads(read_whole(location.join(directory, META_NAME), storage_options))

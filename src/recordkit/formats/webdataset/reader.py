@@ -433,6 +433,23 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             files.close()
 
 
+def iter_samples(path, storage_options=None, cache_dir=None):
+    """(shard path, header offset, sample index in the shard, key, {field: bytes}) of every sample,
+    shard by shard in order, its members grouped as WebDataset groups them (``_split``): what
+    converts a data set member by member (``formats/records_bridge.py``). A damaged tar is a located
+    ``FormatError`` (``tar.scan``)."""
+    from recordkit.formats.sharding import read_whole
+    for shard in shard_paths(path, storage_options):
+        data = read_whole(shard, storage_options=storage_options, cache_dir=cache_dir)
+        names, offs, sizes, hdr_offs = tar.scan(data, shard)
+        keys, fields = _split(list(names))
+        bounds = _group_starts(keys)
+        view = memoryview(data)
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+            members = {fields[j]: bytes(view[int(offs[j]):int(offs[j]) + int(sizes[j])]) for j in range(a, b)}
+            yield shard, int(hdr_offs[a]), i, keys[a].decode(errors="replace"), members
+
+
 def _scan(data, path):
     """``tar.scan``'s members, column-wise where the shard allows (``tar.scan_fast``: names a NumPy array)."""
     fast = tar.scan_fast(data, path)

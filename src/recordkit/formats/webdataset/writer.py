@@ -25,9 +25,7 @@ import numpy as np
 from recordkit.engine._gather import copy_segments
 from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision
-from recordkit.formats.closing import AtomicWriter
-from recordkit.formats.sharding import META_NAME, ShardCutter, describe
-from recordkit.storage.staged_directory import StagedDirectory
+from recordkit.formats.sharding import META_NAME, ShardSetWriter, declared_column, describe, join_described
 from recordkit.formats.webdataset import npy, tar
 
 if TYPE_CHECKING:
@@ -49,7 +47,8 @@ def owns(name: str) -> bool:
     return name == META_NAME or re.fullmatch(r"shard-\d{6,}\.tar", name) is not None
 
 
-class WebDatasetWriter(AtomicWriter):
+class WebDatasetWriter(ShardSetWriter, format=FORMAT, what="WebDataset directory", shard_name=shard_name,
+                       owns=owns, default_size=DEFAULT_SHARD_SIZE):
     def __init__(self, path: str | os.PathLike[str], streams: Sequence[StreamSpec] | None, *,
                  parts: int | None = None, shard_size: int | None = None, total_sequences: int | None = None,
                  precision: str = "float", checksums: bool = False, storage_options: dict | None = None,
@@ -59,15 +58,9 @@ class WebDatasetWriter(AtomicWriter):
             if "/" in s.name or s.name.startswith("."):
                 raise ValueError(f"stream name {s.name!r} cannot name a tar member field")
         self.dtype = resolve_precision(precision)
-        self.path = str(path)
-        self._cutter = ShardCutter(parts=parts, shard_size=shard_size, total=total_sequences, default_size=DEFAULT_SHARD_SIZE)
-        self._dir = StagedDirectory(self.path, owns=owns, storage_options=storage_options, checksums=checksums,
-                                    what="WebDataset directory")
+        super().__init__(path, parts=parts, shard_size=shard_size, total_sequences=total_sequences,
+                         checksums=checksums, storage_options=storage_options)
         self._headers = tar.HeaderBuilder(mtime)
-        self._shard = -1
-        self._file = None
-        self._counts: list[dict] = []
-        self.sequences_written = 0
 
     @property
     def streams(self):
@@ -79,19 +72,10 @@ class WebDatasetWriter(AtomicWriter):
         so that recordkit reads the shards back as those streams."""
         self._streams = check_streams(streams)
 
-    # -- shards -------------------------------------------------------------------------------------
-    def _switch(self, shard: int) -> None:
-        while self._shard < shard:
-            self._close_shard()
-            self._shard += 1
-            self._file = self._dir.open(shard_name(self._shard))
-            self._counts.append({"name": shard_name(self._shard), "sequences": 0, "samples": 0})
-
     def _close_shard(self) -> None:
         if self._file is not None:
             self._file.write(tar.END)
-            self._file.commit()
-            self._file = None
+        super()._close_shard()
 
     # -- stream data --------------------------------------------------------------------------------
     def write_chunk(self, chunk: ChunkData) -> None:
@@ -109,20 +93,14 @@ class WebDatasetWriter(AtomicWriter):
         for shard, a, b in self._cutter.assign(seq_bytes):
             self._switch(shard)
             self._write_run(members, keys, data_sizes, a, b)
-            self._counts[-1]["sequences"] += b - a
-            self._counts[-1]["samples"] += int(lengths[a:b].sum())
+            self._counted(b - a, lengths[a:b].sum())
         self.sequences_written += n
 
     def _members(self, chunk):
         """Per member kind: (field, npy header per sequence, byte starts per sequence (n+1), source bytes)."""
         out = []
         for spec in self._streams:
-            col = chunk.columns.get(spec.name)
-            if col is None:
-                raise ValueError(f"chunk has no stream '{spec.name}'")
-            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
-                raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+            col = declared_column(chunk, spec)
             counts = np.diff(col.seq_offsets).tolist()
             if not spec.is_sparse:
                 vals = np.ascontiguousarray(col.values, dtype=self.dtype)
@@ -213,34 +191,17 @@ class WebDatasetWriter(AtomicWriter):
             parts.append(blob)
             parts.append(bytes(-len(blob) % tar.BLOCK))
         self._file.write(b"".join(parts))
-        self._counts[-1]["sequences"] += 1
-        self._counts[-1]["samples"] += samples
+        self._counted(1, samples)
         self.sequences_written += 1
 
-    # -- end ----------------------------------------------------------------------------------------
-    def close(self) -> None:
-        try:
-            if self._shard < 0:
-                self._switch(0)  # an empty data set is one empty shard, still a valid tar
-            self._close_shard()
-            if self._streams:  # records converted feature by feature declare no streams: readers infer them
-                self._dir.write_file(META_NAME, describe(FORMAT, self._streams, self.dtype, self._counts))
-            self._dir.commit()
-        except BaseException:
-            self.abort()
-            raise
-
-    def abort(self) -> None:
-        if self._file is not None:
-            self._file.discard()
-            self._file = None
-        self._dir.discard()
+    def _describe(self) -> None:
+        if self._streams:  # records converted feature by feature declare no streams: readers infer them
+            self._dir.write_file(META_NAME, describe(FORMAT, self._streams, self.dtype, self._counts))
 
 
 def join_sets(sources: list[str], output: str, *, storage_options=None, checksums: bool = False) -> list[str]:
     """Data sets written by this writer (same streams), joined in order into one at ``output``:
     shards renumbered, descriptions merged, the whole published at once (``--engine ray``'s
     write tasks each write one). Returns the shard names."""
-    from recordkit.formats.sharding import join_described
     return join_described(FORMAT, shard_name, owns, "WebDataset directory", sources, output,
                           storage_options=storage_options, checksums=checksums)
