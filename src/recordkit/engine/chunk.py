@@ -123,6 +123,11 @@ class BytesColumn:
         return BytesColumn(self.values[np.asarray(seqs, dtype=np.int64)])
 
 
+def column_kind(col) -> str:
+    """'dense', 'sparse' or 'bytes': what a chunk's column holds (the stream format it fits)."""
+    return "bytes" if col.is_bytes else "sparse" if col.is_sparse else "dense"
+
+
 def object_array(items) -> np.ndarray:
     """``items`` (bytes values) as a 1-D object array; ``np.array`` would make a 2-D or ``S`` array of
     equal-length values."""

@@ -137,7 +137,8 @@ class StreamSpec:
         parts = rest.split(":") if sep else []
         if sep and name and parts and parts[0].strip().lower() == "bytes" and len(parts) <= 3:
             if len(parts) == 3 or (len(parts) == 2 and parts[1] == "1"):
-                return cls(name=name, format="bytes", dim=parts[1], alias=parts[2] if len(parts) == 3 else None)
+                return cls(name=name, format="bytes", dim=parts[1],  # type: ignore[arg-type]  # checked there
+                           alias=parts[2] if len(parts) == 3 else None)
             return cls(name=name, format="bytes", dim=1, alias=parts[1] if len(parts) == 2 else None)
         if not sep or not name or len(parts) not in (2, 3):
             raise ValueError(f"bad --stream {text!r}: expected NAME=FORMAT:DIM[:ALIAS] (e.g. features=dense:784:F) "

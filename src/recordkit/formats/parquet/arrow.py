@@ -24,7 +24,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from recordkit.engine.chunk import BytesColumn, ChunkData, DenseColumn, SparseColumn, object_array
+from recordkit.engine.chunk import BytesColumn, ChunkData, DenseColumn, SparseColumn, column_kind, object_array
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json, streams_to_json
 from recordkit.errors import FormatError
 from recordkit.formats.arrow_layouts import KEY, LIST, ROW, SCALAR, check_layout, exact_values, \
@@ -110,11 +110,6 @@ def chunk_to_batch(chunk: ChunkData, streams, schema: pa.Schema, dtype, a: int =
         else:
             arrays.append(dense_array(col, spec.dim, dtype, a, b))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def column_kind(col) -> str:
-    """'dense', 'sparse' or 'bytes': what a chunk's column holds (for messages)."""
-    return "bytes" if col.is_bytes else "sparse" if col.is_sparse else "dense"
 
 
 def sequence_runs(chunk: ChunkData, streams, limit: int = INT32_MAX):

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 
-from recordkit.engine.chunk import ChunkData
+from recordkit.engine.chunk import ChunkData, column_kind
 from recordkit.engine.streams import check_streams, resolve_precision, streams_to_json
 from recordkit.errors import RecordkitWarning, UnrepresentableError, UsageError
 from recordkit.formats.closing import AtomicWriter
@@ -148,9 +148,13 @@ class TFRecordWriter(AtomicWriter):
             col = chunk.columns.get(spec.name)
             if col is None:
                 raise ValueError(f"chunk has no stream '{spec.name}'")
-            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+            if col.is_sparse != spec.is_sparse or col.is_bytes != spec.is_bytes or col.dim != spec.dim:
                 raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+                                 f"{column_kind(col)} dim {col.dim}")
+            if spec.is_bytes:
+                raise UnrepresentableError(f"bytes stream '{spec.name}': recordkit writes bytes in tf.train.Example "
+                                           f"records (a bytes_list of one value each), and this data's sequences "
+                                           f"have several samples (tf.train.SequenceExample records)")
             if spec.is_sparse:
                 (ib, io), (vb, vo) = wire.sparse_feature_lists(col.indices, col.values.astype(np.float32, copy=False),
                                                                col.indptr, col.seq_offsets)
@@ -300,7 +304,9 @@ class TFRecordWriter(AtomicWriter):
         """(feature name, kind, [Feature bytes per record]) of every stream's one-sample sequences."""
         for spec, names in zip(self._streams, self._names):
             col = chunk.columns[spec.name]
-            if spec.is_sparse:
+            if spec.is_bytes:
+                yield names[0], "bytes_list", [wire.bytes_feature(v) for v in col.values.tolist()]
+            elif spec.is_sparse:
                 ptr = np.asarray(col.indptr, dtype=np.int64)[np.asarray(col.seq_offsets, dtype=np.int64)]
                 idx = np.asarray(col.indices, dtype=np.int64)
                 if len(idx) and idx.min() < 0:

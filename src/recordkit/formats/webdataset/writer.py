@@ -6,7 +6,9 @@ dot):
 
 * dense stream NAME: ``KEY.NAME.npy``, a (samples, DIM) array;
 * sparse stream NAME: ``KEY.NAME.indices.npy`` (int32), ``KEY.NAME.values.npy`` and
-  ``KEY.NAME.offsets.npy`` (int64, samples + 1: CSR row pointers).
+  ``KEY.NAME.offsets.npy`` (int64, samples + 1: CSR row pointers);
+* bytes stream NAME: ``KEY.NAME`` holding the value as it is when NAME ends in an extension that
+  says what it is (``jpg``, ``image.png``, ``txt``), else ``KEY.NAME.bin`` (``members.bytes_field``).
 
 Values keep their precision (float32 or float64). The stream declarations and each shard's
 sequence/sample counts go to ``__recordkit__.json`` beside the shards (``formats/sharding.py``),
@@ -23,12 +25,13 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from recordkit.engine._gather import copy_segments
-from recordkit.engine.chunk import ChunkData
+from recordkit.engine.chunk import ChunkData, column_kind
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.closing import AtomicWriter
 from recordkit.formats.sharding import META_NAME, ShardCutter, describe
 from recordkit.staged_directory import StagedDirectory
 from recordkit.formats.webdataset import npy, tar
+from recordkit.formats.webdataset.members import bytes_field
 
 if TYPE_CHECKING:
     import os
@@ -120,9 +123,16 @@ class WebDatasetWriter(AtomicWriter):
             col = chunk.columns.get(spec.name)
             if col is None:
                 raise ValueError(f"chunk has no stream '{spec.name}'")
-            if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+            if col.is_sparse != spec.is_sparse or col.is_bytes != spec.is_bytes or col.dim != spec.dim:
                 raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                                 f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+                                 f"{column_kind(col)} dim {col.dim}")
+            if spec.is_bytes:  # the values as they are, no header
+                values = col.values.tolist()
+                starts = np.zeros(len(values) + 1, dtype=np.int64)
+                np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=starts[1:])
+                out.append((bytes_field(spec.name), [b""] * len(values), starts,
+                            np.frombuffer(b"".join(values), dtype=np.uint8)))
+                continue
             counts = np.diff(col.seq_offsets).tolist()
             if not spec.is_sparse:
                 vals = np.ascontiguousarray(col.values, dtype=self.dtype)

@@ -1,0 +1,54 @@
+"""Bytes streams through ``convert`` and ``verify``: every format whose registry entry holds bytes
+writes them back byte for byte (an encoded image, a UTF-8 text); the others refuse them by name."""
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from bridge_corpus import cat_records, cli  # noqa: E402
+from recordkit.formats import registry  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\xff" * 3
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256))
+
+
+def strings_and_images(path):
+    pq.write_table(pa.table({"image": pa.array([PNG, JPEG, b""], pa.binary()), "text": ["a", "d\u00e9j\u00e0", ""],
+                             "label": [1, 2, 3]}), path)
+    return str(path)
+
+
+HOLDERS = [f.name for f in registry.FORMATS.values() if f.bytes and f.writer and not f.missing()]
+NUMBERS_ONLY = [f.name for f in registry.FORMATS.values() if not f.bytes and f.writer]
+
+
+@pytest.mark.parametrize("to", HOLDERS)
+def test_bytes_streams_round_trip_through_convert_and_verify(tmp_path, capsys, to):
+    src = strings_and_images(tmp_path / "in.parquet")
+    out = tmp_path / f"out.{to}"
+    code, _, err = cli(capsys, "convert", src, out, "--to", to)
+    assert code == 0, err
+    code, _, err = cli(capsys, "verify", src, out)
+    assert code == 0 and "identical" in err, err
+    from recordkit import open as rk_open
+    with rk_open(out) as reader:
+        chunk = next(reader.iter_chunks())
+        assert {s.name: s.format for s in reader.streams} == {"image": "bytes", "text": "bytes", "label": "dense"}
+        assert list(chunk.columns["image"].values[:3]) == [PNG, JPEG, b""]
+        assert list(chunk.columns["text"].values[:3]) == [b"a", "d\u00e9j\u00e0".encode(), b""]
+
+
+@pytest.mark.parametrize("to", NUMBERS_ONLY)
+def test_formats_of_numbers_refuse_a_bytes_stream_by_name(tmp_path, capsys, to):
+    src = strings_and_images(tmp_path / "in.parquet")
+    code, _, err = cli(capsys, "convert", src, tmp_path / "out", "--to", to)
+    assert code != 0 and f"{to} holds numbers only, not bytes stream 'image'" in err
+    assert "parquet" in err and not (tmp_path / "out").exists()
+
+
+def test_selecting_the_numeric_streams_converts_to_a_format_of_numbers(tmp_path, capsys):
+    src = strings_and_images(tmp_path / "in.parquet")
+    code, _, err = cli(capsys, "convert", src, tmp_path / "out.ctf", "--stream", "label=dense:1")
+    assert code == 0, err
+    assert cat_records(capsys, tmp_path / "out.ctf", "--stream", "label=dense:1") == [
+        {"key": k, "label": [[float(k + 1)]]} for k in range(3)]
