@@ -98,3 +98,9 @@ def test_chunks_whose_numbers_differ_in_dtype_still_gather_their_bytes():
     src = MinibatchSource(Mixed(), randomize=True, seed=2, max_sweeps=1)
     got = pairs(delivered(src, size=20))
     assert len(got) == 20 and all(val == b"v%d" % lab for lab, val in got)
+
+
+def test_random_access_gives_a_bytes_streams_value_as_bytes():
+    from recordkit.integrations.random_access import sequence_record
+    rec = sequence_record(Memory().load_chunk(1), 2)
+    assert rec["blob"] == b"v6" and rec["label"].tolist() == [[6.0]]

@@ -81,6 +81,9 @@ class MinibatchSource(Checkpointing):
     "samples" (equal samples of every sweep), "chunks" (whole chunks per partition, a
     ``ChunkPartition``), or "auto" (default): chunks for a randomized read of remote files, so N
     readers fetch each chunk once in all, else samples (``engine/chunk_partition.py``).
+    images: {bytes stream name: ``recordkit.images.ImageStage``}: each minibatch's encoded images of
+    that stream decoded, cropped and normalized by the stage into one array (its random state is in
+    the checkpoint: ``engine/image_streams.py``).
     """
 
     def __init__(self, deserializer: Deserializer, *, randomize: bool = True, window: int | None = None,
@@ -89,7 +92,8 @@ class MinibatchSource(Checkpointing):
                  truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
                  prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None,
-                 max_memory: int | str | None = "auto", partition_by: str = "auto") -> None:
+                 max_memory: int | str | None = "auto", partition_by: str = "auto",
+                 images: dict | None = None) -> None:
         from recordkit.engine.chunk_partition import ChunkPartition, in_chunks
         from recordkit.errors import trace_level as _trace_level
         self.trace_level = _trace_level(trace_level)
@@ -108,6 +112,10 @@ class MinibatchSource(Checkpointing):
             raise ValueError("truncation_length must be >= 0")
         self.deserializer = deserializer
         self.streams = list(deserializer.streams)
+        self._images = None
+        if images:
+            from recordkit.engine.image_streams import ImageStreams
+            self._images = ImageStreams(self.streams, images)
         self._chunks = list(deserializer.chunks)
         self._described = {c.id: c.num_sequences for c in self._chunks}
         # in every checkpoint's fingerprint: summed once, not over every chunk at each minibatch's state
@@ -638,6 +646,8 @@ class MinibatchSource(Checkpointing):
             streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams,
                                                              frame_mode=self.frame_mode)
             del chunks
+        if self._images is not None:  # before eviction: the images are the held chunks' values
+            self._images.apply(streams, cids, js, self.deserializer)
         self._evict(self._last_size)
         mb = counted(Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps), total)
         if self.epoch_size is not None:
