@@ -52,3 +52,25 @@ def test_selecting_the_numeric_streams_converts_to_a_format_of_numbers(tmp_path,
     assert code == 0, err
     assert cat_records(capsys, tmp_path / "out.ctf", "--stream", "label=dense:1") == [
         {"key": k, "label": [[float(k + 1)]]} for k in range(3)]
+
+
+def test_stats_and_report_count_bytes_values_without_numbers(tmp_path, capsys):
+    import json
+    src = strings_and_images(tmp_path / "in.parquet")
+    code, out, err = cli(capsys, "stats", "--json", src)
+    assert code == 0, err
+    got = json.loads(out)["streams"]
+    assert got["image"] == {"samples": 3, "nnz": 2, "sum": None, "min": None, "max": None}  # one empty value
+    assert got["label"]["sum"] == 6.0
+    code, _, err = cli(capsys, "report", src, "-o", tmp_path / "r.html")
+    assert code == 0, err
+    assert "image" in (tmp_path / "r.html").read_text()
+
+
+def test_the_ray_engine_refuses_a_bytes_stream_by_name(tmp_path, capsys):
+    pytest.importorskip("ray")
+    src = strings_and_images(tmp_path / "in.parquet")
+    assert cli(capsys, "convert", src, tmp_path / "of", "--to", "ofrecord")[0] == 0
+    code, _, err = cli(capsys, "convert", tmp_path / "of", tmp_path / "out", "--to", "ofrecord", "--engine", "ray")
+    assert code != 0 and "--engine ray converts numeric streams, not bytes stream 'image'" in err
+    assert not (tmp_path / "out").exists()
