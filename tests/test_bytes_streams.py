@@ -104,3 +104,23 @@ def test_random_access_gives_a_bytes_streams_value_as_bytes():
     from recordkit.integrations.random_access import sequence_record
     rec = sequence_record(Memory().load_chunk(1), 2)
     assert rec["blob"] == b"v6" and rec["label"].tolist() == [[6.0]]
+
+
+def test_a_bytes_stream_joins_other_readers_streams_in_a_composite():
+    from recordkit.engine.composite import CompositeDeserializer
+
+    class Other(Memory):
+        def __init__(self):
+            super().__init__(chunks=2, size=10)
+            self._streams = [StreamSpec("caption", "bytes", 1)]
+
+        def load_chunk(self, cid, **_):
+            chunk = super().load_chunk(cid)
+            return ChunkData(cid, chunk.keys, chunk.lengths,
+                             {"caption": BytesColumn([b"c" + v for v in chunk.columns["blob"].values])})
+
+    src = MinibatchSource(CompositeDeserializer([Memory(), Other()]), randomize=True, seed=4, max_sweeps=1)
+    got = [(int(lab), blob, cap) for mb in delivered(src)
+           for lab, blob, cap in zip(mb["label"].data[:, 0, 0], mb["blob"].data, mb["caption"].data)]
+    assert sorted(lab for lab, _, _ in got) == list(range(20))
+    assert all(blob == b"v%d" % lab and cap == b"cv%d" % lab for lab, blob, cap in got)
