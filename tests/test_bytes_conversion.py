@@ -74,3 +74,17 @@ def test_the_ray_engine_refuses_a_bytes_stream_by_name(tmp_path, capsys):
     code, _, err = cli(capsys, "convert", tmp_path / "of", tmp_path / "out", "--to", "ofrecord", "--engine", "ray")
     assert code != 0 and "--engine ray converts numeric streams, not bytes stream 'image'" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_ofrecord_set_without_declarations_reads_a_bytes_feature_declared_and_locates_a_list(tmp_path, capsys):
+    import numpy as np
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(str(tmp_path / "of")) as w:
+        for i in range(3):
+            w.write({"encoded": PNG + bytes([i]), "tags": [b"a", b"b"], "label": np.array([i], np.int64)})
+    got = cat_records(capsys, tmp_path / "of", "--stream", "image=bytes:encoded", "--stream", "label=dense:1")
+    import base64
+    assert [base64.b64decode(r["image"]["base64"]) for r in got] == [PNG + bytes([i]) for i in range(3)]
+    code, _, err = cli(capsys, "cat", tmp_path / "of", "--stream", "t=bytes:tags")
+    assert code == 1 and "feature 'tags' is a bytes_list of 2 values: bytes stream 't' reads a bytes_list of one" in err
+    assert "record 0" in err
