@@ -124,3 +124,11 @@ def test_a_bytes_stream_joins_other_readers_streams_in_a_composite():
            for lab, blob, cap in zip(mb["label"].data[:, 0, 0], mb["blob"].data, mb["caption"].data)]
     assert sorted(lab for lab, _, _ in got) == list(range(20))
     assert all(blob == b"v%d" % lab and cap == b"cv%d" % lab for lab, blob, cap in got)
+
+
+def test_the_memory_plan_counts_a_bytes_streams_chunk_bytes():
+    from recordkit.engine.plan import generic_chunk_bytes
+    chunks = [ChunkInfo(0, 10, 10, 0, 1 << 20)]
+    numbers = generic_chunk_bytes([StreamSpec("label", "dense", 1)], chunks)
+    with_images = generic_chunk_bytes([StreamSpec("label", "dense", 1), StreamSpec("image", "bytes", 1)], chunks)
+    assert with_images[0] - numbers[0] >= 1 << 20  # the images are the chunk's bytes
