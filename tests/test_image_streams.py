@@ -126,3 +126,10 @@ def test_read_images_of_a_bytes_stream_goes_through_the_source_and_resumes(tmp_p
     code, out, err = cli(capsys, *args, "--resume", tmp_path / "s.json", "--json")
     assert code == 0, err
     assert json.loads(out)["images"] == 14 - 6 and json.loads(out)["image_shape"] == [3, 12, 12]
+
+
+def test_a_bad_image_of_a_reader_without_locations_names_the_chunk_and_sequence():
+    from test_bytes_streams import Memory  # blobs b"v<k>": no image at all
+    src = MinibatchSource(Memory(), randomize=False, images={"blob": ImageStage(12, seed=0)})
+    with pytest.raises(FormatError, match=r"Memory.*: chunk 0, sequence 0 of the chunk"):
+        src.next_minibatch(2)

@@ -90,5 +90,7 @@ def _locations(deserializer, cids: np.ndarray, js: np.ndarray) -> list:
     """Where each picked sequence is, as its reader says (``sequence_location``), for the stage's errors."""
     locate = getattr(deserializer, "sequence_location", None)
     if locate is None:
-        return [f"chunk {c}, sequence {j}" for c, j in zip(cids.tolist(), js.tolist())]
+        from recordkit.engine.deserializer import name_of
+        name = name_of(deserializer)
+        return [f"{name}: chunk {c}, sequence {j} of the chunk" for c, j in zip(cids.tolist(), js.tolist())]
     return [locate(c, j) for c, j in zip(cids.tolist(), js.tolist())]
