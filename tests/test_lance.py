@@ -178,14 +178,14 @@ def test_wrong_types_are_located_errors(tmp_path, capsys):
     assert code == 1 and "column 'emb'" in err and "samples hold 3" in err
     code, _, err = run(capsys, "cat", path, "--stream", "x=sparse:4:label")
     assert code == 1 and "column 'label'" in err and "struct<indices" in err
-    # a column whose type tells no stream (text, bytes) is named, with what to do
+    # text and binary columns are bytes streams; a numeric declaration of one says so
     named = foreign(tmp_path / "n.lance", emb=embeddings()["emb"], name=pa.array(list("abcdefg")))
-    code, _, err = run(capsys, "cat", named)
-    assert code == 1 and "column 'name' is string" in err and "--stream" in err
+    assert [r["name"] for r in cat(capsys, named)] == list("abcdefg")
+    code, _, err = run(capsys, "cat", named, "--stream", "n=dense:1:name")
+    assert code == 1 and "column 'name'" in err and "--stream n=bytes" in err
     assert cat(capsys, named, "--stream", "emb=dense:3")[0]["emb"] == [[0.0, 1.0, 2.0]]
     blobs = foreign(tmp_path / "b.lance", img=pa.array([b"\x89PNG"] * 7, pa.binary()))
-    code, _, err = run(capsys, "cat", blobs)
-    assert code == 1 and "column 'img' is binary" in err
+    assert cat(capsys, blobs)[0]["img"] == {"base64": "iVBORw=="}
 
 
 def test_a_null_is_located_by_fragment_and_row(tmp_path, capsys):
@@ -229,10 +229,10 @@ def test_ofrecord_records_keep_images_and_bytes_as_binary_columns(tmp_path, caps
     for i, r in enumerate(rows):
         assert r["encoded"] == _png(i) and r["tags"] == [b"a", b"b" * i]
         assert r["class/label"] == [i] and r["score"] == [0.5, float(i)]
-    # the numeric columns read back as streams; the binary ones are named when they are not chosen
+    # the numeric and binary columns read back as streams; a list of bytes is named when not chosen
     assert cat(capsys, out, "--stream", "label=dense:1:class/label")[0]["label"] in ([[0.0]], [[1.0]])
     code, _, err = run(capsys, "cat", out)
-    assert code == 1 and "column 'encoded' is binary" in err
+    assert code == 1 and "column 'tags' is list<" in err and "--stream encoded=bytes:1" in err
 
 
 def test_ofrecord_records_that_do_not_fit_one_column_per_feature_are_located(tmp_path, capsys):

@@ -48,15 +48,19 @@ def test_inspect_prints_the_inferred_stream_list_and_stream_selects_and_renames(
     assert got[2] == {"key": 2, "features": [[2.0, 2.25, 2.5, 2.75]]}
 
 
-def test_a_bytes_feature_is_refused_naming_it_and_the_stream_list_of_the_others(tmp_path, capsys):
+def test_a_bytes_feature_of_one_value_is_a_bytes_stream_and_of_several_refused_by_name(tmp_path, capsys):
     records = [{"image": (b"\xff\xd8\xff%d" % i, "byte"), "label": (i, "int"), "x": ([1.0, float(i)], "float")}
                for i in range(3)]
     path = write(tmp_path / "img.tfrecord", records)
-    code, out, err = cli(capsys, "cat", path)
-    assert code != 0 and out == "" and len(err.strip().splitlines()) == 1
-    assert "'image' is a bytes_list" in err and "--stream label=dense:1 --stream x=dense:2" in err
+    reader = TFRecordReader(str(path))
+    assert {s.name: s.format for s in reader.streams} == {"image": "bytes", "label": "dense", "x": "dense"}
+    assert list(reader.load_chunk(0).columns["image"].values) == [b"\xff\xd8\xff%d" % i for i in range(3)]
     got = cat_records(capsys, path, "--stream", "label=dense:1", "--stream", "x=dense:2")
     assert [r["x"] for r in got] == [[[1.0, float(i)]] for i in range(3)] and got[2]["label"] == [[2.0]]
+    tags = write(tmp_path / "tags.tfrecord", [{"tags": ([b"a", b"b"], "byte"), "label": (i, "int")} for i in range(3)])
+    code, out, err = cli(capsys, "cat", tags)
+    assert code != 0 and out == "" and len(err.strip().splitlines()) == 1
+    assert "'tags' is a bytes_list of 2 values in record 0" in err and "--stream label=dense:1" in err
 
 
 @pytest.mark.parametrize("change, match", [

@@ -1,6 +1,6 @@
 """WebDataset shards written by ``webdataset.TarWriter``: streams inferred from the members'
-extensions (``.npy`` arrays, ``.cls`` labels) and checked against later samples; images and
-text refused with the ``--stream`` list that selects the others; ``--stream`` selects and renames."""
+extensions (``.npy`` arrays, ``.cls`` labels, images, text and JSON as bytes streams) and checked
+against later samples; ``--stream`` selects and renames."""
 import numpy as np
 import pytest
 
@@ -43,15 +43,31 @@ def test_a_two_dimensional_npy_is_a_sequence_and_named_fields_name_the_streams(t
     assert "--stream label=dense:1:label.cls --stream x=dense:3:x.npy" in out
 
 
-def test_images_and_text_are_refused_naming_them_and_stream_selects_the_others(tmp_path, capsys):
-    path = write(tmp_path / "i.tar", [sample(i, jpg=b"\xff\xd8\xff not decoded", txt="a caption")
-                                      for i in range(3)])
-    code, out, err = cli(capsys, "cat", path)
-    assert code != 0 and out == "" and len(err.strip().splitlines()) == 1
-    assert "'jpg'" in err and "an encoded image" in err and "'txt'" in err and "text" in err
-    assert "select the others with --stream cls=dense:1 --stream npy=dense:4" in err
-    got = cat_records(capsys, path, "--stream", "label=dense:1:cls", "--stream", "features=dense:4:npy")
-    assert got[2] == {"key": 2, "label": [[2.0]], "features": [[2.0, 2.5, 3.0, 3.5]]}
+def test_images_text_and_json_read_as_bytes_streams_with_no_stream(tmp_path, capsys):
+    jpg = b"\xff\xd8\xff\xe0 not decoded \x00\xfe"
+    path = write(tmp_path / "i.tar", [sample(i, jpg=jpg + bytes([i]), txt=f"caption {i} \u00e9",
+                                             json={"i": i}) for i in range(3)])
+    reader = WebDatasetReader(str(path))
+    assert {s.name: (s.format, s.alias) for s in reader.streams} == {
+        "cls": ("dense", "cls"), "jpg": ("bytes", "jpg"), "json": ("bytes", "json"), "npy": ("dense", "npy"),
+        "txt": ("bytes", "txt")}
+    chunk = reader.load_chunk(0)
+    assert list(chunk.columns["jpg"].values) == [jpg + bytes([i]) for i in range(3)]  # byte-identical
+    assert list(chunk.columns["txt"].values) == [f"caption {i} \u00e9".encode() for i in range(3)]
+    import json
+    assert [json.loads(v) for v in chunk.columns["json"].values] == [{"i": i} for i in range(3)]
+    code, out, _ = cli(capsys, "inspect", path)
+    assert "--stream jpg=bytes:1 --stream json=bytes:1" in out
+    got = cat_records(capsys, path, "--stream", "label=dense:1:cls", "--stream", "caption=bytes:txt")
+    assert got[2] == {"key": 2, "label": [[2.0]], "caption": "caption 2 \u00e9"}
+
+
+def test_a_bytes_member_missing_from_a_later_sample_is_located(tmp_path):
+    samples = [sample(i, txt="t") for i in range(INFER_SAMPLES + 4)]
+    del samples[INFER_SAMPLES + 1]["txt"]
+    with pytest.raises(FormatError, match="has no member 'txt' .stream 'txt'.") as e:
+        WebDatasetReader(str(write(tmp_path / "t.tar", samples))).load_chunk(0)
+    assert e.value.record == f"sample {INFER_SAMPLES + 1}"
 
 
 @pytest.mark.parametrize("change, match", [

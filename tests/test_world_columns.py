@@ -77,17 +77,47 @@ def test_class_label_names_are_kept_in_the_description(tmp_path, capsys):
     assert json.loads(out)["notes"] == {"label": "ClassLabel names 0=cat, 1=dog"}
 
 
-def test_images_and_strings_are_refused_naming_the_column_and_the_others(tmp_path, capsys):
+def test_datasets_images_and_strings_read_as_bytes_streams_with_no_stream(tmp_path, capsys):
     datasets = pytest.importorskip("datasets")
     feats = datasets.Features({"image": datasets.Image(), "text": datasets.Value("string"),
                                "label": datasets.Value("int64")})
-    png = (b"\x89PNG\r\n\x1a\n" + b"\0" * 8)
-    datasets.Dataset.from_dict({"image": [{"bytes": png, "path": None}], "text": ["a"], "label": [4]},
+    png = (b"\x89PNG\r\n\x1a\n" + b"\0\xff" * 8)
+    datasets.Dataset.from_dict({"image": [{"bytes": png, "path": None}, {"bytes": png[:9], "path": None}],
+                                "text": ["a", "d\u00e9j\u00e0"], "label": [4, 5]},
                                features=feats).save_to_disk(str(tmp_path / "hf"))
-    code, _, err = run(capsys, "cat", tmp_path / "hf")
-    assert code == 1 and "column 'image' is struct<bytes: binary" in err and "column 'text' is string" in err
+    import base64
+    got = cat(capsys, tmp_path / "hf")
+    assert got == [{"key": 0, "image": {"base64": base64.b64encode(png).decode()}, "text": "a", "label": [[4]]},
+                   {"key": 1, "image": {"base64": base64.b64encode(png[:9]).decode()}, "text": "d\u00e9j\u00e0",
+                    "label": [[5]]}]
+    from recordkit import open as rk_open
+    with rk_open(tmp_path / "hf") as reader:
+        chunk = reader.load_chunk(0)
+        assert [s.format for s in reader.streams] == ["bytes", "bytes", "dense"]
+        assert list(chunk.columns["image"].values) == [png, png[:9]]  # byte-identical
+        assert list(chunk.columns["text"].values) == [b"a", "d\u00e9j\u00e0".encode()]  # UTF-8
+    code, out, _ = run(capsys, "inspect", tmp_path / "hf")
+    assert code == 0 and "--stream image=bytes:1 --stream text=bytes:1 --stream label=dense:1" in out
+
+
+def test_a_struct_that_is_no_image_is_refused_naming_the_column_and_the_others(tmp_path, capsys):
+    pq.write_table(pa.table({"box": pa.array([{"x": 1, "y": 2}]), "label": pa.array([3])}), tmp_path / "s.parquet")
+    code, _, err = run(capsys, "cat", tmp_path / "s.parquet")
+    assert code == 1 and "column 'box' is struct<x: int64, y: int64>: a struct that is no image" in err
     assert "select them: --stream label=dense:1" in err
-    assert cat(capsys, tmp_path / "hf", "--stream", "label=dense:1") == [{"key": 0, "label": [[4]]}]
+
+
+def test_a_null_bytes_value_is_located_by_row_and_column(tmp_path, capsys):
+    pq.write_table(pa.table({"text": pa.array(["a", None, "c"])}), tmp_path / "n.parquet")
+    code, _, err = run(capsys, "cat", tmp_path / "n.parquet")
+    assert code == 1 and "column 'text' holds a null (row 1 of row group 0)" in err
+
+
+def test_a_numeric_declaration_of_a_string_column_says_to_declare_bytes(tmp_path, capsys):
+    pq.write_table(pa.table({"text": pa.array(["a"])}), tmp_path / "t.parquet")
+    code, _, err = run(capsys, "cat", tmp_path / "t.parquet", "--stream", "t=dense:1:text")
+    assert code != 0 and "--stream t=bytes" in err
+    assert cat(capsys, tmp_path / "t.parquet", "--stream", "t=bytes:text") == [{"key": 0, "t": "a"}]
 
 
 def test_variable_lists_are_sequences_and_constant_lists_one_sample_a_row(tmp_path, capsys):

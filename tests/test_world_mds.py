@@ -60,18 +60,29 @@ def test_conversion_of_a_streaming_written_set_is_verified_lossless(tmp_path, ca
     assert code == 0 and "10 sequences compared" in err
 
 
-def test_text_bytes_images_json_and_pickles_are_refused_naming_each_column(capsys):
-    code, _, err = run(capsys, "cat", WORLD / "mixed")
-    assert code == 1 and "index.json" in err
-    for column, enc in [("text", "str"), ("blob", "bytes"), ("meta", "json"), ("png", "png"), ("jpg", "jpeg"),
-                        ("pil", "pil")]:
-        assert f"column '{column}' is encoded '{enc}'" in err
-    assert "column 'obj' is encoded 'pkl': recordkit never unpickles (unpickling runs code" in err
-    assert "select them: --stream label=dense:1" in err
+def test_text_bytes_images_json_and_pickles_read_as_bytes_streams_with_no_stream(capsys):
+    from recordkit import open as rk_open
+    with rk_open(WORLD / "mixed") as reader:
+        assert {s.name: s.format for s in reader.streams} == {
+            "blob": "bytes", "jpg": "bytes", "label": "dense", "meta": "bytes", "obj": "bytes", "pil": "bytes",
+            "png": "bytes", "text": "bytes"}
+        chunk = reader.load_chunk(0)
+    col = {name: list(c.values) if c.is_bytes else None for name, c in chunk.columns.items()}
+    assert col["text"] == [f"t{i}".encode() for i in range(4)] and col["blob"] == [bytes([i]) for i in range(4)]
+    assert [json.loads(v) for v in col["meta"]] == [{"i": i} for i in range(4)]
+    assert all(v.startswith(b"\x89PNG\r\n\x1a\n") for v in col["png"])  # the PNG files, byte for byte
+    assert all(v.startswith(b"\xff\xd8\xff") and v.endswith(b"\xff\xd9") for v in col["jpg"])
+    assert all(v.startswith(b"\x80") for v in col["obj"])  # pickles, handed over, never unpickled
     assert cat(capsys, WORLD / "mixed", "--stream", "label=dense:1") == [
         {"key": i, "label": [[float(r["label"])]]} for i, r in enumerate(expected("mixed"))]
     code, _, err = run(capsys, "cat", WORLD / "mixed", "--stream", "o=dense:1:obj")
-    assert code == 1 and "column 'obj' is encoded 'pkl'" in err
+    assert code == 1 and "column 'obj' is encoded 'pkl': bytes, not numbers (a bytes stream: --stream o=bytes)" in err
+
+
+def test_mixed_streaming_columns_convert_and_verify_byte_for_byte(tmp_path, capsys):
+    assert run(capsys, "convert", WORLD / "mixed", tmp_path / "m.parquet")[0] == 0
+    code, _, err = run(capsys, "verify", WORLD / "mixed", tmp_path / "m.parquet")
+    assert code == 0 and "identical" in err, err
 
 
 def test_a_length_changing_in_a_later_shard_is_located_not_reinterpreted(capsys):

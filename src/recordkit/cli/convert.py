@@ -227,6 +227,10 @@ def run_ray(args) -> int:
                                    allow_padding=sources.allowed_padding(args), max_errors=args.max_errors,
                                    skip_sequence_ids=args.skip_sequence_ids, trace_level=args.trace_level,
                                    chunk_size=args.chunk_size, cache_index=args.cache_index)
+    held = [s.name for s in source.streams if s.is_bytes]
+    if held:  # Ray's blocks carry numeric columns (integrations/ray/_arrow.py)
+        raise UsageError(f"--engine ray converts numeric streams, not bytes stream '{held[0]}': convert it with "
+                         f"the local engine, or select the numeric streams with --stream")
     precision = args.precision or _precision_of(source)
     from recordkit.integrations.ray import _quiet
     started = not ray.is_initialized()

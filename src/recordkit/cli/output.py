@@ -4,6 +4,8 @@ orjson writes float32 and float64 arrays in their shortest round-trip form witho
 a per-value Python loop. JSON has no inf/nan, which CTF can produce (``1e400``
 overflows): such sequences fall back to the standard library, which writes
 ``Infinity``/``NaN`` (as Python's json does) rather than silently printing null.
+A bytes stream's value is printed as a JSON string when it is UTF-8 text, else as
+``{"base64": "..."}`` (an encoded image), so every value prints and reads back exactly.
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ def chunk_records(chunk, specs):
     for i in range(len(chunk)):
         rec = {"key": int(chunk.keys[i])}
         for name, sparse, col in cols:
+            if col.is_bytes:
+                rec[name] = bytes_value(col.values[i])
+                continue
             a, b = int(col.seq_offsets[i]), int(col.seq_offsets[i + 1])
             if sparse:
                 ptr = col.indptr
@@ -31,9 +36,18 @@ def chunk_records(chunk, specs):
         yield rec
 
 
+def bytes_value(value: bytes):
+    """A bytes stream's value as JSON: the text when it is UTF-8, else ``{"base64": ...}``."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        import base64
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
 def _finite(rec) -> bool:
     for k, v in rec.items():
-        if k == "key":
+        if k == "key" or isinstance(v, (str, dict)):
             continue
         if isinstance(v, np.ndarray):
             if not np.isfinite(v).all():

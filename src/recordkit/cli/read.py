@@ -25,7 +25,8 @@ def register(sub) -> None:
                    help="read the encoded images of FIELD (an OFRecord/TFRecord bytes feature, a Parquet binary or "
                         "Image column, WebDataset member extensions such as jpg,png) through recordkit's image stage "
                         "(decode, random-resized-crop, flip, normalize; --seed seeds it) in batches of --mb-size "
-                        "images, and print images/s")
+                        "images, and print images/s; where FIELD is a bytes stream of the data set, through the "
+                        "minibatch source (--randomize, partitions, --save-state/--resume with the same crops)")
     g.add_argument("--image-size", type=argtypes.positive_int, default=224, metavar="PIXELS",
                    help="side of the square images the stage makes (default 224)")
     p.set_defaults(run=run, check=check)
@@ -123,7 +124,7 @@ def check(parser, args) -> None:
     if getattr(args, "images", None) is not None:
         if len(args.path or []) != 1:
             parser.error("argument --images: one PATH (the data set holding the images)")
-        for name in ("stream", "resume", "save_state", "weights", "repeats", "singa_conf"):
+        for name in ("weights", "repeats", "singa_conf"):
             if getattr(args, name, None):
                 parser.error(f"argument --{name.replace('_', '-')}: not allowed with --images")
     if args.partition_index >= args.partitions:
@@ -138,9 +139,13 @@ def check(parser, args) -> None:
         parser.error("argument --window: only with --randomize (file order has no randomization window)")
 
 
-def build_source(args):
+def build_source(args, readers=None, images=None):
+    """(readers, MinibatchSource) of the arguments (``readers``: already opened; ``images``: the
+    source's image stages)."""
     from recordkit.engine.source import MinibatchSource
-    if getattr(args, "singa_conf", None) is not None:
+    if readers is not None:
+        pass
+    elif getattr(args, "singa_conf", None) is not None:
         readers = [singa_reader(args)]
     else:
         readers = [sources.open_reader(args, path) for path in args.path]
@@ -157,7 +162,7 @@ def build_source(args):
                                     max_sweeps=sweeps, frame_mode=args.frame_mode,
                                     truncation_length=args.truncation_length, trace_level=args.trace_level,
                                     epoch_size=getattr(args, "epoch_size", None),
-                                    max_memory=memory_bound(args))
+                                    max_memory=memory_bound(args), images=images)
 
 
 def join_or_mix(args, readers):
@@ -254,21 +259,49 @@ def run(args) -> int:
 
 
 def run_images(args) -> int:
-    """``read --images FIELD``: the data set's encoded images through ``ImageStage`` in batches."""
+    """``read --images FIELD``: the data set's encoded images through ``ImageStage`` in batches. Where
+    FIELD is a bytes stream of the data set (declared with ``--stream``, or inferred), the images
+    come through ``MinibatchSource(images=...)``: randomized with ``--randomize``, partitioned,
+    resumable with ``--save-state``/``--resume`` like any read; else (WebDataset extensions such as
+    ``jpg,png``, an OFRecord set that declares no streams) from the format's image hook in file order."""
     import orjson
 
     from recordkit.images import ImageStage, open_images
     t0 = time.perf_counter()
     stage = ImageStage(args.image_size, seed=args.seed)
-    pairs = open_images(args.path[0], args.images, **sources.storage(args))
     images = batches = 0
     shape = None
-    for batch in stage.batches(pairs, args.mb_size):
-        images += batch.shape[0]
-        batches += 1
-        shape = list(batch.shape[1:])
-        if getattr(args, "stop_after", None) is not None and batches >= args.stop_after:
-            break
+    stop_after = getattr(args, "stop_after", None)
+    built = image_source(args, stage)
+    if built is not None:
+        readers, source, name = built
+        if getattr(args, "resume", None):
+            resume(source, args)
+        with source:
+            while stop_after is None or batches < stop_after:
+                mb = source.next_minibatch(args.mb_size, num_data_partitions=args.partitions,
+                                           partition_index=args.partition_index)
+                if mb is None:
+                    break
+                images += mb.num_sequences
+                batches += 1
+                shape = list(mb[name].data.shape[1:])
+        if getattr(args, "save_state", None):
+            save_state(source, args.save_state)
+        for r in readers:
+            r.close()
+    else:
+        if getattr(args, "stream", None) or getattr(args, "resume", None) or getattr(args, "save_state", None):
+            from recordkit.errors import UsageError
+            raise UsageError(f"--images {args.images}: no bytes stream of that name to read through a minibatch "
+                             f"source (--stream, --resume and --save-state need one: --stream NAME=bytes:FIELD)")
+        pairs = open_images(args.path[0], args.images, **sources.storage(args))
+        for batch in stage.batches(pairs, args.mb_size):
+            images += batch.shape[0]
+            batches += 1
+            shape = list(batch.shape[1:])
+            if stop_after is not None and batches >= stop_after:
+                break
     seconds = time.perf_counter() - t0
     rate = round(images / seconds, 1) if seconds > 0 else None
     result = {"images": images, "batches": batches, "image_shape": shape, "seconds": round(seconds, 4),
@@ -279,6 +312,28 @@ def run_images(args) -> int:
         print(f"{images} images in {batches} batches of <= {args.mb_size}, each image {shape} float32")
         print(f"{seconds:.3f} s: {rate or 0:,.0f} images/s")
     return 0
+
+
+def image_source(args, stage):
+    """(readers, MinibatchSource with ``stage`` on the bytes stream FIELD, the stream's name) when the
+    data set opens with such a stream (by name or field), else None (the format's image hook reads
+    it: a data set whose streams cannot be told, WebDataset extensions such as ``jpg,png``)."""
+    from recordkit.errors import FormatError, UsageError
+    field = args.images
+    if "," in field:
+        return None
+    try:
+        reader = sources.open_reader(args, args.path[0])
+    except (UsageError, FormatError):
+        if getattr(args, "stream", None):
+            raise
+        return None
+    spec = next((s for s in reader.streams if s.is_bytes and field in (s.name, s.alias)), None)
+    if spec is None:
+        reader.close()
+        return None
+    readers, source = build_source(args, [reader], images={spec.name: stage})
+    return readers, source, spec.name
 
 
 def resume(source, args) -> None:

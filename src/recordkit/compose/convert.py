@@ -186,7 +186,9 @@ def estimate(reader, sample, target: str, precision: str, *, input_bytes: int) -
         if col is None:
             continue
         samples = col.num_samples
-        if spec.is_sparse and not fmt.sparse:
+        if spec.is_bytes:
+            per_seq += sum(map(len, col.values)) / n
+        elif spec.is_sparse and not fmt.sparse:
             densified.append((spec.name, spec.dim))
             per_seq += samples * spec.dim * esize / n
         elif spec.is_sparse:
@@ -304,12 +306,24 @@ def _chunk_bytes(reader, chunk) -> int:
     return info.size * len(chunk) // max(info.num_sequences, 1)
 
 
+def refuse_bytes(streams, fmt) -> None:
+    """A ``UsageError`` when ``fmt`` cannot hold a bytes stream of ``streams`` (its registry entry says
+    so: CTF, CBF and SINGA's stores hold numbers only), naming the stream and the formats that can."""
+    held = [s.name for s in streams if s.is_bytes]
+    if held and not fmt.bytes:
+        from recordkit.formats import registry
+        able = ", ".join(f.name for f in registry.FORMATS.values() if f.bytes and f.writer)
+        raise UsageError(f"{fmt.name} holds numbers only, not bytes stream '{held[0]}' (strings or encoded images): "
+                         f"convert to {able}, or select the numeric streams with --stream")
+
+
 def _run(reader, source, dst, target, precision, *, parts, shard_size, chunk_size, checksums, storage_options,
          allow_densify, progress, threads, part_order="contiguous", writer_options=None) -> Conversion:
     from recordkit.formats import registry
     fmt = registry.get(target)
     input_bytes = _input_bytes(reader, source, storage_options)
     out_streams = output_streams(reader, target)
+    refuse_bytes(out_streams, fmt)
     total_sequences = sum(c.num_sequences for c in reader.chunks)
     t0 = time.perf_counter()
     if fmt.from_text is not None and _is_ctf(reader):

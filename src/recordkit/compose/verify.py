@@ -177,6 +177,12 @@ def _value_message(name, sample, column, a, b) -> str:
     return f"stream '{name}', sample {sample}, column {column}: SRC {_fmt(a)}{rounded}, DST {_fmt(b)}"
 
 
+def _bytes_message(name: str, va: bytes, vb: bytes) -> str:
+    """Where two bytes values first differ (or that one is longer)."""
+    k = next((i for i, (x, y) in enumerate(zip(va, vb)) if x != y), min(len(va), len(vb)))
+    return f"stream '{name}': SRC holds {len(va)} bytes, DST {len(vb)}, first different at byte {k}"
+
+
 def _compare_stream(name, ca, ia, cb, ib, n) -> dict:
     """{j: (kind, message, sample)} for the sequences ia+j / ib+j (j < n) whose stream ``name`` differs
     (the first difference of each)."""
@@ -192,6 +198,12 @@ def _compare_stream(name, ca, ia, cb, ib, n) -> dict:
                 got = _compare_stream(name, ca, ia + j, cb, ib + j, 1)
                 if got:
                     out[j] = got[0]
+        return out
+    if ca.is_bytes:  # one value a sequence (the streams' formats were compared first)
+        for j in range(n):
+            va, vb = ca.values[ia + j], cb.values[ib + j]
+            if va != vb:
+                out[j] = ("value", _bytes_message(name, va, vb), 0)
         return out
     sa0, sa1, sb0 = int(oa[ia]), int(oa[ia + n]), int(ob[ib])
     starts = np.concatenate([[0], np.cumsum(cnt_a)])  # run-relative first sample of each sequence
@@ -436,6 +448,8 @@ def _digests(col, dtype: np.dtype, lo: int, n: int) -> list[bytes]:
     dt = np.dtype(dtype).newbyteorder("<")
     off = col.seq_offsets
     out = []
+    if col.is_bytes:
+        return [hashlib.blake2b(col.values[j], digest_size=DIGEST_SIZE).digest() for j in range(lo, lo + n)]
     if not col.is_sparse:
         vals = col.values
         for j in range(lo, lo + n):

@@ -8,7 +8,7 @@ before), so importing one engine module does not pull in all of them and SciPy.
 DEFAULT_CHUNK_SIZE = 32 << 20
 
 _LAZY = {
-    "ChunkData": "recordkit.engine.chunk", "DenseColumn": "recordkit.engine.chunk",
+    "BytesColumn": "recordkit.engine.chunk", "ChunkData": "recordkit.engine.chunk", "DenseColumn": "recordkit.engine.chunk",
     "Sequence": "recordkit.engine.chunk", "SparseColumn": "recordkit.engine.chunk",
     "ChunkPartition": "recordkit.engine.chunk_partition",
     "ChunkInfo": "recordkit.engine.deserializer", "Deserializer": "recordkit.engine.deserializer",

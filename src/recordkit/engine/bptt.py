@@ -40,6 +40,11 @@ class BpttSlots:
     live in, held here so the source may drop them from its own cache."""
 
     def __init__(self, source, slots: int):
+        bytes_streams = [s.name for s in source.streams if s.is_bytes]
+        if bytes_streams:  # a bytes stream is one value a sequence: nothing to cut into steps
+            from recordkit.errors import UsageError
+            raise UsageError(f"truncated BPTT cuts sequences into steps, but bytes stream '{bytes_streams[0]}' "
+                             "holds one value per sequence: read it without truncation_length")
         self.source = source
         self.num_slots = int(slots)
         self._e = np.zeros((len(_FIELDS), 0), dtype=np.int64)

@@ -8,6 +8,8 @@ one contiguous column per stream plus offsets:
   ``seq_offsets[i]:seq_offsets[i+1]``.
 * ``SparseColumn``: CSR over samples (``indptr`` per sample into ``indices``/``values``)
   plus the same ``seq_offsets`` over samples.
+* ``BytesColumn``: one ``bytes`` object per sequence (an encoded image, a text as UTF-8), in a
+  NumPy object array.
 
 ``ChunkData.sequence(i)`` materialises one sequence when a caller wants one.
 """
@@ -28,6 +30,7 @@ class DenseColumn:
     seq_offsets: np.ndarray  # (sequences + 1,), int64
 
     is_sparse = False
+    is_bytes = False
 
     @property
     def dim(self) -> int:
@@ -58,6 +61,7 @@ class SparseColumn:
     dim: int
 
     is_sparse = True
+    is_bytes = False
 
     @property
     def num_samples(self) -> int:
@@ -86,6 +90,53 @@ class SparseColumn:
         return self.indices[lo:hi], self.values[lo:hi]
 
 
+@dataclass
+class BytesColumn:
+    """A bytes stream: ``values[i]`` is sequence i's one value (``bytes``), so every sequence has one
+    sample. An object array rather than a list: ``take`` and the minibatch gather index it with
+    the same integer arrays as the numeric columns, without a loop of their own."""
+    values: np.ndarray       # (sequences,), dtype object, each a bytes
+
+    is_sparse = False
+    is_bytes = True
+    dim = 1
+
+    def __post_init__(self):
+        if not isinstance(self.values, np.ndarray) or self.values.dtype != object or self.values.ndim != 1:
+            self.values = object_array(self.values)
+
+    @property
+    def seq_offsets(self) -> np.ndarray:
+        return np.arange(len(self.values) + 1, dtype=np.int64)
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.values)
+
+    def sample_counts(self) -> np.ndarray:
+        return np.ones(len(self.values), dtype=np.int64)
+
+    def sequence(self, i: int) -> bytes:
+        return self.values[i]
+
+    def take(self, seqs: np.ndarray) -> "BytesColumn":
+        return BytesColumn(self.values[np.asarray(seqs, dtype=np.int64)])
+
+
+def column_kind(col) -> str:
+    """'dense', 'sparse' or 'bytes': what a chunk's column holds (the stream format it fits)."""
+    return "bytes" if col.is_bytes else "sparse" if col.is_sparse else "dense"
+
+
+def object_array(items) -> np.ndarray:
+    """``items`` (bytes values) as a 1-D object array; ``np.array`` would make a 2-D or ``S`` array of
+    equal-length values."""
+    items = list(items)
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
 def _sample_rows(offsets: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Concatenated ranges offsets[i]:offsets[i+1] for i in items, and the new offsets.
 
@@ -106,7 +157,8 @@ def _sample_rows(offsets: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np
 
 @dataclass
 class Sequence:
-    """One sequence: its key and, per stream name, a (samples, dim) array or CSR matrix."""
+    """One sequence: its key and, per stream name, a (samples, dim) array or CSR matrix (a bytes
+    stream: its one ``bytes`` value)."""
     key: int
     data: dict
 
@@ -114,7 +166,7 @@ class Sequence:
         return self.data[name]
 
     def __len__(self) -> int:
-        return max((v.shape[0] for v in self.data.values()), default=0)
+        return max((v.shape[0] if hasattr(v, "shape") else 1 for v in self.data.values()), default=0)
 
 
 @dataclass
@@ -123,7 +175,7 @@ class ChunkData:
 
     ``keys``: uint64 key per sequence; ``lengths``: the sequence length used for
     minibatch sizing (samples of the ``defines_mb_size`` stream, else the longest
-    stream); ``columns``: stream name -> DenseColumn | SparseColumn.
+    stream); ``columns``: stream name -> DenseColumn | SparseColumn | BytesColumn.
     """
     chunk_id: int
     keys: np.ndarray
@@ -176,9 +228,12 @@ def concat_chunks(chunks: list[ChunkData]) -> ChunkData:
     """One ChunkData holding the sequences of several, in order (columns concatenated)."""
     if len(chunks) == 1:
         return chunks[0]
-    cols: dict[str, DenseColumn | SparseColumn] = {}
+    cols: dict[str, DenseColumn | SparseColumn | BytesColumn] = {}
     for name, first in chunks[0].columns.items():
         parts = [c.columns[name] for c in chunks]
+        if first.is_bytes:
+            cols[name] = BytesColumn(np.concatenate([p.values for p in parts]))
+            continue
         counts = np.concatenate([np.diff(p.seq_offsets) for p in parts])
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])

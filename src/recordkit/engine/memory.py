@@ -67,14 +67,18 @@ def resident_memory() -> int:
 
 
 # -- what a chunk costs --------------------------------------------------------------------------
+BYTES_OBJECT = 41  # a bytes value's own cost beyond its data: CPython's bytes header and the array's pointer
+
 def generic_chunk_bytes(streams, chunks, *, itemsize: int = 4, sparse_entries_per_byte: float | None = None
                         ) -> np.ndarray:
     """Decoded bytes of each chunk from its description: dense streams as samples x dim values,
     sparse ones as one row pointer per sample plus (value, int32 index) per entry, entries
     estimated from the chunk's bytes (``sparse_entries_per_byte``; default 1/8) or, without
-    bytes, 4 per sample; plus per-sequence keys, lengths and offsets."""
-    dense_dims = sum(s.dim for s in streams if not s.is_sparse)
+    bytes, 4 per sample; bytes streams as the chunk's bytes (the values are most of them: images,
+    text) plus a Python object per value; plus per-sequence keys, lengths and offsets."""
+    dense_dims = sum(s.dim for s in streams if not s.is_sparse and not s.is_bytes)
     n_sparse = sum(1 for s in streams if s.is_sparse)
+    n_bytes = sum(1 for s in streams if s.is_bytes)
     density = 1 / 8 if sparse_entries_per_byte is None else sparse_entries_per_byte
     out = np.zeros(len(chunks), dtype=np.int64)
     for k, c in enumerate(chunks):
@@ -83,6 +87,8 @@ def generic_chunk_bytes(streams, chunks, *, itemsize: int = 4, sparse_entries_pe
         if n_sparse:
             entries = density * c.size if c.size else 4 * rows * n_sparse
             b += n_sparse * (rows + 1) * 8 + int(entries) * (itemsize + 4)
+        if n_bytes:
+            b += int(c.size) + seqs * n_bytes * BYTES_OBJECT
         out[k] = b
     return out
 

@@ -3,7 +3,8 @@
 Dense streams are packed as a zero-padded (sequences, max length, dim) array with a
 boolean mask and the lengths, the layout NumPy/PyTorch code expects; sparse streams
 as one scipy CSR matrix whose rows are the samples, sequence after sequence, plus
-the per-sequence row offsets. Packing is vectorized over the whole minibatch.
+the per-sequence row offsets; bytes streams as a NumPy object array of one ``bytes`` per
+sequence. Packing is vectorized over the whole minibatch.
 """
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ class StreamBatch:
     ``lengths[i]``: samples of sequence i in this stream. Dense: ``data`` is
     (sequences, T, dim) with T = max length, ``mask`` (sequences, T) marks real samples.
     Sparse: ``csr`` is (total samples, dim), ``seq_offsets`` its row range per sequence.
+    Bytes (``is_bytes``): ``data`` is a 1-D NumPy object array, the sequences' ``bytes`` values in
+    delivery order (``lengths`` all 1, no ``mask``). An object array rather than a list because
+    ``data`` is an ndarray for every other stream: code that indexes, slices or reorders a batch's
+    ``data`` (``data[order]``, ``len(data)``) works on it unchanged.
     """
     name: str
     is_sparse: bool
@@ -38,6 +43,7 @@ class StreamBatch:
     indptr: np.ndarray | None = None
     seq_offsets: np.ndarray | None = None
     _csr: "scipy.sparse.csr_matrix | None" = field(default=None, repr=False)
+    is_bytes: bool = False
     _counted: tuple | None = field(default=None, init=False, repr=False, compare=False)  # see num_samples
 
     @property
@@ -66,7 +72,10 @@ class StreamBatch:
         return arr.dtype
 
     def as_sequences(self) -> list:
-        """One (samples, dim) array (dense) or CSR matrix (sparse) per sequence."""
+        """One (samples, dim) array (dense) or CSR matrix (sparse) per sequence; a bytes stream's values."""
+        if self.is_bytes:
+            assert self.data is not None
+            return list(self.data)
         if self.is_sparse:
             so = self.seq_offsets
             assert so is not None
@@ -76,7 +85,8 @@ class StreamBatch:
         return [data[i, :n] for i, n in enumerate(self.lengths)]
 
     def asarray(self) -> np.ndarray:
-        """The padded dense (sequences, T, dim) array (sparse streams are densified)."""
+        """The padded dense (sequences, T, dim) array (sparse streams are densified; a bytes stream's
+        object array as it is)."""
         if not self.is_sparse:
             assert self.data is not None
             return self.data
@@ -157,6 +167,8 @@ def prepared_views(chunk, specs) -> dict:
         prep = {"__keys__": chunk.keys.view(np.int64),
                 "__lengths__": np.ascontiguousarray(chunk.lengths, dtype=np.int64)}
         for spec in specs:
+            if spec.is_bytes:  # gathered by _gather_bytes, not the kernels
+                continue
             col = chunk.columns[spec.name]
             vals = np.ascontiguousarray(col.values)
             if spec.is_sparse:
@@ -178,8 +190,13 @@ def chunk_columns(chunk, specs) -> tuple:
     if cols is None:
         streams: list[tuple] = []
         dtypes = []
+        objects = []
         for spec in specs:
             col = chunk.columns[spec.name]
+            if spec.is_bytes:
+                objects.append(_bytes_values(col, spec))
+                dtypes.append(_OBJECT)
+                continue
             vals = col.values
             if not vals.flags.c_contiguous:
                 vals = np.ascontiguousarray(vals)
@@ -195,9 +212,50 @@ def chunk_columns(chunk, specs) -> tuple:
         lengths = chunk.lengths
         if lengths.dtype != np.int64 or not lengths.flags.c_contiguous:
             lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-        cols = chunk.gather_columns = (_gather.ChunkColumns(chunk.keys.view(np.int64), lengths, streams),
-                                       tuple(dtypes))
+        if objects:
+            table = _BytesColumns(chunk.keys.view(np.int64), lengths, streams)
+            table.objects = objects
+        else:
+            table = _gather.ChunkColumns(chunk.keys.view(np.int64), lengths, streams)
+        cols = chunk.gather_columns = (table, tuple(dtypes))
     return cols
+
+
+_OBJECT = np.dtype(object)
+
+
+class _BytesColumns(_gather.ChunkColumns):
+    """A chunk's ``ChunkColumns`` (its numeric streams, for the kernel) with its bytes streams'
+    object arrays in ``objects`` (in stream order), which ``_gather_bytes`` picks from: Python
+    objects cannot be copied without the GIL, and a bytes value costs far more to use than to pick."""
+
+
+def _bytes_values(col, spec) -> np.ndarray:
+    values = getattr(col, "values", None)
+    if not getattr(col, "is_bytes", False) or not isinstance(values, np.ndarray) or values.dtype != _OBJECT:
+        raise ValueError(f"stream '{spec.name}' is declared bytes, the chunk's column is "
+                         f"{'sparse' if col.is_sparse else 'dense'} numbers")
+    return values
+
+
+def _gather_bytes(objects: list, slot: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """``objects[slot[i]][seq[i]]`` for every pick, as an object array: one fancy index per chunk
+    picked from (``objects`` holds None at slots no pick uses)."""
+    out = np.empty(len(slot), dtype=object)
+    if len(slot) == 0:
+        return out
+    lo, hi = int(slot.min()), int(slot.max())
+    if lo == hi:
+        out[:] = objects[lo][seq]
+        return out
+    for k in np.unique(slot).tolist():
+        at = slot == k
+        out[at] = objects[k][seq[at]]
+    return out
+
+
+def _bytes_batch(spec, values: np.ndarray) -> "StreamBatch":
+    return StreamBatch(spec.name, False, 1, np.ones(len(values), dtype=np.int64), data=values, is_bytes=True)
 
 
 def pack_from_chunks(chunks: list, slot: np.ndarray, seq: np.ndarray, specs, *, frame_mode: bool = False):
@@ -225,8 +283,14 @@ def pack_from_table(table: list, dtypes: tuple, slot: np.ndarray, seq: np.ndarra
     chunk, however many chunks the minibatch draws from."""
     keys, lengths, total, outs = _gather.pack(table, slot, seq)
     streams = {}
-    for spec, dtype, out in zip(specs, dtypes, outs):
-        streams[spec.name] = _stream_batch(spec, dtype, out, frame_mode)
+    numeric, b = iter(outs), 0
+    for spec, dtype in zip(specs, dtypes):
+        if spec.is_bytes:
+            objects = [None if t is None else t.objects[b] for t in table]
+            streams[spec.name] = _bytes_batch(spec, _gather_bytes(objects, slot, seq))
+            b += 1
+        else:
+            streams[spec.name] = _stream_batch(spec, dtype, next(numeric), frame_mode)
     return streams, keys.view(np.uint64), lengths, total
 
 
@@ -251,6 +315,10 @@ def _pack_mixed(chunks, slot, seq, specs, frame_mode):
     lengths = _gather.gather_items([p["__lengths__"] for p in preps], slot, seq)
     streams = {}
     for spec in specs:
+        if spec.is_bytes:
+            objects = [_bytes_values(c.columns[spec.name], spec) for c in chunks]
+            streams[spec.name] = _bytes_batch(spec, _gather_bytes(objects, slot, seq))
+            continue
         parts = [p[spec.name] for p in preps]
         dtype = np.result_type(*[x[-1] for x in parts])
         if spec.is_sparse:

@@ -40,6 +40,7 @@ class Checkpointing:
         samples_delivered: int
         minibatches_delivered: int
         resolve_partition: Callable[[int | None, int | None], tuple[int, int]]
+        image_streams: Any
         read_position: Callable[[], ReadPosition]
         bptt_state: Callable[[], dict | None]
         elastic_run: Callable[[], tuple | None]
@@ -76,6 +77,7 @@ class Checkpointing:
                {"chunk_partition": [self.deserializer.num_partitions, self.deserializer.index]}),
             **({} if self._members() is None else {"mixture": [dict(m) for m in self._members()]}),
             **({} if elastic is None else {"elastic": {**elastic[0].to_json(), "run_position": elastic[1]}}),
+            **({} if self.image_streams is None else {"images": self.image_streams.state()}),
         }
 
     def restore_from_checkpoint(self, state: dict | list[dict | None] | tuple[dict | None, ...], *,
@@ -103,6 +105,17 @@ class Checkpointing:
         memory bound chose one of them (a machine with other memory, another ``max_memory``)
         is continued with the checkpoint's window, so the resumed order is the one it was
         made with; a warning says so when that window exceeds this source's bound."""
+        if self.image_streams is not None:  # the image stages' random states: first, undone if the rest fails
+            undo = self.image_streams.load(_images_state(state, partition_index))
+            try:
+                self._restore_from(state, num_data_partitions, partition_index)
+            except BaseException:
+                self.image_streams.revert(undo)
+                raise
+            return
+        self._restore_from(state, num_data_partitions, partition_index)
+
+    def _restore_from(self, state, num_data_partitions, partition_index) -> None:
         if isinstance(state, (list, tuple)):
             part = self.resolve_partition(num_data_partitions, partition_index)
             self._restore_with_window(next((s for s in state if s is not None), None),
@@ -443,6 +456,18 @@ class Checkpointing:
         fp = [r.get("randomize"), r.get("window"), r.get("sample_based"), r.get("seed"),
               *self.data_sizes()]
         return fp + [r["mixture"]] if "mixture" in r else fp  # another mixture is other data
+
+
+def _images_state(state, partition_index):
+    """The image stages' states in a checkpoint: a single state's own; of an elastic list, the state
+    of the partition this source reads when the list has it, else the first taken (crops after an
+    elastic resume follow one old partition's random stream)."""
+    if not isinstance(state, (list, tuple)):
+        return state.get("images") if isinstance(state, dict) else None
+    taken = [s for s in state if isinstance(s, dict)]
+    i = partition_index if partition_index is not None else 0
+    own = state[i] if 0 <= i < len(state) and isinstance(state[i], dict) else (taken[0] if taken else None)
+    return own.get("images") if own is not None else None
 
 
 def _one_job(plans: list, n_old: int, what: str):

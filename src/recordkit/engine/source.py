@@ -47,6 +47,7 @@ from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative,
 
 if TYPE_CHECKING:  # annotations only: the elastic planner is imported where a resume needs it
     from recordkit.engine.elastic import ChunkPlan, ElasticPlan, Run
+    from recordkit.engine.image_streams import ImageStreams
 
 INFINITELY_REPEAT = None
 _NO_SIZE_LIMIT = 1 << 62  # the sample budget of a pick where only the number of sequences counts
@@ -84,6 +85,9 @@ class MinibatchSource(Checkpointing):
     "samples" (equal samples of every sweep), "chunks" (whole chunks per partition, a
     ``ChunkPartition``), or "auto" (default): chunks for a randomized read of remote files, so N
     readers fetch each chunk once in all, else samples (``engine/chunk_partition.py``).
+    images: {bytes stream name: ``recordkit.images.ImageStage``}: each minibatch's encoded images of
+    that stream decoded, cropped and normalized by the stage into one array (its random state is in
+    the checkpoint: ``engine/image_streams.py``).
     """
 
     def __init__(self, deserializer: Deserializer, *, randomize: bool = True, window: int | None = None,
@@ -92,7 +96,8 @@ class MinibatchSource(Checkpointing):
                  truncation_length: int = 0,
                  num_data_partitions: int | None = None, partition_index: int | None = None,
                  prefetch_chunks: int = 2, threads: int = 2, trace_level: int | None = None,
-                 max_memory: int | str | None = "auto", partition_by: str = "auto") -> None:
+                 max_memory: int | str | None = "auto", partition_by: str = "auto",
+                 images: dict | None = None) -> None:
         from recordkit.engine.chunk_partition import ChunkPartition, in_chunks
         from recordkit.errors import trace_level as _trace_level
         self.trace_level = _trace_level(trace_level)
@@ -111,6 +116,11 @@ class MinibatchSource(Checkpointing):
             raise ValueError("truncation_length must be >= 0")
         self.deserializer = deserializer
         self.streams = list(deserializer.streams)
+        # the image stages turning bytes streams into batch arrays (None without ``images=``)
+        self.image_streams: ImageStreams | None = None
+        if images:
+            from recordkit.engine.image_streams import ImageStreams
+            self.image_streams = ImageStreams(self.streams, images)
         self._chunks = list(deserializer.chunks)
         self._described = {c.id: c.num_sequences for c in self._chunks}
         # in every checkpoint's fingerprint: summed once, not over every chunk at each minibatch's state
@@ -714,6 +724,8 @@ class MinibatchSource(Checkpointing):
             streams, keys, lengths, total = pack_from_chunks(chunks, slot, js, self.streams,
                                                              frame_mode=self.frame_mode)
             del chunks
+        if self.image_streams is not None:  # before eviction: the images are the held chunks' values
+            self.image_streams.apply(streams, cids, js, self.deserializer)
         self._evict(self._last_size)
         mb = counted(Minibatch(streams, keys, lengths, end_of_sweep, sweep_index, sweeps=sweeps), total)
         if self.epoch_size is not None:

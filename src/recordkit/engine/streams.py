@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAX_DIM = 2**31 - 1
+FORMATS = ("dense", "sparse", "bytes")
 
 # the JSON type of each field of a recorded declaration (true/false only where bool is named)
 _DECLARATION_TYPES = [("name", (str,), "a string"), ("format", (str,), "a string"), ("dim", (int,), "an integer"),
@@ -44,9 +45,15 @@ class StreamSpec:
     """One declared stream.
 
     name: the name the caller uses; alias: the name used in the file (defaults to
-    ``name``); format: ``"dense"`` or ``"sparse"``; dim: values per dense sample, or
-    the exclusive upper bound of sparse indices; defines_mb_size: this stream's sample
-    count is the sequence length used for minibatch sizing.
+    ``name``); format: ``"dense"``, ``"sparse"`` or ``"bytes"``; dim: values per dense sample, or
+    the exclusive upper bound of sparse indices (a bytes stream's is 1: one value a sequence);
+    defines_mb_size: this stream's sample count is the sequence length used for minibatch sizing.
+
+    A ``"bytes"`` stream holds one opaque value per sequence (an encoded image, a UTF-8 text, a
+    JSON document, as the bridge formats store them): a minibatch hands them over as they are, in
+    the order and with the partitioning and checkpoints of the numeric streams beside them. A
+    sequence of several bytes values is not a thing recordkit reads (a bytes stream is one value
+    per sequence).
     """
 
     name: str
@@ -60,8 +67,8 @@ class StreamSpec:
         if not self.name:
             raise ValueError("a stream needs a non-empty name")
         fmt = str(self.format).strip().lower()
-        if fmt not in ("dense", "sparse"):
-            raise ValueError(f"stream {self.name!r}: format must be 'dense' or 'sparse', not {self.format!r}")
+        if fmt not in FORMATS:
+            raise ValueError(f"stream {self.name!r}: format must be 'dense', 'sparse' or 'bytes', not {self.format!r}")
         object.__setattr__(self, "format", fmt)
         try:
             dim = int(self.dim)
@@ -71,17 +78,26 @@ class StreamSpec:
             raise ValueError(f"stream {self.name!r}: dim must be a positive integer, not {self.dim!r}")
         if dim > MAX_DIM:  # CBF stores dims as uint32 and sparse indices as int32: nothing larger round-trips
             raise ValueError(f"stream {self.name!r}: {fmt} dim {dim} exceeds {MAX_DIM}")
+        if fmt == "bytes" and dim != 1:
+            raise ValueError(f"stream {self.name!r}: a bytes stream holds one value per sequence (dim 1), not dim {dim}")
         object.__setattr__(self, "dim", dim)
         alias = self.name if self.alias is None else str(self.alias)
         if not alias:
             raise ValueError(f"stream {self.name!r}: alias is empty")
         object.__setattr__(self, "alias", alias)
-        if self.dtype is not None:
+        if self.dtype is not None and fmt != "bytes":
             object.__setattr__(self, "dtype", resolve_precision(self.dtype))
+        elif fmt == "bytes":  # bytes have no precision: whatever a caller or reader passed
+            object.__setattr__(self, "dtype", None)
 
     @property
     def is_sparse(self) -> bool:
         return self.format == "sparse"
+
+    @property
+    def is_bytes(self) -> bool:
+        """One opaque ``bytes`` value per sequence (neither dense nor sparse numbers)."""
+        return self.format == "bytes"
 
     def to_dict(self, precision: str | None = None) -> dict:
         """The declaration as plain JSON values: what a data set records about its streams so
@@ -91,7 +107,7 @@ class StreamSpec:
         if self.defines_mb_size:
             d["defines_mb_size"] = True
         dtype = self.dtype if precision is None else resolve_precision(precision)
-        if dtype is not None:
+        if dtype is not None and not self.is_bytes:
             d["precision"] = "double" if dtype == np.float64 else "float"
         return d
 
@@ -114,11 +130,19 @@ class StreamSpec:
 
     @classmethod
     def parse(cls, text: str) -> "StreamSpec":
-        """Parse the CLI form ``NAME=FORMAT:DIM[:ALIAS]``."""
+        """Parse the CLI form ``NAME=FORMAT:DIM[:ALIAS]``, or ``NAME=bytes[:ALIAS]`` for a bytes
+        stream (its dim is always 1; ``NAME=bytes:1:ALIAS`` is accepted too, and is the way to name
+        a column called ``1``)."""
         name, sep, rest = text.partition("=")
         parts = rest.split(":") if sep else []
+        if sep and name and parts and parts[0].strip().lower() == "bytes" and len(parts) <= 3:
+            if len(parts) == 3 or (len(parts) == 2 and parts[1] == "1"):
+                return cls(name=name, format="bytes", dim=parts[1],  # type: ignore[arg-type]  # checked there
+                           alias=parts[2] if len(parts) == 3 else None)
+            return cls(name=name, format="bytes", dim=1, alias=parts[1] if len(parts) == 2 else None)
         if not sep or not name or len(parts) not in (2, 3):
-            raise ValueError(f"bad --stream {text!r}: expected NAME=FORMAT:DIM[:ALIAS], e.g. features=dense:784:F")
+            raise ValueError(f"bad --stream {text!r}: expected NAME=FORMAT:DIM[:ALIAS] (e.g. features=dense:784:F) "
+                             f"or NAME=bytes[:ALIAS]")
         alias = parts[2] if len(parts) == 3 else None
         # the dimension as text: __post_init__ parses and checks it
         return cls(name=name, format=parts[0], dim=parts[1], alias=alias)  # type: ignore[arg-type]
@@ -126,7 +150,7 @@ class StreamSpec:
 
 def stream_arguments(streams) -> str:
     """The ``--stream NAME=FORMAT:DIM[:ALIAS]`` arguments that declare ``streams`` (the inverse of
-    ``StreamSpec.parse``): what ``recordkit inspect`` prints for streams it inferred."""
+    ``StreamSpec.parse``; a bytes stream as ``NAME=bytes:1[:ALIAS]``): what ``recordkit inspect`` prints for streams it inferred."""
     return " ".join(f"--stream {s.name}={s.format}:{s.dim}" + (f":{s.alias}" if s.alias != s.name else "")
                     for s in streams)
 

@@ -17,8 +17,13 @@ Which of the two ``list<number>`` readings applies is told from the first rows (
 row that does not fit (a list of another length, a null) is a located error naming the file, the
 row group or batch, the row and the column, never read another way. Integers become float32 (or
 float64 with ``--precision double``) only where every value converts exactly
-(``exact_values``). Strings, binary columns and structs (an encoded image) hold no numbers: a
-data set with such columns needs ``--stream`` to select the others, and the error says which.
+(``exact_values``).
+
+* a string or binary column, or a Hugging Face ``Image`` column (a struct whose ``bytes`` field
+  holds the encoded image): a bytes stream, one value a row, the image's bytes as stored and a
+  string as its UTF-8 bytes (a reader hands every bytes stream over as ``bytes``, whatever the
+  column's type; ``.decode()`` gives the text back). Other structs hold no stream: a data set
+  with such a column needs ``--stream`` to select the others, and the error says which.
 
 Each column is rewritten into the mapping's type over the same buffers (``to_mapping``), so the
 mapping's checks and decoding (``select_streams``, ``batch_to_chunk``) apply unchanged.
@@ -109,8 +114,18 @@ def column_stream(name: str, t: pa.DataType, probe) -> tuple[str, int] | str:
             return f"is {t}: a sparse stream, whose dim the data does not tell (declare it: --stream {name}=sparse:DIM)"
         return f"is {t}"
     if kind == BYTES:
-        return f"is {t}: strings, bytes and encoded images are not numbers, which recordkit streams hold"
+        return ("bytes", 1) if bytes_column(t) else f"is {t}: a struct that is no image (no 'bytes' field)"
     return f"is {t}"
+
+
+def bytes_column(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` holds one bytes value a row: a string, a binary, or a struct
+    with a binary ``bytes`` field (``datasets``' ``Image``, ``Audio``)."""
+    if pa.types.is_struct(t):
+        i = t.get_field_index("bytes")
+        return i >= 0 and bytes_column(t.field(i).type) and not pa.types.is_struct(t.field(i).type)
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
 
 
 def infer_streams(schema: pa.Schema, path: str, probe=None, skip=(KEY,)) -> list[StreamSpec]:
@@ -149,7 +164,7 @@ def refusal(path: str, refused: list[tuple[str, str]], readable) -> FormatError:
     """The error for a data set some of whose columns no stream reads: ``refused`` holds (column,
     reason) pairs, ``readable`` the streams of the others."""
     others = (f"; to read the other columns, select them: {stream_flags(readable)}" if readable
-              else "; no column holds numbers")
+              else "; no column holds a stream")
     return FormatError(path, f"{'; '.join(r for _, r in refused)}{others}",
                        record=f"column '{refused[0][0]}'")
 
@@ -158,6 +173,8 @@ def check_layout(spec: StreamSpec, t: pa.DataType) -> str | None:
     """What is wrong with reading stream ``spec`` from a column of type ``t`` in a layout other than
     the mapping's (None: nothing, or ``t`` is the mapping's and ``check_column_type`` judges it)."""
     kind = layout(t)
+    if spec.is_bytes:
+        return None if kind == BYTES and bytes_column(t) else "a string, binary or Image column (a bytes stream)"
     if kind in (SCALAR, ROW, LIST) and spec.is_sparse:
         return "a sparse stream needs list<struct<indices: list<int32>, values: list<float>>>"
     if kind == SCALAR and spec.dim != 1:
@@ -165,7 +182,7 @@ def check_layout(spec: StreamSpec, t: pa.DataType) -> str | None:
     if kind == ROW and spec.dim != t.list_size:
         return f"dense dim {t.list_size} (one sample a row; the column's samples hold {t.list_size} values)"
     if kind == BYTES:
-        return "numbers (strings, bytes and encoded images are not)"
+        return f"numbers (strings, bytes and encoded images are read as a bytes stream: --stream {spec.name}=bytes)"
     return None
 
 

@@ -4,7 +4,7 @@ A format is a sub-package under ``formats/`` (its codec) plus one ``Format`` ent
 name (``recordkit convert --to NAME``), the extensions that name it, how a path holding it is
 recognised, a *lazy* reader factory (a Deserializer) and writer factory (``write_chunk`` /
 ``close`` / ``abort``), the optional extra it needs (``pip install 'recordkit[EXTRA]'``), and
-what its data model can hold (sparse data, sequence keys, float64, sequence boundaries).
+what its data model can hold (sparse data, sequence keys, float64, sequence boundaries, bytes).
 The CLI's choices, format detection (``formats/detect.py``), ``recordkit.convert`` and the
 README's and the docs' format table all read this table, so adding a format is one sub-package and one entry.
 
@@ -46,6 +46,8 @@ class Format:
     keys: bool = True                            # keeps sequence keys (ids)
     float64: bool = True                         # keeps float64 values
     sequences: bool = True                       # keeps multi-sample sequences as such
+    bytes: bool = False                          # holds bytes streams (strings, encoded images): one value a
+                                                 # sequence, written back byte for byte
     describes_streams: bool = True               # the data carries its stream declarations (no --stream needed)
     records_streams: str | None = None           # "module:callable"(path, *, storage_options) -> the declarations
                                                  # recordkit's writer recorded beside the data (OFRecord's
@@ -227,24 +229,24 @@ register(Format("parquet", "Apache Parquet", "file, or a directory of part-NNNNN
                 reader="recordkit.formats.parquet:ParquetDeserializer", writer="recordkit.formats.parquet:ParquetWriter",
                 extra="parquet", requires=("pyarrow",), file_probe="recordkit.formats.bridge_probes:probe_parquet", validator=_RV, ray="native",
                 directory_probe="recordkit.formats.bridge_probes:probe_parquet_parts", images="recordkit.formats.parquet.images:encoded_images",
-                notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`; other writers' number columns read without --stream"))
+                notes="dense `list<fixed_size_list<float>[DIM]>`, sparse `list<struct<indices, values>>`; other writers' number columns read without --stream", bytes=True))
 register(Format("hf", "Hugging Face datasets (`save_to_disk`)", "directory", (),
                 reader="recordkit.formats.hf:HFDeserializer", writer="recordkit.formats.hf:HFWriter",
                 joiner="recordkit.formats.hf.join:join_sets", ray="sets", extra="hf", requires=("pyarrow",), directory_probe="recordkit.formats.bridge_probes:probe_hf", output_directory=True,
                 validator=_RV, images="recordkit.formats.hf.images:encoded_images",
-                notes="`datasets.load_from_disk(OUT)`; the Parquet columns"))
+                notes="`datasets.load_from_disk(OUT)`; the Parquet columns", bytes=True))
 register(Format("lance", "Lance data set", "directory", (".lance",),
                 reader="recordkit.formats.lance.reader:LanceDeserializer",
                 writer="recordkit.formats.lance.writer:LanceWriter", extra="lance", requires=("lance", "pyarrow"),
                 directory_probe="recordkit.formats.lance.probe:probe", output_directory=True, validator=_RV,
-                notes="the Parquet columns, a fragment per chunk; other writers' columns read without --stream"))
+                notes="the Parquet columns, a fragment per chunk; other writers' columns read without --stream", bytes=True))
 register(Format("webdataset", "WebDataset tar shards", "directory of shard-NNNNNN.tar (or one .tar)", (".tar",),
                 reader="recordkit.formats.webdataset:WebDatasetReader",
                 writer="recordkit.formats.webdataset:WebDatasetWriter", extra="webdataset",
                 joiner="recordkit.formats.webdataset.writer:join_sets", shards=True, validator=_RV, ray="sets",
                 file_probe="recordkit.formats.bridge_probes:probe_webdataset", directory_probe="recordkit.formats.bridge_probes:probe_webdataset_shards",
                 output_directory=True, images="recordkit.formats.webdataset.images:encoded_images",
-                notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members; other writers' `.npy`/`.cls` read without --stream"))
+                notes="members `KEY.NAME.npy`; sparse as indices/values/offsets members; other writers' `.npy`/`.cls` read without --stream", bytes=True))
 register(Format("tfrecord", "TFRecord (`tf.train.Example` / `SequenceExample`)", "directory of part-NNNNN.tfrecord (or one file)",
                 (".tfrecord", ".tfrecords"), reader="recordkit.formats.tfrecord:TFRecordReader",
                 writer="recordkit.formats.tfrecord:TFRecordWriter", shards=True, validator=_RV,
@@ -252,12 +254,12 @@ register(Format("tfrecord", "TFRecord (`tf.train.Example` / `SequenceExample`)",
                 extra="tfrecord", requires=("crc32c",), float64=False, file_probe="recordkit.formats.bridge_probes:probe_tfrecord",
                 directory_probe="recordkit.formats.bridge_probes:probe_tfrecord_parts", output_directory=True,
                 images="recordkit.formats.tfrecord.images:encoded_images",
-                notes="an Example per one-sample sequence, else feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32; other writers' Examples read without --stream"))
+                notes="an Example per one-sample sequence, else feature lists NAME (sparse: NAME.indices/NAME.values); float64 narrowed to float32; other writers' Examples read without --stream", bytes=True))
 register(Format("mds", "MosaicML Streaming (MDS)", "directory: index.json + shards", (),
                 reader="recordkit.formats.mds:MDSReader", writer="recordkit.formats.mds:MDSWriter",
                 joiner="recordkit.formats.mds.join:join_sets", ray="sets",
                 directory_probe="recordkit.formats.mds.probe:probe", output_directory=True, shards=True, validator=_RV,
-                images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets); Streaming's number columns read without --stream"))
+                images="recordkit.formats.mds.images:encoded_images", notes="columns `ndarray:float32` NAME (sparse: NAME.indices/values/offsets); Streaming's number columns read without --stream", bytes=True))
 register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or one file)", (),
                 reader="recordkit.formats.ofrecord.hooks:open_ofrecord", writer="recordkit.formats.ofrecord.hooks:create_ofrecord", requires=("google.protobuf",),
                 parts="recordkit.formats.ofrecord.dataset:part_paths", records="features", ray="parts",
@@ -266,7 +268,7 @@ register(Format("ofrecord", "OneFlow OFRecord", "directory of part-N files (or o
                 file_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord", directory_probe="recordkit.formats.ofrecord.hooks:probe_ofrecord_parts",
                 output_directory=True, describes_streams=False, records_streams="recordkit.formats.ofrecord.dataset:read_streams",
                 notes="streams recorded in `_recordkit_streams.json` by recordkit; other sets need --stream",
-                images="recordkit.formats.ofrecord.images:encoded_images"))
+                images="recordkit.formats.ofrecord.images:encoded_images", bytes=True))
 register(Format("kvfile", "SINGA KVFile record store", "file", (), reader="recordkit.formats.singa.hooks:open_singa", records="tuples",
                 file_openers=_FILES + ":singa",
                 writer="recordkit.formats.singa.hooks:create_kvfile", family="singa", sparse=False, float64=False, sequences=False,
@@ -369,12 +371,12 @@ TABLE_END = "<!-- end of format table -->"
 def markdown_table() -> str:
     yes = lambda b: "yes" if b else "no"
     rows = ["| format | `--to` | path | extensions | reads | writes | sparse | keys | float64 | sequences | "
-            "extra | notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "bytes | extra | notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in FORMATS.values():
         ext = ", ".join(f"`{e}`" for e in f.extensions) or "-"
         extra = f"`recordkit[{f.extra}]`" if f.extra else "-"
         rows.append(f"| {f.title} | `{f.name}` | {f.layout} | {ext} | {yes(f.reader)} | {yes(f.writer)} | "
-                    f"{yes(f.sparse)} | {yes(f.keys)} | {yes(f.float64)} | {yes(f.sequences)} | {extra} | "
+                    f"{yes(f.sparse)} | {yes(f.keys)} | {yes(f.float64)} | {yes(f.sequences)} | {yes(f.bytes)} | {extra} | "
                     f"{f.notes or '-'} |")
     return "\n".join(rows)
 

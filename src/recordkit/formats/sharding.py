@@ -112,13 +112,14 @@ def sequence_bytes(chunk, streams, itemsize: int) -> np.ndarray:
 
 def declared_column(chunk, spec):
     """The column of stream ``spec`` in ``chunk``, checked to be what the writer declared (dense or
-    sparse, its dim): data of another shape would be written as the declared stream, silently wrong."""
+    sparse or bytes, its dim): data of another shape would be written as the declared stream, silently wrong."""
     col = chunk.columns.get(spec.name)
     if col is None:
         raise ValueError(f"chunk has no stream '{spec.name}'")
-    if col.is_sparse != spec.is_sparse or col.dim != spec.dim:
+    if col.is_sparse != spec.is_sparse or col.is_bytes != spec.is_bytes or col.dim != spec.dim:
+        from recordkit.engine.chunk import column_kind
         raise ValueError(f"stream '{spec.name}' is declared {spec.format} dim {spec.dim}, the data is "
-                         f"{'sparse' if col.is_sparse else 'dense'} dim {col.dim}")
+                         f"{column_kind(col)} dim {col.dim}")
     return col
 
 

@@ -15,7 +15,7 @@ Deserializer protocol only, never a file layout.
 A record is a dict of NumPy arrays: ``"key"`` (uint64 scalar array), per dense stream ``NAME``
 its (samples, dim) values, per sparse stream ``NAME + "_indices"``, ``NAME + "_values"`` (the
 sequence's entries, sample after sample) and ``NAME + "_indptr"`` (samples + 1,) int64, the entry
-range of each sample (CSR over samples).
+range of each sample (CSR over samples), per bytes stream ``NAME`` its one ``bytes`` value.
 
 Processes. Readers are not picklable, so the source keeps what opens its reader (a path plus
 options, or a zero-argument factory) and reopens it lazily in each process it is sent to (Grain's
@@ -42,6 +42,9 @@ def sequence_record(chunk, i: int) -> dict:
     eviction frees the chunk even while the records taken from it live on)."""
     rec: dict[str, Any] = {"key": np.asarray(chunk.keys[i], dtype=np.uint64)}
     for name, col in chunk.columns.items():
+        if col.is_bytes:  # the sequence's one value (immutable: no copy needed)
+            rec[name] = col.values[i]
+            continue
         a, b = int(col.seq_offsets[i]), int(col.seq_offsets[i + 1])
         if col.is_sparse:
             lo, hi = int(col.indptr[a]), int(col.indptr[b])

@@ -40,7 +40,8 @@ float tensor (S, T, dim) zero padded plus ``name + "_mask"`` (S, T) bool and
 ``name + "_lengths"`` (S,) int64, and a sparse stream gives a
 ``torch.sparse_csr_tensor`` of shape (samples, dim) whose rows are the samples,
 sequence after sequence, plus ``name + "_offsets"`` (S + 1,) int64, the row range of
-each sequence. Arrays are shared with the engine's NumPy output (``torch.from_numpy``,
+each sequence; a bytes stream gives a list of ``bytes``, one per sequence (an
+``images=`` stage of the source turns it into a float or uint8 tensor). Arrays are shared with the engine's NumPy output (``torch.from_numpy``,
 no copy). Keys are the engine's uint64 keys viewed as int64 (``.numpy().view("uint64")``
 gives them back). A truncated-BPTT source's ``Minibatch.extra`` comes as ``"extra"``.
 
@@ -146,7 +147,9 @@ def to_torch(minibatch) -> dict:
     if minibatch.sweeps is not None:
         out["sweeps"] = _tensor(np.asarray(minibatch.sweeps, dtype=np.int64))
     for name, sb in minibatch.streams.items():
-        if sb.is_sparse:
+        if sb.is_bytes:  # no tensor holds them: a list of bytes values, in the sequences' order
+            out[name] = sb.data.tolist()
+        elif sb.is_sparse:
             out[name] = _csr_tensor(sb.csr)
             out[f"{name}_offsets"] = _tensor(np.asarray(sb.seq_offsets, dtype=np.int64))
         else:

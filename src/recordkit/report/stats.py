@@ -243,7 +243,8 @@ def _walk(rep: InputReport, reader, progress, threads: int, caught) -> None:
     """Every chunk once: load (bounded window ahead on ``threads`` threads), summarize."""
     specs = reader.streams
     for s in specs:
-        rep.streams.append(SparseStats(s.name, s.dim) if s.is_sparse else DenseStats(s.name, s.dim))
+        rep.streams.append(BytesStats(s.name) if s.is_bytes else SparseStats(s.name, s.dim) if s.is_sparse
+                           else DenseStats(s.name, s.dim))
     by_name = {s.name: s for s in rep.streams}
     infos = reader.chunks
     rep.chunks = len(infos)

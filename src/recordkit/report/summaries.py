@@ -237,6 +237,15 @@ class BytesStats:
         return over if over is not None else {"samples": self.samples, "nnz": self.nnz, "sum": None, "min": None,
                                               "max": None}
 
+    @staticmethod
+    def summarize(values) -> dict:
+        """A chunk's bytes column (one value a sequence): its values, and those not empty (``nnz``)."""
+        return {"n": len(values), "nnz": sum(1 for v in values if len(v))}
+
+    def merge(self, part: dict) -> None:
+        self.samples += part["n"]
+        self.nnz += part["nnz"]
+
 
 @dataclass
 class InputReport:

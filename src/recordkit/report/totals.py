@@ -1,7 +1,8 @@
 """``recordkit stats`` as a library: per-stream totals over every chunk of a reader.
 
 ``stream_totals(reader)`` -> ``{"sequences": N, "streams": {NAME: {samples, nnz, sum, min, max}}}``,
-one vectorized update per chunk column (``StreamTotals``).
+one vectorized update per chunk column (``StreamTotals``); a bytes stream counts its values and the
+non-empty ones, with no sum, min or max.
 """
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ class StreamTotals:
     def add(self, column) -> None:
         self.samples += column.num_samples
         vals = column.values
+        if column.is_bytes:  # no numbers: the values that are not empty count as non-zeros
+            self.nnz += sum(1 for v in vals if len(v))
+            self.sum = None
+            return
         self.nnz += len(vals) if column.is_sparse else int(np.count_nonzero(vals))
-        if vals.size:
+        if vals.size and self.sum is not None:
             self.sum += float(vals.sum(dtype=np.float64))
             lo, hi = float(vals.min()), float(vals.max())
             self.min = lo if self.min is None else min(self.min, lo)

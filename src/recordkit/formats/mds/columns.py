@@ -11,9 +11,14 @@
   does not fit is a located error (shard, byte offset, sample), never read another way;
 * ``NAME.indices`` / ``.values`` / ``.offsets`` (a sparse stream as recordkit writes it): its dim is
   not in the data, so it needs ``--stream NAME=sparse:DIM``;
-* ``str``, ``bytes``, ``jpeg``, ``png``, ``pil``, ``json`` hold no numbers; ``pkl`` is never read
-  (unpickling runs code the data set carries). With such columns the other columns are read when
-  selected with ``--stream``, and the error names them.
+* ``str``, ``bytes``, ``jpeg``, ``png``, ``json``, ``pil``, ``pkl``: a bytes stream, the column's
+  bytes as Streaming stored them: a JPEG or PNG file byte for byte, a string or JSON document as
+  its UTF-8, ``pil`` Streaming's raw pixels behind its own header (no encoded image: an image
+  stage refuses it, located), ``pkl`` the pickle, which recordkit never unpickles (unpickling runs
+  code the data set carries: only a caller who trusts the data should).
+
+Any other encoding is refused; the other columns are read when selected with ``--stream``, and the
+error names them.
 """
 from __future__ import annotations
 
@@ -26,17 +31,19 @@ from recordkit.errors import FormatError
 SCALARS = {"int": "<i8", "int8": "i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "u1",
            "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "float16": "<f2", "float32": "<f4", "float64": "<f8"}
 SPARSE_PARTS = (".indices", ".values", ".offsets")  # a sparse stream, as recordkit's MDSWriter lays it out
-NO_NUMBERS = ("str", "bytes", "jpeg", "png", "pil", "json")
+# stored as they are: a bytes stream hands the column's bytes over (pkl's unpickled by nobody here)
+BYTES = ("str", "bytes", "jpeg", "png", "json", "pil", "pkl")
 
 
-def refused(enc: str) -> str | None:
-    """Why a column encoded ``enc`` is no stream (None: it is one)."""
-    if enc in SCALARS or enc == "ndarray" or enc.startswith("ndarray:"):
+def refused(enc: str, spec: StreamSpec | None = None) -> str | None:
+    """Why a column encoded ``enc`` is no stream, or not the stream ``spec`` (None: it is one)."""
+    numbers = enc in SCALARS or enc == "ndarray" or enc.startswith("ndarray:")
+    if numbers or enc in BYTES:
+        if spec is not None and spec.is_bytes and numbers:
+            return f"is encoded {enc!r}: numbers, not the bytes stream '{spec.name}' (--stream {spec.name}=dense:DIM)"
+        if spec is not None and not spec.is_bytes and not numbers:
+            return f"is encoded {enc!r}: bytes, not numbers (a bytes stream: --stream {spec.name}=bytes)"
         return None
-    if enc == "pkl":
-        return "is encoded 'pkl': recordkit never unpickles (unpickling runs code the data set carries)"
-    if enc in NO_NUMBERS:
-        return f"is encoded {enc!r}: strings, bytes, JSON and images are not numbers, which recordkit streams hold"
     return f"is encoded {enc!r}, an encoding recordkit does not read"
 
 
@@ -89,6 +96,9 @@ def infer_streams(index_path: str, columns, probe, skip=()) -> list[StreamSpec]:
             continue
         why = refused(enc)
         if why is None:
+            if enc in BYTES:
+                streams.append(StreamSpec(name, "bytes", 1))
+                continue
             if enc in SCALARS:
                 streams.append(StreamSpec(name, "dense", 1, dtype=_stream_dtype(SCALARS[enc])))
                 continue

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
-from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.chunk import BytesColumn, ChunkData, DenseColumn, SparseColumn, object_array
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.arrow_layouts import PROBE_ROWS, exact_values
-from recordkit.formats.mds.columns import SCALARS, infer_streams, refused, sample_rows, static_shape
+from recordkit.formats.mds.columns import BYTES, SCALARS, infer_streams, refused, sample_rows, static_shape
 from recordkit.formats.mds.index import read_index
 from recordkit.formats.csr import join_offsets, offsets_problem
 from recordkit.formats.mds.writer import INDEX, KEY_COLUMN
@@ -143,18 +143,18 @@ class MDSReader(DeserializerBase, ClosingReader):
             self._first.append(self._first[-1] + sh.samples)
         # per shard, the digests index.json records (Streaming's ``hashes``): checked by ``digest_problems``
         self._digests = [sh.hashes for sh in index.shards]
-        needed = set()
+        needed = {}  # column -> the stream reading it
         for s in self._streams:
             f = self._fields[s.name]
-            needed |= {f + ".indices", f + ".values", f + ".offsets"} if s.is_sparse else {f}
+            needed.update({c: s for c in ([f + ".indices", f + ".values", f + ".offsets"] if s.is_sparse else [f])})
         for i, (p, _, cols, _) in enumerate(self._shards):
             have = {c for c, _, _ in cols}
-            missing = sorted(needed - have)
+            missing = sorted(set(needed) - have)
             if missing:
                 raise FormatError(index_path, f"shards[{i}].column_names: shard {os.path.basename(p)} has no "
                                               f"column(s) {', '.join(missing)}")
             for j, (c, enc, _) in enumerate(cols):
-                why = refused(enc) if c in needed else None
+                why = refused(enc, needed[c]) if c in needed else None
                 if why is not None:
                     raise FormatError(index_path, f"shards[{i}].column_encodings[{j}]: column '{c}' {why}")
 
@@ -226,12 +226,15 @@ class MDSReader(DeserializerBase, ClosingReader):
         has_key = KEY_COLUMN in where and cols[where[KEY_COLUMN]][1] in ("uint64", "int64", "int")
         for k, c, enc, pos, size in _sample_columns(data, offs, cols, n, path):
             if c in wanted:
-                per[c].append(self._ndarray(enc, buf, pos, size, path, k, c))
+                per[c].append((bytes(buf[pos:pos + size]), pos) if enc in BYTES else
+                              self._ndarray(enc, buf, pos, size, path, k, c))
             elif has_key and c == KEY_COLUMN:
                 keys.append(bytes(buf[pos:pos + 8]))
         cols_out, counts = {}, {}
         for spec in self._streams:
-            if spec.is_sparse:
+            if spec.is_bytes:
+                col = BytesColumn(object_array(v for v, _ in per[self._fields[spec.name]]))
+            elif spec.is_sparse:
                 col = self._sparse(spec, per, path)
             else:
                 col = self._dense(spec, per[self._fields[spec.name]], path)
@@ -270,6 +273,10 @@ class MDSReader(DeserializerBase, ClosingReader):
                 i = where[c]
                 enc = str(cols[i][1])
                 parts = enc.split(":")
+                if enc in BYTES:  # the column's bytes as they are
+                    got[c] = BytesColumn(object_array(bytes(data[x:x + z]) for x, z in
+                                                      zip(starts[:, i].tolist(), sizes[:, i].tolist())))
+                    continue
                 if enc in SCALARS or len(parts) >= 3:  # one value, or a fixed shape: no header
                     shape = () if enc in SCALARS else static_shape(enc)
                     dtype = np.dtype(SCALARS[enc] if enc in SCALARS else np.dtype(parts[1]).newbyteorder("<"))
@@ -290,7 +297,8 @@ class MDSReader(DeserializerBase, ClosingReader):
             cols_out, counts = {}, {}
             for spec in self._streams:
                 f = self._fields[spec.name]
-                col = (self._sparse_fast(spec, got[f + ".indices"], got[f + ".values"], got[f + ".offsets"])
+                col = (got[f] if spec.is_bytes else
+                       self._sparse_fast(spec, got[f + ".indices"], got[f + ".values"], got[f + ".offsets"])
                        if spec.is_sparse else self._dense_fast(spec, got[f], self._shards[chunk_id][0], f))
                 if col is None:
                     return None

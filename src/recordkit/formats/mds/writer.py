@@ -6,7 +6,8 @@ The layout is MosaicML's (``streaming/base/format/mds``, index version 2, no com
 * ``key``: ``uint64``, the sequence key;
 * dense stream NAME: ``ndarray:float32`` (``ndarray:float64`` for double data), shape (samples, DIM);
 * sparse stream NAME: ``NAME.indices`` (``ndarray:int32``), ``NAME.values`` (``ndarray:float32`` or
-  float64) and ``NAME.offsets`` (``ndarray:int64``, samples + 1, CSR row pointers).
+  float64) and ``NAME.offsets`` (``ndarray:int64``, samples + 1, CSR row pointers);
+* bytes stream NAME: ``bytes``, the value as it is (Streaming reads it back as ``bytes``).
 
 Columns are stored in name order (as MosaicML's writer does). A shard is ``uint32 samples,
 uint32 offsets[samples + 1], the shard's config JSON, the samples``; each sample is the uint32
@@ -58,7 +59,9 @@ def columns_of(streams, dtype) -> dict:
     vt = "float64" if np.dtype(dtype) == np.float64 else "float32"
     cols = {KEY_COLUMN: "uint64"}
     for s in streams:
-        if s.is_sparse:
+        if s.is_bytes:
+            cols[s.name] = "bytes"
+        elif s.is_sparse:
             cols[s.name + ".indices"] = "ndarray:int32"
             cols[s.name + ".values"] = f"ndarray:{vt}"
             cols[s.name + ".offsets"] = "ndarray:int64"
@@ -67,17 +70,24 @@ def columns_of(streams, dtype) -> dict:
     return cols
 
 
+RAW = "raw"  # a column's dim in _encode_samples: bytes as they are, no ndarray shape header
+
+
 def _encode_samples(n: int, columns: list, keys: np.ndarray, key_pos: int) -> tuple[np.ndarray, np.ndarray]:
     """Every sample of a chunk encoded into one buffer (MDS's sample layout, see the module docstring):
     per sample the uint32 sizes of its ``columns``, then the columns in name order with the 8-byte
     key at ``key_pos``. ``columns``: per variable-size column (source array, per-sample element bounds,
-    per-sample first dimension, second dimension or None). The pieces are interleaved by one compiled
+    per-sample first dimension, second dimension or None, or ``RAW`` for bytes written with no shape
+    header). The pieces are interleaved by one compiled
     scatter (``_gather.copy_segments``), not a Python operation per sample."""
     from recordkit.engine._gather import copy_segments
     nvar = len(columns)
     heads, datas, part_len = [], [], []
     for src, bounds, lens, dim in columns:
-        head, head_starts, head_len = _shape_heads(np.asarray(lens, dtype=np.int64), dim)
+        if dim is RAW:
+            head, head_starts, head_len = np.zeros(0, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        else:
+            head, head_starts, head_len = _shape_heads(np.asarray(lens, dtype=np.int64), dim)
         isz = src.dtype.itemsize
         b = np.asarray(bounds, dtype=np.int64) * isz
         data_len = b[1:] - b[:-1]
@@ -216,6 +226,12 @@ class MDSWriter(ShardSetWriter, format=FORMAT, what="MDS directory", shard_name=
         per_col = {}  # column -> (source array, per-sequence element bounds, shapes per sequence)
         for spec in self._streams:
             col = declared_column(chunk, spec)
+            if spec.is_bytes:
+                values = col.values.tolist()
+                bounds = np.zeros(n + 1, dtype=np.int64)
+                np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=n), out=bounds[1:])
+                per_col[spec.name] = (np.frombuffer(b"".join(values), dtype=np.uint8), bounds, None, RAW)
+                continue
             so = col.seq_offsets.astype(np.int64)
             counts = np.diff(so)
             if spec.is_sparse:

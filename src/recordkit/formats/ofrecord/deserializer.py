@@ -11,6 +11,8 @@ The mapping between records and the engine's streams (used by ``recordkit conver
   the column of every stored value), ``ALIAS:values`` (float_list/double_list) and
   ``ALIAS:nnz`` (int64_list, stored values per sample, so its length is the number of
   samples);
+* a **bytes** stream ``NAME`` is the bytes_list feature ``ALIAS`` holding one value (an encoded
+  image, a text), read and written byte for byte;
 * the sequence key is the int64 feature ``key`` when present (CTF sequence ids survive a
   round trip), else the record's position in the data set.
 
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
-from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.chunk import BytesColumn, ChunkData, DenseColumn, SparseColumn, object_array
 from recordkit.engine.deserializer import ChunkInfo
 from recordkit.engine.streams import StreamSpec, check_streams, resolve_precision
 from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
@@ -161,7 +163,8 @@ class OFRecordDeserializer(ClosingReader):
                 keys = np.array([int(f.value[0]) for f in found], dtype=np.int64).view(np.uint64)
         columns, counts = {}, []
         for spec in self._streams:
-            col = self._sparse(spec, records, part, lo) if spec.is_sparse else self._dense(spec, records, part, lo)
+            read = self._bytes if spec.is_bytes else self._sparse if spec.is_sparse else self._dense
+            col = read(spec, records, part, lo)
             columns[spec.name] = col
             counts.append(np.diff(col.seq_offsets))
         defining = [i for i, s in enumerate(self._streams) if s.defines_mb_size]
@@ -177,7 +180,7 @@ class OFRecordDeserializer(ClosingReader):
         none. The compiled batch decoder (``_kernel.decode_rows``) fills each column; anything
         else (a missing feature, other lengths, bytes, mixed key kinds, a malformed record) returns
         None and the record-by-record path decodes the chunk and reports what is wrong."""
-        if not self._streams or any(s.is_sparse for s in self._streams):
+        if not self._streams or any(s.is_sparse or s.is_bytes for s in self._streams):
             return None
         from recordkit.formats.ofrecord import _kernel
         buf = np.frombuffer(block, dtype=np.uint8)
@@ -214,6 +217,17 @@ class OFRecordDeserializer(ClosingReader):
             raise FormatError(part, f"feature '{name}' is a bytes_list: expected a numeric list",
                               record=f"record {index}")
         return f
+
+    def _bytes(self, spec, records, part, lo) -> BytesColumn:
+        out = []
+        for i, rec in enumerate(records):
+            f = self._feature(rec, spec.alias, part, lo + i, numeric=False)
+            if f.kind != "bytes_list" or len(f) != 1:
+                what = f"a bytes_list of {len(f)} values" if f.kind == "bytes_list" else f"a {f.kind}"
+                raise FormatError(part, f"feature '{spec.alias}' is {what}: bytes stream '{spec.name}' reads a "
+                                        f"bytes_list of one value per record", record=f"record {lo + i}")
+            out.append(bytes(f.value[0]))
+        return BytesColumn(object_array(out))
 
     def _dense(self, spec, records, part, lo) -> DenseColumn:
         values, counts = [], np.zeros(len(records), dtype=np.int64)
@@ -291,6 +305,9 @@ def chunk_records(chunk: ChunkData, streams, *, dtype=np.float32, key_feature: s
             rec[key_feature] = np.array([chunk.keys[i]], dtype=np.uint64).view(np.int64)
         for spec in streams:
             col = chunk.columns[spec.name]
+            if spec.is_bytes:
+                rec[spec.alias] = col.values[i]  # a bytes value: a bytes_list of one
+                continue
             a, b = int(col.seq_offsets[i]), int(col.seq_offsets[i + 1])
             if spec.is_sparse:
                 lo, hi = int(col.indptr[a]), int(col.indptr[b])

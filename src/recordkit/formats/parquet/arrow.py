@@ -6,7 +6,9 @@ One row per sequence:
 * a dense stream ``NAME`` of dim D: column ``NAME`` of type ``list<fixed_size_list<float32>[D]>``
   (one inner list per sample; ``float64`` where the data is float64);
 * a sparse stream ``NAME``: column ``NAME`` of type
-  ``list<struct<indices: list<int32>, values: list<float32>>>`` (one struct per sample).
+  ``list<struct<indices: list<int32>, values: list<float32>>>`` (one struct per sample);
+* a bytes stream ``NAME``: column ``NAME`` of type ``binary``, its one value a row (read back
+  from any string, binary or ``Image`` column: ``arrow_layouts.py``).
 
 The schema metadata key ``recordkit.streams`` holds the stream declarations
 (``streams_to_json``: name, alias, format, dim, precision), so reading the data back or
@@ -22,7 +24,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.chunk import BytesColumn, ChunkData, DenseColumn, SparseColumn, object_array
 from recordkit.engine.streams import StreamSpec, resolve_precision, streams_from_json, streams_to_json
 from recordkit.errors import FormatError
 from recordkit.formats.sharding import declared_column
@@ -38,6 +40,8 @@ def value_type(dtype) -> pa.DataType:
 
 
 def stream_type(spec: StreamSpec, dtype) -> pa.DataType:
+    if spec.is_bytes:
+        return pa.binary()
     f = value_type(dtype)
     if spec.is_sparse:
         return pa.list_(pa.struct([("indices", pa.list_(pa.int32())), ("values", pa.list_(f))]))
@@ -95,7 +99,9 @@ def chunk_to_batch(chunk: ChunkData, streams, schema: pa.Schema, dtype, a: int =
     arrays = [numbers(np.asarray(chunk.keys[a:b]).astype(np.uint64, copy=False), pa.uint64())]
     for spec in streams:
         col = declared_column(chunk, spec)
-        if spec.is_sparse:
+        if spec.is_bytes:
+            arrays.append(pa.array(col.values[a:b].tolist(), pa.binary()))
+        elif spec.is_sparse:
             arrays.append(sparse_array(col, dtype, a, b, schema.field(spec.name).type.value_type))
         else:
             arrays.append(dense_array(col, spec.dim, dtype, a, b))
@@ -111,6 +117,9 @@ def sequence_runs(chunk: ChunkData, streams, limit: int = INT32_MAX):
     sizes = np.zeros(n, dtype=np.int64)
     for spec in streams:
         col = chunk.columns[spec.name]
+        if col.is_bytes:  # a binary column's offsets count bytes
+            sizes = np.maximum(sizes, np.fromiter(map(len, col.values), dtype=np.int64, count=n))
+            continue
         counts = np.diff(col.seq_offsets)
         sizes = np.maximum(sizes, counts)
         if col.is_sparse:
@@ -149,10 +158,10 @@ def check_column_type(path: str, spec: StreamSpec, column: str, t: pa.DataType) 
     def bad(expected):
         return FormatError(path, f"column '{column}' (stream '{spec.name}', {spec.format} dim {spec.dim}) is {t}: "
                                  f"expected {expected}", record=f"column '{column}'")
-    problem = check_layout(spec, t)  # one sample a row, or a list of numbers (arrow_layouts.py)
+    problem = check_layout(spec, t)  # one sample a row, a list of numbers, or bytes (arrow_layouts.py)
     if problem is not None:
         raise bad(problem)
-    if layout(t) in (SCALAR, ROW, LIST):
+    if layout(t) in (SCALAR, ROW, LIST) or spec.is_bytes:
         return
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         raise bad("a list per sequence")
@@ -220,6 +229,26 @@ def _dense_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> De
     return DenseColumn(values.reshape(-1, spec.dim), so)
 
 
+def _bytes_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> BytesColumn:
+    """A string, binary or ``Image`` column as one ``bytes`` a row (strings as UTF-8)."""
+    if pa.types.is_struct(arr.type):
+        _first_null_value(arr, path, column, where, row0)
+        arr = arr.field("bytes")
+    _first_null_value(arr, path, column, where, row0)
+    if pa.types.is_string(arr.type):
+        arr = arr.cast(pa.binary())  # the same buffers: no copy, no decoding
+    elif pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.large_binary())
+    return BytesColumn(object_array(arr.to_pylist()))
+
+
+def _first_null_value(arr, path, column, where, row0):
+    if arr.null_count:
+        row = row0 + arr.is_valid().to_pylist().index(False)
+        raise FormatError(path, f"column '{column}' holds a null (row {row} of {where}): a bytes stream needs a "
+                                f"value every row", record=f"{where}, row {row}, column '{column}'")
+
+
 def _sparse_from(arr, spec: StreamSpec, dtype, path, column, where, row0=0) -> SparseColumn:
     _nulls(arr, path, column, where, row0)
     so = _offsets(arr)
@@ -268,13 +297,16 @@ def batch_to_chunk(batch, selected, *, path: str, where: str, chunk_id: int, fir
     cols, counts = {}, []
     for column, spec in selected:
         dtype = spec.dtype or np.float32
-        if batch is None:
+        if batch is None and spec.is_bytes:
+            col = BytesColumn(object_array([]))
+        elif batch is None:
             col = (SparseColumn(np.zeros(0, dtype), np.zeros(0, np.int32), np.zeros(1, np.int64),
                                 np.zeros(1, np.int64), spec.dim) if spec.is_sparse
                    else DenseColumn(np.zeros((0, spec.dim), dtype), np.zeros(1, np.int64)))
         else:
             arr = batch.column(batch.schema.get_field_index(column))
-            col = (_sparse_from if spec.is_sparse else _dense_from)(arr, spec, dtype, path, column, where, first_row)
+            read = _bytes_from if spec.is_bytes else _sparse_from if spec.is_sparse else _dense_from
+            col = read(arr, spec, dtype, path, column, where, first_row)
         cols[spec.name] = col
         counts.append(np.diff(col.seq_offsets))
     defining = [i for i, (_, s) in enumerate(selected) if s.defines_mb_size]
@@ -305,7 +337,7 @@ def select_streams(schema: pa.Schema, path: str, streams=None, precision=None, p
     if streams is None:
         for s in recorded:
             pairs.append((s.name, StreamSpec(s.name, s.format, s.dim, s.alias, s.defines_mb_size,
-                                             want or s.dtype or np.float32)))
+                                             None if s.is_bytes else want or s.dtype or np.float32)))
     else:
         for spec in streams:
             column = spec.alias
@@ -315,7 +347,7 @@ def select_streams(schema: pa.Schema, path: str, streams=None, precision=None, p
                 raise UsageError(f"{path}: stream '{spec.name}' is declared {spec.format} dim {spec.dim}, but the "
                                  f"data's stream '{column}' is {rec.format} dim {rec.dim}")
             dtype = want or (rec.dtype if rec is not None else None)
-            if dtype is None and column in names:
+            if dtype is None and column in names and not spec.is_bytes:
                 dtype = leaf_dtype(schema.field(column).type)
             alias = rec.alias if rec is not None else column
             pairs.append((column, StreamSpec(spec.name, spec.format, spec.dim, alias, spec.defines_mb_size,

@@ -8,11 +8,12 @@ the features read from ``context``; a record that has feature lists is a Sequenc
 
 Each record is one sequence of one sample. A data set without a stream description has its
 streams inferred from its first ``INFER_RECORDS`` records: a float_list or int64_list feature of
-the same length L > 0 in each is a dense stream of dim L, named after the feature. The
+the same length L > 0 in each is a dense stream of dim L, named after the feature; a bytes_list of
+one value in each (an encoded image, a string as its writer encoded it) is a bytes stream. The
 features ``key`` (the sequence key, as recordkit writes it) and ``__recordkit__`` are no streams.
 What cannot be a stream is refused, naming the feature and the ``--stream`` list that selects
-the others: bytes (encoded images, strings: recordkit's streams hold numbers), a feature with
-no values, a feature whose length varies. Every later record is checked against the inferred
+the others: a bytes_list of several values (a bytes stream is one value per record), a feature
+with no values, a feature whose length varies. Every later record is checked against the inferred
 streams: a missing or extra feature, another kind or length is a located ``FormatError``,
 never a reinterpretation.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recordkit.engine.chunk import DenseColumn, SparseColumn
+from recordkit.engine.chunk import BytesColumn, DenseColumn, SparseColumn, object_array
 from recordkit.engine.streams import StreamSpec, stream_arguments
 from recordkit.errors import FormatError
 from recordkit.formats.integers import exact_floats, refusal
@@ -73,8 +74,9 @@ def infer(path, records, skip=()) -> tuple[list[StreamSpec], dict]:
             n = len(getattr(f, fk).value) if fk else 0
             if f is None:
                 why = f"record {k} has no feature '{name}' (record 0 has)"
-            elif fk == "bytes_list":
-                why = f"'{name}' is a bytes_list (an encoded image or a string): recordkit's streams hold numbers"
+            elif fk == "bytes_list" and n != 1:
+                why = (f"'{name}' is a bytes_list of {n} values in record {k}: a bytes stream holds one value per "
+                       f"record")
             elif n == 0:
                 why = f"'{name}' has no values in record {k}: its length cannot be inferred"
             elif kind is not None and fk != kind:
@@ -87,7 +89,7 @@ def infer(path, records, skip=()) -> tuple[list[StreamSpec], dict]:
         if why:
             refused.append(why)
         else:
-            streams.append(StreamSpec(name, "dense", length))
+            streams.append(StreamSpec(name, "bytes", 1) if kind == "bytes_list" else StreamSpec(name, "dense", length))
             kinds[name] = kind
     if refused:
         hint = (f"select the others with {stream_arguments(streams)}" if streams else
@@ -112,8 +114,8 @@ class ExampleColumns:
     def columns(self, msgs, where) -> dict:
         for k, msg in enumerate(msgs):
             self._check_record(msg, where[k])
-        return {s.name: (self._sparse(s, msgs, where) if s.is_sparse else self._dense(s, msgs, where))
-                for s in self.streams}
+        return {s.name: (self._bytes(s, msgs, where) if s.is_bytes else self._sparse(s, msgs, where)
+                         if s.is_sparse else self._dense(s, msgs, where)) for s in self.streams}
 
     def columns_fast(self, data, offs, lens):
         """(columns, keys or None) of a whole file, decoded by the compiled walker
@@ -123,8 +125,8 @@ class ExampleColumns:
         from recordkit.formats.tfrecord.fastread import NotCanonical
         arr = np.frombuffer(data, dtype=np.uint8)
         n = len(offs)
-        if any(s.is_sparse for s in self.streams) or n == 0:
-            raise NotCanonical
+        if any(s.is_sparse or s.is_bytes for s in self.streams) or n == 0:
+            raise NotCanonical  # bytes values are Python objects a record each: the protobuf path makes them
         names = sorted(self.known | self.skip)
         got = _kernel.example_features(arr, np.ascontiguousarray(offs, dtype=np.int64),
                                        np.ascontiguousarray(lens, dtype=np.int64), [x.encode() for x in names])
@@ -240,6 +242,19 @@ class ExampleColumns:
                                   offset=offset, record=f"record {k}")
             flat[records] = out.reshape(-1, spec.dim)
         return DenseColumn(flat, offsets(np.ones(len(msgs), dtype=np.int64)))
+
+    def _bytes(self, spec, msgs, where) -> BytesColumn:
+        """A bytes_list of one value per record."""
+        name = self.fields[spec.name]
+        out = []
+        for k, msg in enumerate(msgs):
+            _, v = self._values(msg, name, ("bytes_list",), where[k], spec)
+            if len(v) != 1:
+                path, offset, kk = where[k]
+                raise FormatError(path, f"feature '{name}': a bytes_list of {len(v)} values, a bytes stream holds one "
+                                        f"per record (stream '{spec.name}')", offset=offset, record=f"record {kk}")
+            out.append(v[0])
+        return BytesColumn(object_array(out))
 
     def _sparse(self, spec, msgs, where) -> SparseColumn:
         field = self.fields[spec.name]

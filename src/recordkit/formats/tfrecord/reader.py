@@ -115,6 +115,11 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         self._examples = examples.ExampleColumns(self._streams, self._fields, kinds, self.dtype, skip=SKIP,
                                                  key=KEY_FEATURE) \
             if self.kind == EXAMPLE else None
+        held = [s.name for s in self._streams if s.is_bytes]
+        if held and self._examples is None:
+            raise FormatError(self.paths[0], f"stream '{held[0]}' is declared bytes, which recordkit reads from "
+                                             f"tf.train.Example records (a bytes_list of one value each); this data "
+                                             f"set holds SequenceExamples", record="record 0")
         scans = [None] * len(self.paths)  # the header walks done already: not read twice
         if counts is None:
             counts = []

@@ -131,6 +131,10 @@ class TFRecordWriter(ShardSetWriter, format=FORMAT, what="TFRecord directory", s
         out = []
         for spec, names in zip(self._streams, self._names):
             col = declared_column(chunk, spec)
+            if spec.is_bytes:
+                raise UnrepresentableError(f"bytes stream '{spec.name}': recordkit writes bytes in tf.train.Example "
+                                           f"records (a bytes_list of one value each), and this data's sequences "
+                                           f"have several samples (tf.train.SequenceExample records)")
             if spec.is_sparse:
                 (ib, io), (vb, vo) = wire.sparse_feature_lists(col.indices, col.values.astype(np.float32, copy=False),
                                                                col.indptr, col.seq_offsets)
@@ -275,7 +279,9 @@ class TFRecordWriter(ShardSetWriter, format=FORMAT, what="TFRecord directory", s
         """(feature name, kind, [Feature bytes per record]) of every stream's one-sample sequences."""
         for spec, names in zip(self._streams, self._names):
             col = chunk.columns[spec.name]
-            if spec.is_sparse:
+            if spec.is_bytes:
+                yield names[0], "bytes_list", [wire.bytes_feature(v) for v in col.values.tolist()]
+            elif spec.is_sparse:
                 ptr = np.asarray(col.indptr, dtype=np.int64)[np.asarray(col.seq_offsets, dtype=np.int64)]
                 idx = np.asarray(col.indices, dtype=np.int64)
                 if len(idx) and idx.min() < 0:

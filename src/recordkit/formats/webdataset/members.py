@@ -7,8 +7,12 @@ description, the streams are inferred from the first ``INFER_SAMPLES`` samples:
 * ``FIELD.npy`` / ``npy``: a numeric array of shape (d,) is one sample of a dense stream of dim d,
   shape (T, d) a sequence of T samples; d the same in every sample;
 * ``FIELD.cls`` / ``cls``: an integer label as decimal text, a dense stream of dim 1;
-* anything else (images, ``.txt``, ``.json``, other bytes): refused, naming the member and the
-  ``--stream`` list that selects the others (recordkit's streams hold numbers).
+* anything else (images ``.jpg``/``.png``/``.webp``..., ``.txt``, ``.json``, other bytes): a bytes
+  stream, the member's bytes as they are in the shard (an image byte-identical, a text in the
+  UTF-8 its writer encoded it in).
+
+A member every sample does not have, or of a dim that changes, is refused, naming the member and
+the ``--stream`` list that selects the others.
 
 A stream is named after the field without its extension (``npy`` and ``cls`` alone keep their
 name); its alias is the member field, so ``--stream label=dense:1:cls`` selects the ``.cls``
@@ -36,6 +40,19 @@ def extension(field: str) -> str:
     return field.rsplit(".", 1)[-1].lower()
 
 
+def bytes_field(name: str) -> str:
+    """The member field recordkit's writer gives bytes stream ``name``: the name itself when it ends in
+    an extension that says what it holds (``jpg``, ``image.png``, ``txt``), else ``NAME.bin``."""
+    ext = extension(name)
+    return name if ext in IMAGES + TEXTS + ("bin",) and ext not in ("npy", "cls") else name + ".bin"
+
+
+def bytes_member(alias: str, present) -> str:
+    """The member field a bytes stream of ``alias`` reads: ``alias`` itself where the shard has it
+    (another tool's ``jpg``), else recordkit's ``bytes_field``."""
+    return alias if alias in present else bytes_field(alias)
+
+
 def member_of(alias: str, present) -> str:
     """The member field a stream of ``alias`` reads: ``ALIAS.npy`` (recordkit's own layout) where the
     shard has it, else ``ALIAS`` itself when it is an ``.npy`` or ``.cls`` field."""
@@ -56,14 +73,6 @@ def cls_value(data: bytes) -> int:
     return value
 
 
-def _what(ext: str) -> str:
-    if ext in IMAGES:
-        return "an encoded image"
-    if ext in TEXTS:
-        return "text"
-    return "bytes"
-
-
 def _describe(field, data):
     """(dim, samples) of one member, or raise ValueError saying why it is no stream."""
     ext = extension(field)
@@ -79,7 +88,7 @@ def _describe(field, data):
     if ext == "cls":
         cls_value(data)
         return 1, 1
-    raise ValueError(f"{_what(ext)} ('.{ext}'): recordkit's streams hold numbers")
+    return None, 1  # a bytes stream: images, text, JSON, ... as they are
 
 
 def infer(path, samples) -> list[StreamSpec]:
@@ -97,7 +106,7 @@ def infer(path, samples) -> list[StreamSpec]:
             except (ValueError, npy.NpyError, UnicodeDecodeError) as e:
                 why = f"member '{field}' of sample '{key}' is {e}"
                 break
-            if dim is not None and d != dim:
+            if i and d != dim:
                 why = f"member '{field}' has dim {dim} in sample 0, {d} in sample {i}"
                 break
             dim = d
@@ -109,7 +118,8 @@ def infer(path, samples) -> list[StreamSpec]:
         if name in used:
             name = field.replace(".", "_")
         used.add(name)
-        streams.append(StreamSpec(name, "dense", dim, alias=field))
+        streams.append(StreamSpec(name, "dense", dim, alias=field) if dim is not None
+                       else StreamSpec(name, "bytes", 1, alias=field))
     if refused:
         hint = (f"select the others with {stream_arguments(streams)}" if streams else
                 "declare the streams with --stream NAME=dense:DIM:FIELD")

@@ -2,8 +2,8 @@
 
 Samples map to sequences as ``writer.py`` describes. The streams come from the data set's
 ``__recordkit__.json``; a WebDataset written by other tools has none, and then they are
-inferred from the first samples' ``.npy`` and ``.cls`` members (``members.py``: images and
-text refused by name), or ``streams`` are given (the alias of each is the member field:
+inferred from the first samples' members (``members.py``: ``.npy`` and ``.cls`` numbers, images,
+text and any other member a bytes stream), or ``streams`` are given (the alias of each is the member field:
 ``KEY.ALIAS.npy``, or ``KEY.ALIAS.indices.npy`` / ``.values.npy`` / ``.offsets.npy``; an
 ``.npy`` or ``.cls`` field itself, ``--stream label=dense:1:cls``). Members that no given
 stream names (images, labels, ...) are skipped; with inferred streams a member the first
@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from recordkit.engine.chunk import ChunkData, DenseColumn, SparseColumn
+from recordkit.engine.chunk import BytesColumn, ChunkData, DenseColumn, SparseColumn, object_array
 from recordkit.engine.deserializer import ChunkInfo, DeserializerBase
 from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import FormatError
@@ -198,7 +198,9 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
         try:
             for spec in self._streams:
                 f = self._fields[spec.name]
-                if spec.is_sparse:
+                if spec.is_bytes:
+                    col = self._bytes_fast(data, farr, barr, n, members.bytes_member(f, present), offs, sizes)
+                elif spec.is_sparse:
                     got = [self._arrays(arr, data, farr, barr, n, f + x, offs, sizes)
                            for x in (".indices.npy", ".values.npy", ".offsets.npy")]
                     if any(g is None for g in got):
@@ -246,6 +248,14 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
             return None
         values = gather_ranges(arr, starts, nbytes).view(dtype)
         return dtype, [p[1] for p in parsed], values
+
+    @staticmethod
+    def _bytes_fast(data, farr, barr, n, field, offs, sizes):
+        """Member ``field`` of every sample (one each) as bytes values, or None (the checked path locates)."""
+        idx = np.flatnonzero(farr == field.encode())
+        if len(idx) != n or (n and not np.array_equal(np.searchsorted(barr, idx, side="right") - 1, np.arange(n))):
+            return None
+        return BytesColumn(object_array(bytes(data[a:a + b]) for a, b in zip(offs[idx].tolist(), sizes[idx].tolist())))
 
     def _cls_fast(self, spec, data, farr, barr, n, field, offs, sizes):
         """The ``.cls`` labels of every sample (one member each), or None (the checked path locates)."""
@@ -317,7 +327,13 @@ class WebDatasetReader(DeserializerBase, ClosingReader):
                                       record=f"sample {i}")
         cols, counts = {}, {}
         for spec in self._streams:
-            if spec.is_sparse:
+            if spec.is_bytes:
+                field = members.bytes_member(self._fields[spec.name], {f for s in samples for f in s})
+                col = BytesColumn(object_array(
+                    bytes(buf[int(offs[j]):int(offs[j]) + int(sizes[j])])
+                    for j in (self._member_at(spec, field, samples, i, keys, bounds, hdr_offs, path)
+                              for i in range(n))))
+            elif spec.is_sparse:
                 col = self._sparse(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)
             else:
                 col = self._dense(spec, samples, keys, bounds, buf, offs, sizes, hdr_offs, path)

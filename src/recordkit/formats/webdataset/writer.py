@@ -6,7 +6,9 @@ dot):
 
 * dense stream NAME: ``KEY.NAME.npy``, a (samples, DIM) array;
 * sparse stream NAME: ``KEY.NAME.indices.npy`` (int32), ``KEY.NAME.values.npy`` and
-  ``KEY.NAME.offsets.npy`` (int64, samples + 1: CSR row pointers).
+  ``KEY.NAME.offsets.npy`` (int64, samples + 1: CSR row pointers);
+* bytes stream NAME: ``KEY.NAME`` holding the value as it is when NAME ends in an extension that
+  says what it is (``jpg``, ``image.png``, ``txt``), else ``KEY.NAME.bin`` (``members.bytes_field``).
 
 Values keep their precision (float32 or float64). The stream declarations and each shard's
 sequence/sample counts go to ``__recordkit__.json`` beside the shards (``formats/sharding.py``),
@@ -27,6 +29,7 @@ from recordkit.engine.chunk import ChunkData
 from recordkit.engine.streams import check_streams, resolve_precision
 from recordkit.formats.sharding import META_NAME, ShardSetWriter, declared_column, describe, join_described
 from recordkit.formats.webdataset import npy, tar
+from recordkit.formats.webdataset.members import bytes_field
 
 if TYPE_CHECKING:
     import os
@@ -101,6 +104,13 @@ class WebDatasetWriter(ShardSetWriter, format=FORMAT, what="WebDataset directory
         out = []
         for spec in self._streams:
             col = declared_column(chunk, spec)
+            if spec.is_bytes:  # the values as they are, no header
+                values = col.values.tolist()
+                starts = np.zeros(len(values) + 1, dtype=np.int64)
+                np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=starts[1:])
+                out.append((bytes_field(spec.name), [b""] * len(values), starts,
+                            np.frombuffer(b"".join(values), dtype=np.uint8)))
+                continue
             counts = np.diff(col.seq_offsets).tolist()
             if not spec.is_sparse:
                 vals = np.ascontiguousarray(col.values, dtype=self.dtype)
