@@ -36,6 +36,12 @@ def images_set(tmp_path):
                                        "key": np.array([100 + i])} for i, (j, p) in enumerate(zip(JPEGS, PNGS))])
 
 
+def b64(data: bytes) -> dict:
+    """How ``recordkit cat`` prints a bytes value that is not UTF-8 text."""
+    import base64
+    return {"base64": base64.b64encode(data).decode()}
+
+
 def columns(path):
     shard = json.loads((path / "index.json").read_text())["shards"][0]
     return dict(zip(shard["column_names"], shard["column_encodings"]))
@@ -51,8 +57,10 @@ def test_jpeg_and_png_features_become_image_columns_read_back_byte_for_byte(tmp_
     assert [b for b, _ in open_images(str(out), "photo")] == JPEGS
     assert [b for b, _ in open_images(str(out), "mask")] == PNGS
     assert [b for b, _ in open_images(str(out), "note")] == [b"n%d" % i for i in range(4)]  # bytes, as written
-    # the numeric feature of one length is a recorded stream: read back with no --stream, keys kept
-    assert cat_records(capsys, out) == [{"key": 100 + i, "class/label": [[float(i)]]} for i in range(4)]
+    # the numeric feature of one length and the bytes features are recorded streams: read back with no
+    # --stream, keys kept, images byte for byte
+    assert cat_records(capsys, out) == [{"key": 100 + i, "class/label": [[float(i)]], "photo": b64(JPEGS[i]),
+                                         "mask": b64(PNGS[i]), "note": "n%d" % i} for i in range(4)]
 
 
 def test_the_image_stage_decodes_the_mds_columns_as_it_decodes_the_source(tmp_path, capsys):
@@ -74,7 +82,7 @@ def test_a_set_without_numeric_features_converts_and_its_image_columns_read(tmp_
     of = ofrecord(tmp_path / "of", [{"photo": j} for j in JPEGS], parts=2)
     assert cli(capsys, "convert", of, tmp_path / "m", "--to", "mds", "--image-feature", "photo")[0] == 0
     index = json.loads((tmp_path / "m" / "index.json").read_text())
-    assert "recordkit" not in index  # no streams to record: Streaming's layout alone
+    assert [(s["name"], s["format"]) for s in index["recordkit"]["streams"]] == [("photo", "bytes")]
     # the records in part order, keyed by their position
     assert sorted(b for b, _ in open_images(str(tmp_path / "m"), "photo")) == sorted(JPEGS)
 
@@ -127,6 +135,9 @@ def tar_shard(path, samples):
 def test_recordkit_webdataset_images_convert_to_mds_image_columns_byte_for_byte(tmp_path, capsys):
     of = images_set(tmp_path)
     assert cli(capsys, "convert", of, tmp_path / "w", "--to", "webdataset", "--image-feature", "photo")[0] == 0
+    # the WebDataset's image and bytes members are recorded streams: recordkit reads them all back
+    assert cat_records(capsys, tmp_path / "w") == [{"key": 100 + i, "class_label": [[float(i)]], "jpg": b64(JPEGS[i]),
+                                                    "mask": b64(PNGS[i]), "note": "n%d" % i} for i in range(4)]
     code, _, err = cli(capsys, "convert", tmp_path / "w", tmp_path / "m", "--to", "mds")
     assert code == 0, err
     assert columns(tmp_path / "m") == {"key": "uint64", "jpg": "jpeg", "mask.bin": "bytes", "note.bin": "bytes",
@@ -134,7 +145,8 @@ def test_recordkit_webdataset_images_convert_to_mds_image_columns_byte_for_byte(
     assert [b for b, _ in open_images(str(tmp_path / "m"), "jpg")] == JPEGS
     assert [b for b, _ in open_images(str(tmp_path / "m"), "mask.bin")] == PNGS
     # the WebDataset's recorded stream and the records' own keys carry over
-    assert cat_records(capsys, tmp_path / "m") == [{"key": 100 + i, "class_label": [[float(i)]]} for i in range(4)]
+    assert cat_records(capsys, tmp_path / "m") == [{"key": 100 + i, "class_label": [[float(i)]], "jpg": b64(JPEGS[i]),
+                                                    "mask.bin": b64(PNGS[i]), "note.bin": "n%d" % i} for i in range(4)]
     want = list(ImageStage(8, seed=2).batches(open_images(str(of), "photo"), 3))
     got = list(ImageStage(8, seed=2).batches(open_images(str(tmp_path / "m"), "jpg"), 3))
     assert len(got) == 2 and all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
@@ -149,7 +161,8 @@ def test_tarwriter_shards_with_images_and_labels_convert_to_mds(tmp_path, capsys
                                        "txt": "bytes"}
     assert [b for b, _ in open_images(str(tmp_path / "m"), "jpg")] == JPEGS
     assert [b for b, _ in open_images(str(tmp_path / "m"), "png")] == PNGS
-    assert cat_records(capsys, tmp_path / "m") == [{"key": i, "cls": [[float(i % 2)]]} for i in range(4)]
+    assert cat_records(capsys, tmp_path / "m") == [{"key": i, "cls": [[float(i % 2)]], "jpg": b64(JPEGS[i]),
+                                                    "png": b64(PNGS[i]), "txt": "caption %d" % i} for i in range(4)]
 
 
 @pytest.mark.parametrize("second, message", [

@@ -97,9 +97,9 @@ def convert_records(src, dst, target: str, *, image_features=(), parts=None, sha
                     what = "missing" if f is None else f"a {f.kind}, not a bytes_list"
                     raise FormatError(part, f"image feature '{name}' is {what}", offset=offset, record=f"record {index}")
             if target == "webdataset":
-                writer.write_sample(key, _members(rec, images, part, offset, index))
-                _note_lengths(lengths, {name: len(f.value) for name, f in rec.items() if name not in images
-                                        and f.kind != "bytes_list" and not (keyed and name == "key")}, n)
+                members = _members(rec, images, part, offset, index)
+                writer.write_sample(key, members)
+                _note_lengths(lengths, _member_kinds(rec, images, members, keyed), n)
             elif target == "lance":  # images and other bytes as binary columns, byte for byte
                 for name in images:
                     _image_kinds(name, rec[name], part, offset, index)
@@ -167,7 +167,11 @@ def convert_samples(src, dst, target: str, *, parts=None, shard_size=None, stora
             writer.write_record(number, columns, images, part=shard, offset=offset, record=f"sample {index}")
             _note_lengths(lengths, _fixed_lengths(columns), n)
             n += 1
-        writer.declare_streams(doc["streams"] if doc else _fixed_streams(lengths, str))
+        found = _fixed_streams(lengths, str)   # named by the columns, as a recorded stream names its field
+        # the description's numeric streams keep their precision; bytes streams are named by their columns
+        # (a member F.bin is the column F.bin)
+        writer.declare_streams([s for s in doc["streams"] if not s.is_bytes] + [s for s in found if s.is_bytes]
+                               if doc else found)
     return n
 
 
@@ -185,6 +189,7 @@ def converts_members(source_format: str, target: str, path, storage_options=None
 
 
 IMAGE_MEMBERS = ("jpg", "jpeg", "png")
+BYTES = "bytes"   # what ``_note_lengths`` tracks for a bytes value
 
 
 def _sample_columns(members: dict, shard: str, offset: int, index: int) -> tuple[dict, list]:
@@ -233,25 +238,61 @@ def _mds_columns(rec, keyed: bool, part, offset, index) -> dict:
 
 
 def _fixed_lengths(columns: dict) -> dict:
-    """The length of every 1-D numeric column value (what ``_note_lengths`` tracks)."""
-    return {name: len(v) for name, v in columns.items() if isinstance(v, np.ndarray) and v.ndim == 1}
+    """What ``_note_lengths`` tracks of a record's columns: the length of every 1-D numeric value,
+    ``BYTES`` for a bytes value (an image, text, other bytes)."""
+    out: dict = {name: len(v) for name, v in columns.items() if isinstance(v, np.ndarray) and v.ndim == 1}
+    out.update({name: BYTES for name, v in columns.items() if isinstance(v, bytes)})
+    return out
+
+
+def _member_kinds(rec, images, members: dict, keyed: bool) -> dict:
+    """What ``_note_lengths`` tracks of an OFRecord record written as WebDataset members (``_members``'
+    names): a numeric feature's length; a one-value bytes feature's stream, ``(BYTES, name)``: ``F``
+    for the member ``F.bin``, the image's member itself (``F.jpg``, or ``jpg`` alone for the only
+    image), as a recorded bytes stream names the member it reads (``webdataset.members.bytes_member``)."""
+    out: dict = {}
+    for name, f in rec.items():
+        if keyed and name == "key":
+            continue
+        if f.kind != "bytes_list":
+            out[name] = len(f.value)
+        elif len(f.value) == 1:
+            field = member_field(name)
+            if name not in images:
+                out[name] = (BYTES, field)   # the member F.bin, what a bytes stream F reads
+                continue
+            stem = "" if len(images) == 1 else field + "."
+            found = [m for m in members if m.startswith(stem) and m[len(stem):] and "." not in m[len(stem):]]
+            if len(found) == 1:
+                out[name] = (BYTES, found[0])   # the member itself: jpg, F.png
+    return out
 
 
 def _note_lengths(lengths: dict, numeric: dict, n: int) -> None:
-    """Track each numeric feature's length over the records so far (None once it varies or is missing):
-    ``numeric``, {name: length} of the record ``n``'s numeric features."""
+    """Track each feature's length (or bytes kind) over the records so far (None once it varies or is
+    missing): ``numeric``, what ``_fixed_lengths``/``_member_kinds`` give for record ``n``."""
     for name in set(lengths) | set(numeric):
         was = lengths.get(name, numeric.get(name) if n == 0 else None)
         lengths[name] = was if was is not None and numeric.get(name) == was else None
 
 
 def _fixed_streams(lengths: dict, field) -> list:
-    """Dense streams for the numeric features of one length in every record (``KEY.F.npy`` members,
-    MDS columns), named as ``field(feature)`` names their data: what lets recordkit's own commands read
-    the output (images and bytes stay members or columns only)."""
+    """The streams of what every record holds alike, named as ``field(feature)`` names their data:
+    dense streams for the numeric features of one length (``KEY.F.npy`` members, MDS columns), bytes
+    streams for the features of one bytes value (images, text: MDS columns, WebDataset members read by
+    their member name). What lets recordkit's own commands read the whole output back."""
     from recordkit.engine.streams import StreamSpec
-    return [StreamSpec(field(name), "dense", n) for name, n in sorted(lengths.items())
-            if n and field(name) != "key"]
+    out = []
+    for name, n in sorted(lengths.items()):
+        if not n or field(name) == "key":
+            continue
+        if n == BYTES:
+            out.append(StreamSpec(field(name), "bytes", 1))
+        elif isinstance(n, tuple):
+            out.append(StreamSpec(n[1], "bytes", 1))
+        else:
+            out.append(StreamSpec(field(name), "dense", n))
+    return out
 
 
 def member_field(name: str) -> str:
