@@ -6,6 +6,8 @@ module is skipped without PySpark 4 or without a Java runtime, and its tests car
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import subprocess
@@ -126,6 +128,23 @@ def test_dataframe_written_to_cbf_is_what_recordkit_cat_reads_back(spark, cbf, t
     assert names and all(n.startswith("part-") and n.endswith(".cbf") for n in names)
     assert cat(out) == cat(cbf)
     assert [n for n in os.listdir(tmp_path) if n != "out_cbf"] == []  # no work directory left
+
+
+def test_a_bytes_stream_goes_through_spark_as_binary_and_back_byte_for_byte(spark, tmp_path):
+    """Images and text in a bytes stream: a Spark ``binary`` column each way, never a float array."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    values = [bytes([i]) * (i + 1) + b"\xff\xd8" for i in range(5)]
+    src = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"label": pa.array([float(i) for i in range(5)], pa.float32()),
+                             "blob": pa.array(values, pa.binary())}), src)
+    df = spark.read.format("recordkit").load(str(src))
+    assert df.schema["blob"].dataType.simpleString() == "binary"
+    assert [bytes(r.blob) for r in df.orderBy("key").collect()] == values
+    out = tmp_path / "out_wds"
+    df.write.format("recordkit").mode("overwrite").option("to", "webdataset").save(str(out))
+    lines = [json.loads(line) for line in cat(out).splitlines()]
+    assert sorted(line["blob"]["base64"] for line in lines) == sorted(base64.b64encode(v).decode() for v in values)
 
 
 def test_plain_dataframe_writes_with_declared_streams_and_refuses_an_existing_path(spark, tmp_path):

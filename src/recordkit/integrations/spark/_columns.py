@@ -4,7 +4,8 @@ One row per sequence (``formats/parquet/arrow.py``): ``key`` (Spark ``long``: Sp
 unsigned type, so keys of 2**63 and above are refused with a located error); a dense stream of
 dim D as ``array<array<float>>`` (one inner array of D values per sample); a sparse stream as
 ``array<struct<indices: array<int>, values: array<float>>>`` (one struct per sample), which
-``batch_to_chunk`` takes back. ``double`` instead of ``float`` for float64 data.
+``batch_to_chunk`` takes back; a bytes stream as ``binary`` (one value a sequence). ``double``
+instead of ``float`` for float64 data.
 
 Every stream column carries its declaration in the field metadata (``recordkit.stream``:
 ``NAME=FORMAT:DIM``), so a DataFrame read from recordkit data writes back without
@@ -24,11 +25,14 @@ META = "recordkit.stream"
 
 def spark_schema(streams, precision):
     """The Spark ``StructType`` of the mapping (stream declarations in the fields' metadata)."""
-    from pyspark.sql.types import (ArrayType, DoubleType, FloatType, IntegerType, LongType, StructField,
-                                   StructType)
+    from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, FloatType, IntegerType, LongType,
+                                   StructField, StructType)
     value = DoubleType() if resolve_precision(precision) == np.float64 else FloatType()
     fields = [StructField(KEY, LongType(), nullable=False)]
     for s in streams:
+        if s.is_bytes:  # one value a sequence, as the Parquet mapping's binary column
+            fields.append(StructField(s.name, BinaryType(), nullable=False, metadata={META: f"{s.name}=bytes"}))
+            continue
         if s.is_sparse:
             sample = StructType([StructField("indices", ArrayType(IntegerType(), False), False),
                                  StructField("values", ArrayType(value, False), False)])
