@@ -81,3 +81,10 @@ def test_sample_layout_and_element_type_of_double_precision():
     assert info.m_element_type == DataType.Double == 2 and info.dtype == np.float64
     assert info.m_sample_layout == NDShape([4]) == (4,) and info.m_sample_layout.total_size() == 4
     assert info.m_sample_layout.rank() == 1 and not info.m_sample_layout.is_scalar()
+
+
+def test_a_bytes_streams_information_says_bytes_not_dense():
+    from recordkit.compat.cntk import StreamInformation
+    from recordkit.engine.streams import StreamSpec
+    info = StreamInformation(StreamSpec("image", "bytes", 1), 0)
+    assert info.storage_format == "bytes" and info.dtype == object and not info.is_sparse

@@ -211,7 +211,8 @@ class StreamInformation:
     ``m_element_type`` (a ``DataType``: Float, or Double where recordkit delivers float64, which
     CNTK's Python API never does), ``m_sample_layout`` (an ``NDShape`` of the dimension),
     ``m_defines_mb_size``, ``m_is_binary`` and ``as_string()``; plus recordkit's plainer
-    ``name``, ``stream_id``, ``is_sparse`` (as declared), ``storage_format``, ``shape``, ``dtype``.
+    ``name``, ``stream_id``, ``is_sparse`` (as declared), ``storage_format``, ``shape``, ``dtype``
+    (a bytes stream, which CNTK never had: ``storage_format`` "bytes", ``dtype`` object).
     """
 
     def __init__(self, spec: StreamSpec, stream_id: int, dtype=None, dense_delivery: bool = False):
@@ -220,11 +221,11 @@ class StreamInformation:
         self.stream_id = stream_id
         self.m_id = stream_id
         self.is_sparse = spec.is_sparse
-        self.storage_format = "sparse" if spec.is_sparse else "dense"
+        self.storage_format = spec.format  # "dense", "sparse", or "bytes" (recordkit's: no CNTK equivalent)
         self.m_storage_format = StorageFormat.SparseCSC if spec.is_sparse and not dense_delivery else StorageFormat.Dense
         self.shape = (spec.dim,)
         self.m_sample_layout = NDShape(self.shape)
-        self.dtype = np.dtype(dtype or spec.dtype or np.float32)
+        self.dtype = np.dtype(object) if spec.is_bytes else np.dtype(dtype or spec.dtype or np.float32)
         self.m_element_type = DataType.Double if self.dtype == np.float64 else DataType.Float
         self.defines_mb_size = spec.defines_mb_size
         self.m_defines_mb_size = bool(spec.defines_mb_size)
