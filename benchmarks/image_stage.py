@@ -9,13 +9,18 @@
 
 * ``stage``: ``ImageStage(224, ...).batches(encoded_images(shard), 64)`` in this process (the batch
   on every core, the next one prepared ahead);
+* ``source-wds`` / ``source-mds``: the same stage inside the engine, ``MinibatchSource(recordkit.open(
+  PATH), images={"jpg": stage})`` in minibatches of 64, over the shard and over its MDS conversion
+  (``recordkit convert --to mds``: a ``jpeg`` column of the same bytes), randomized;
 * ``torch``: ``DataLoader(num_workers=2, batch_size=64, persistent_workers=True)`` over a map-style
   dataset of the JPEG bytes whose items do PIL decode + RandomResizedCrop(224) + horizontal flip +
   ToTensor + Normalize -- torchvision's transforms written out with PIL and torch ops (torchvision
   does not install beside this torch), as a torchvision user's loader would run them.
 
-Rounds alternate (stage, torch, stage, ...), one epoch of 512 images each after a warm-up epoch;
-medians, the ratio and the load average are printed.
+Rounds alternate (stage, source-wds, source-mds, torch, ...), one epoch of 512 images each after a
+warm-up epoch; medians, the ratios to torch and the load average are printed, with the floor:
+``cv2.imdecode`` of the same JPEGs alone on one thread (images/s per core), beside each contender's
+images/s per core (its process CPU time, all threads; torch's workers counted).
 """
 from __future__ import annotations
 
@@ -90,14 +95,53 @@ class PilDataset:
         return (t - self.mean) / self.std
 
 
+def mds_copy(path: str) -> str:
+    """The shard converted to MDS by recordkit (a ``jpeg`` column of the same bytes), made once."""
+    import subprocess
+    out = os.path.splitext(path)[0] + ".mds"
+    if not os.path.exists(out):
+        subprocess.run([sys.executable, "-m", "recordkit.cli.main", "convert", path, out, "--to", "mds"], check=True)
+    return out
+
+
+def cpu_seconds(pids=()) -> float:
+    """CPU time of this process (all threads) and of the processes ``pids`` (the DataLoader's workers)."""
+    total = time.process_time()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+
+
+def decode_floor(blobs) -> float:
+    """``cv2.imdecode`` of every JPEG on one thread: images per second of CPU."""
+    import cv2
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        t0 = time.process_time()
+        for b in blobs:
+            cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
+        return len(blobs) / (time.process_time() - t0)
+    finally:
+        cv2.setNumThreads(threads)
+
+
 def run(path: str, rounds: int) -> int:
     import torch
     from torch.utils.data import DataLoader
 
+    import recordkit
+    from recordkit.engine.source import MinibatchSource
     from recordkit.formats.webdataset.images import encoded_images
     from recordkit.images import ImageStage
 
     blobs = [b for b, _ in encoded_images(path)]
+    mds = mds_copy(path)
     stage = ImageStage(SIZE, mean=MEAN, std=STD, seed=0)
     loader = DataLoader(PilDataset(blobs), batch_size=BATCH, num_workers=2, persistent_workers=True, shuffle=False)
 
@@ -107,26 +151,48 @@ def run(path: str, rounds: int) -> int:
             n += b.shape[0]
         return n
 
+    def source_epoch(data):
+        def epoch():
+            n = 0
+            with recordkit.open(data) as reader, MinibatchSource(
+                    reader, randomize=True, max_sweeps=1, images={"jpg": ImageStage(SIZE, mean=MEAN, std=STD, seed=0)}
+            ) as source:
+                while (mb := source.next_minibatch(BATCH)) is not None:
+                    n += mb["jpg"].data.shape[0]
+            return n
+        return epoch
+
     def torch_epoch():
         n = 0
         for b in loader:
             n += b.shape[0]
         return n
 
+    contenders = (("stage", stage_epoch), ("source-wds", source_epoch(path)), ("source-mds", source_epoch(mds)),
+                  ("torch", torch_epoch))
     load_before = os.getloadavg()
-    times = {"stage": [], "torch": []}
+    times: dict = {name: [] for name, _ in contenders}
+    cpus: dict = {name: [] for name, _ in contenders}
     for _ in range(rounds + 1):
-        for name, fn in (("stage", stage_epoch), ("torch", torch_epoch)):
-            t0 = time.perf_counter()
+        for name, fn in contenders:
+            workers = [w.pid for w in getattr(getattr(loader, "_iterator", None), "_workers", [])] \
+                if name == "torch" else []
+            c0, t0 = cpu_seconds(workers), time.perf_counter()
             assert fn() == N_IMAGES
             times[name].append(time.perf_counter() - t0)
+            workers = workers or [w.pid for w in getattr(getattr(loader, "_iterator", None), "_workers", [])] \
+                if name == "torch" else workers
+            cpus[name].append(cpu_seconds(workers) - c0)
     out = {"images": N_IMAGES, "batch": BATCH, "cores": os.cpu_count(), "rounds": rounds,
            "torch_threads": torch.get_num_threads(), "load_before": [round(v, 2) for v in load_before],
-           "load_after": [round(v, 2) for v in os.getloadavg()]}
-    for name, ts in times.items():
-        out[f"{name}/images_per_s"] = round(N_IMAGES / statistics.median(ts[1:]))
-    out["ratio"] = round(out["stage/images_per_s"] / out["torch/images_per_s"], 2)
-    print(json.dumps(out))
+           "load_after": [round(v, 2) for v in os.getloadavg()],
+           "floor/decode_images_per_core_s": round(decode_floor(blobs))}
+    for name in times:
+        out[f"{name}/images_per_s"] = round(N_IMAGES / statistics.median(times[name][1:]))
+        out[f"{name}/images_per_core_s"] = round(N_IMAGES / statistics.median(cpus[name][1:]))
+    for name in ("stage", "source-wds", "source-mds"):
+        out[f"{name}/vs_torch"] = round(out[f"{name}/images_per_s"] / out["torch/images_per_s"], 2)
+    print(json.dumps(out, indent=1))
     return 0
 
 
