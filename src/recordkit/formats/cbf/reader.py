@@ -23,7 +23,7 @@ from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.cbf import _kernel, layout
 from recordkit.storage import open_source
-from recordkit.storage.source import read_ranges
+from recordkit.storage.source import Prefetched, read_ranges
 from recordkit.storage.read_buffers import PAGE as _PAGE, ReadBuffers
 
 # below this a chunk is read and gathered by one thread even when more are offered: starting
@@ -80,11 +80,16 @@ class CBFReader(ChecksPresence, ClosingReader):
         self.trace_level = _trace_level(trace_level)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
         self._buffers = ReadBuffers()  # chunk read buffers, reused by whichever thread loads next
+        # a remote file's open reads its first and last block in one round trip (the prefix, the
+        # header, the first length tables), until every length table has been read
+        self._opening = self._source
         try:
             size = self._source.size
             if size == 0:
                 raise FormatError(self.path, "file is empty: not a CBF file", offset=0)
-            self.header = layout.read_header(self.path, self._pread, size)
+            if self._source.remote:
+                self._opening = Prefetched(self._source, layout.open_ranges(size))
+            self.header = layout.read_header(self.path, self._opening.pread, size)
         except BaseException:
             self._source.close()
             raise
@@ -199,9 +204,13 @@ class CBFReader(ChecksPresence, ClosingReader):
         """The per-sequence sample counts stored at the start of a chunk (no decoding).
 
         From a remote file, the first call fetches every chunk's table at once (the offset table
-        says where each is; ``storage.source.read_ranges`` asks for them concurrently) and keeps
-        them: opening a reader, which needs them all, waits about one round trip instead of one
-        per chunk. A local file is read per chunk (a ``pread`` costs no round trip)."""
+        says where each is; ``storage.source.read_ranges`` asks for them concurrently, nearby ones
+        in one request, those inside the blocks the open fetched not at all) and keeps them:
+        opening a reader, which needs them all, waits about one round trip instead of one per
+        chunk. A local file is read per chunk (a ``pread`` costs no round trip).
+
+        The offset table alone never tells them: a chunk of as many samples as sequences may
+        hold sequences of 0 and 2 samples as well as of 1 each (CBF allows empty sequences)."""
         known = self._lengths.get(chunk_id)
         if known is not None:
             return known
@@ -210,11 +219,12 @@ class CBFReader(ChecksPresence, ClosingReader):
             wanted = [k for k in range(len(self._chunks)) if k not in self._lengths]
         ranges = [(self._chunks[k].offset, 4 * self._chunks[k].num_sequences) for k in wanted]
         out = {}
-        for k, (offset, n), data in zip(wanted, ranges, read_ranges(self._source, ranges)):
+        for k, (offset, n), data in zip(wanted, ranges, read_ranges(self._opening, ranges)):
             self._check_read(len(data), n, offset, k)
             out[k] = np.frombuffer(data, dtype="<u4").astype(np.int64)
         if self._source.remote:
             self._lengths.update(out)
+            self._opening = self._source  # every table is here: the open's blocks are not needed any more
         return out[chunk_id]
 
     def estimated_chunk_bytes(self) -> np.ndarray:
@@ -351,6 +361,6 @@ class CBFReader(ChecksPresence, ClosingReader):
         self._buffers.clear()
         if getattr(self, "_source", None) is not None:
             self._source.close()
-            self._source = None
+            self._source = self._opening = None
         self.check_presence()
 
