@@ -5,8 +5,10 @@ GIL with the requests it serves) behind ``tests/s3_server.py``'s proxy, which ho
 for a first-byte latency (``--latency``, default 20 ms) and counts them, then measures:
 
 * the open of a 25-chunk CBF file (``CBFReader`` + ``MinibatchSource``, which needs every chunk's
-  length table), median of ``--repeat`` opens, with the tables fetched at once (what readers do) and
-  one after another (``read_ranges`` with one request in flight: how they were fetched before);
+  length table), median of ``--repeat`` opens: its requests, round trips (``FaultyProxy.rounds``)
+  and most requests in flight, with nearby tables sharing a request (what readers do) and with
+  every table its own request (``source.MERGE_GAP`` 0: what a file of large chunks costs), and
+  without latency;
 * the requests of an MDS data set of 7 shards read with a ``cache_dir``: a cold sweep, then a
   warm open and two sweeps of one reader.
 
@@ -33,7 +35,7 @@ from recordkit.engine.source import MinibatchSource  # noqa: E402
 from recordkit.engine.streams import StreamSpec  # noqa: E402
 from recordkit.formats.cbf import CBFReader, CBFWriter  # noqa: E402
 from recordkit.formats.mds import MDSReader  # noqa: E402
-from recordkit.formats.cbf import reader as cbf_reader  # noqa: E402
+from recordkit.storage import source as storage_source  # noqa: E402
 
 
 def server_process():
@@ -111,22 +113,23 @@ def main() -> int:
             opts = s3.options(proxy.port)
             url = s3.url("c25.cbf")
             open_seconds(url, opts)  # connections and imports warm
-            before, proxy.most_at_once = proxy.count(), 0
-            open_seconds(url, opts)
-            requests, most = proxy.count() - before, proxy.most_at_once
-            at_once = [open_seconds(url, opts) for _ in range(args.repeat)]
-            fetch_all = getattr(cbf_reader, "read_ranges", None)  # None: a version that fetched them in turn
-            sequential = at_once
-            if fetch_all is not None:
-                cbf_reader.read_ranges = lambda src, ranges, threads=10: fetch_all(src, ranges, threads=1)
+
+            def measured() -> dict:
+                before, proxy.most_at_once = proxy.count(), 0
+                open_seconds(url, opts)
+                got = {"requests": proxy.count() - before, "rounds": proxy.rounds(before),
+                       "most_at_once": proxy.most_at_once}
+                return dict(got, seconds=statistics.median(open_seconds(url, opts) for _ in range(args.repeat)))
+            out["cbf_open"] = {"chunks": chunks, "merged": measured()}
+            gap = getattr(storage_source, "MERGE_GAP", None)  # None: a version that asked every table alone
+            if gap is not None:
+                storage_source.MERGE_GAP = 0
                 try:
-                    sequential = [open_seconds(url, opts) for _ in range(args.repeat)]
+                    out["cbf_open"]["each_alone"] = measured()
                 finally:
-                    cbf_reader.read_ranges = fetch_all
-            direct = [open_seconds(url, s3.options()) for _ in range(args.repeat)]
-            out["cbf_open"] = {"chunks": chunks, "requests": requests, "most_at_once": most, "at_once_s": statistics.median(at_once),
-                               "one_after_another_s": statistics.median(sequential),
-                               "no_latency_s": statistics.median(direct)}
+                    storage_source.MERGE_GAP = gap
+            out["cbf_open"]["no_latency_s"] = statistics.median(open_seconds(url, s3.options())
+                                                                for _ in range(args.repeat))
             cache = d / "cache"
             base = proxy.count()
             sweep(MDSReader(s3.url("mds"), storage_options=opts, cache_dir=cache))
@@ -145,9 +148,12 @@ def main() -> int:
         s3.stop()
     c, m = out["cbf_open"], out["mds_requests"]
     print(f"latency {args.latency * 1000:.0f} ms per request; load {out['load'][0]:.2f}")
-    print(f"CBF open ({c['chunks']} chunks): {c['requests']} requests, up to {c['most_at_once']} at once; "
-          f"{c['at_once_s']:.3f} s with the length tables fetched at once, "
-          f"{c['one_after_another_s']:.3f} s one after another, {c['no_latency_s']:.3f} s without latency")
+    for key, what in (("merged", "nearby length tables in one request"), ("each_alone", "every table its own request")):
+        if key in c:
+            o = c[key]
+            print(f"CBF open ({c['chunks']} chunks), {what}: {o['seconds']:.3f} s; {o['requests']} requests in "
+                  f"{o['rounds']} round trips, up to {o['most_at_once']} at once")
+    print(f"CBF open without latency: {c['no_latency_s']:.3f} s")
     print(f"MDS ({m['shards']} shards) requests: cold open+sweep {m['cold_open_and_sweep']}, warm open "
           f"{m['warm_open']}, warm sweep {m['warm_sweep']}, second sweep {m['second_sweep']}")
     if args.json:

@@ -5,7 +5,8 @@
 ``drops`` says: the way a flaky network or an overloaded object store drops a chunk read.
 It also counts the requests passing through it (``requests``: method -> count) and can hold
 each one for ``latency`` seconds before passing it on: an object store's first-byte latency
-(``most_at_once``: how many were in flight together).
+(``most_at_once``: how many were in flight together; ``rounds()``: how many round trips one
+after another the requests took).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class FaultyProxy:
         self.latency = latency
         self.requests: Counter = Counter()
         self.most_at_once = 0  # with a latency: the most requests held at the same time
+        self.arrivals: list[float] = []  # when each request arrived (time.perf_counter)
         self._waiting = 0
         self.drops = drops
         self.drop_after = drop_after
@@ -63,6 +65,7 @@ class FaultyProxy:
                 if methods:
                     with self._lock:
                         self.requests.update(m.decode() for m in methods)
+                        self.arrivals += [time.perf_counter()] * len(methods)
                     if self.latency:
                         with self._lock:
                             self._waiting += 1
@@ -105,6 +108,19 @@ class FaultyProxy:
         """Requests passed on so far, of every method."""
         with self._lock:
             return sum(self.requests.values())
+
+    def rounds(self, since: int = 0) -> int:
+        """Round trips one after another among the requests since the ``since``-th: a request that
+        arrived once another had been held for ``latency`` (so could have had its answer) counts
+        as waiting for it, one round later; requests that arrived within ``latency`` of each other
+        were in flight together. Meaningful with a latency well above the machine's scheduling
+        delays."""
+        with self._lock:
+            times = sorted(self.arrivals[since:])
+        depth: list[int] = []
+        for j, t in enumerate(times):
+            depth.append(1 + max((depth[i] for i in range(j) if times[i] + self.latency <= t), default=0))
+        return max(depth, default=0)
 
     def close(self) -> None:
         self._stop = True

@@ -24,6 +24,12 @@ from recordkit.storage.range_cache import CacheDir, OfflineMissError
 STREAMS = [dense("x", 8), sparse("y", 50)]
 
 
+def dense_sequences(lengths, dim=32, seed=0):
+    """Dense sequences of the given lengths (0 included: CBF stores empty sequences)."""
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(int(n), dim)).astype(np.float32)} for n in lengths]
+
+
 def sequences(n, seed=0):
     import scipy.sparse as sp
     rng = np.random.default_rng(seed)
@@ -49,10 +55,19 @@ def files(s3, tmp_path_factory):
     with CBFWriter(d / "small.cbf", STREAMS) as w:
         for s in seqs[:140]:
             w.write(s)
+    # 25 chunks of 8 KiB: more than the first and last block a remote open fetches first
+    with CBFWriter(d / "t25.cbf", [dense("x", 32)], chunk_size=8192) as w:
+        for s in dense_sequences(np.random.default_rng(1).integers(0, 4, size=1010)):
+            w.write(s)
+    # every chunk as many samples as sequences, none of length 1
+    with CBFWriter(d / "zero_two.cbf", [dense("x", 32)], chunk_size=4096) as w:
+        for s in dense_sequences([0, 2] * 200):
+            w.write(s)
     for fmt in ("mds", "webdataset", "tfrecord", "parquet"):
         recordkit.convert(d / "small.cbf", d / fmt, to=fmt, parts=7)
     fs = s3.fs()
-    fs.put_file(str(d / "c25.cbf"), f"{s3.bucket}/c25.cbf")
+    for name in ("c25.cbf", "t25.cbf", "zero_two.cbf"):
+        fs.put_file(str(d / name), f"{s3.bucket}/{name}")
     for fmt in ("mds", "webdataset", "tfrecord", "parquet"):
         for name in os.listdir(d / fmt):
             fs.put_file(str(d / fmt / name), f"{s3.bucket}/{fmt}/{name}")
@@ -82,25 +97,86 @@ def sweep(reader, **kw):
 def test_the_file_has_the_chunks_the_tests_assume(files):
     assert len(CBFReader(files / "c25.cbf").chunks) == 25
     assert len(MDSReader(files / "mds").chunks) == 7
+    t25 = CBFReader(files / "t25.cbf")
+    assert len(t25.chunks) == 25 and os.path.getsize(files / "t25.cbf") > 2 * (64 << 10)
+    assert 0 in np.concatenate([t25.sequence_lengths(c.id) for c in t25.chunks])
+    zero_two = CBFReader(files / "zero_two.cbf")
+    assert len(zero_two.chunks) > 1 and all(c.num_samples == c.num_sequences for c in zero_two.chunks)
 
 
 # -- open in a few round trips -----------------------------------------------------------------------
-def test_opening_a_remote_cbf_asks_every_length_table_at_once(s3, files, proxy):
-    proxy.latency = 0.05
-    url = s3.url("c25.cbf")
-    reader = CBFReader(url, storage_options=s3.options(proxy.port))
-    MinibatchSource(reader, randomize=True, window=4, seed=3, max_memory=None)
-    assert proxy.requests["GET"] >= 25 + 2  # the tables, the header, the sidecar probe
-    # asked together, not one after another (25 round trips; the time is benchmarks/remote_open.py's)
-    assert proxy.most_at_once >= 8
+def test_opening_a_remote_cbf_takes_three_round_trips(s3, files, proxy):
+    """Size and version with the sidecar probe; the first and last block (prefix, header, offset
+    table, the first and last length tables); the other 23 tables in one request. The time is
+    benchmarks/remote_open.py's."""
+    proxy.latency = 0.1
+    reader = CBFReader(s3.url("t25.cbf"), storage_options=s3.options(proxy.port))
+    assert (proxy.requests["HEAD"], proxy.requests["GET"]) == (1, 1 + 2)
+    src = MinibatchSource(reader, randomize=True, window=4, seed=3, max_sweeps=1, max_memory=None)
+    assert (proxy.requests["HEAD"], proxy.requests["GET"]) == (1, 1 + 2 + 1)
+    assert proxy.rounds() == 3
+    proxy.latency = 0
+    assert minibatches(src) == sweep(CBFReader(files / "t25.cbf"))
 
 
-def test_a_warm_cache_opens_a_remote_cbf_without_ranged_reads(s3, files, proxy, tmp_path):
+def test_length_tables_too_far_apart_to_share_a_request_are_asked_all_at_once(s3, files, proxy, monkeypatch):
+    """More at once than s3fs's default pool of 10 connections: one round trip for 23 tables."""
+    from recordkit.formats.cbf import layout
+    from recordkit.storage import source
+    monkeypatch.setattr(source, "MERGE_GAP", 0)
+    monkeypatch.setattr(layout, "FIRST_BLOCK", 4096)  # only chunk 0's table in the blocks the open reads first
+    monkeypatch.setattr(layout, "LAST_BLOCK", 4096)
+    blocks = layout.open_ranges(os.path.getsize(files / "t25.cbf"))
+    local = CBFReader(files / "t25.cbf")
+    apart = [c for c in local.chunks
+             if not any(o <= c.offset and c.offset + 4 * c.num_sequences <= o + n for o, n in blocks)]
+    assert len(apart) > 20
+    proxy.latency = 0.1
+    reader = CBFReader(s3.url("t25.cbf"), storage_options=s3.options(proxy.port))
+    before = proxy.count()
+    assert [reader.sequence_lengths(c.id).tolist() for c in reader.chunks] == \
+        [local.sequence_lengths(c.id).tolist() for c in reader.chunks]
+    assert proxy.count() - before == len(apart) and proxy.most_at_once == len(apart)
+    assert proxy.rounds(before) == 1
+
+
+def test_nearby_ranges_share_a_request_within_the_gap_and_span():
+    from recordkit.storage.source import merge_ranges
+    ranges = [(100, 10), (0, 10), (40, 10), (1000, 5), (1010, 500)]
+    assert merge_ranges(ranges, gap=30, span=1000) == [[1, 2], [0], [3, 4]]
+    assert merge_ranges(ranges, gap=1000, span=1005) == [[1, 2, 0, 3], [4]]  # 1510 bytes would be too long
+    assert merge_ranges(ranges, gap=0, span=10 ** 6) == [[1], [2], [0], [3], [4]]
+    assert merge_ranges([(0, 100), (50, 10)], gap=0, span=100) == [[0, 1]]  # inside the run
+
+
+def test_a_chunk_of_as_many_samples_as_sequences_keeps_its_empty_sequences_remotely(s3, files, proxy):
+    """The offset table cannot tell lengths 0 and 2 from 1 and 1: the tables are read, never assumed."""
+    remote = CBFReader(s3.url("zero_two.cbf"), storage_options=s3.options(proxy.port))
+    local = CBFReader(files / "zero_two.cbf")
+    for c in local.chunks:
+        assert remote.sequence_lengths(c.id).tolist() == local.sequence_lengths(c.id).tolist() == \
+            [0, 2] * (c.num_sequences // 2)
+    assert sweep(remote) == sweep(local)
+    assert sweep(CBFReader(s3.url("t25.cbf"), storage_options=s3.options(proxy.port))) == \
+        sweep(CBFReader(files / "t25.cbf"))
+
+
+def test_a_missing_checksum_sidecar_costs_one_request(s3, files, proxy):
+    from recordkit.storage import open_source
+    open_source(s3.url("c25.cbf"), storage_options=s3.options(proxy.port))
+    assert proxy.requests == {"HEAD": 1, "GET": 1}  # the object's size and version, the sidecar's GET
+
+
+@pytest.mark.parametrize("name", ["c25.cbf", "t25.cbf"])
+def test_a_warm_cache_opens_a_remote_cbf_without_ranged_reads(s3, files, proxy, tmp_path, name):
     opts = s3.options(proxy.port)
-    MinibatchSource(CBFReader(s3.url("c25.cbf"), storage_options=opts, cache_dir=tmp_path), max_memory=None)
+    MinibatchSource(CBFReader(s3.url(name), storage_options=opts, cache_dir=tmp_path), max_memory=None)
     before = proxy.ranged_gets
-    MinibatchSource(CBFReader(s3.url("c25.cbf"), storage_options=opts, cache_dir=tmp_path), max_memory=None)
+    MinibatchSource(CBFReader(s3.url(name), storage_options=opts, cache_dir=tmp_path), max_memory=None)
     assert proxy.ranged_gets == before
+    # the tables a request shared were cached one by one, not with the chunks between them
+    tables = sum(4 * c.num_sequences for c in CBFReader(files / name).chunks)
+    assert range_cache.cached_bytes(tmp_path) <= tables + 2 * (64 << 10)  # + the open's first and last block
 
 
 # -- metadata once per open ------------------------------------------------------------------------------
@@ -249,14 +325,17 @@ def test_cli_reads_offline_from_the_cache_and_plan_shows_the_bound(s3, files, pr
 
 # -- partitions that share a file's bytes -------------------------------------------------------------------
 def partition_reads(s3, n, **kw):
+    """Every partition's keys, and the chunk bytes they fetched in all (not counting each open's
+    first and last block: 64 KiB each, the whole of this small file)."""
     keys, fetched = [], 0
     for i in range(n):
         reader = CBFReader(s3.url("c25.cbf"), storage_options=s3.options())
         src = MinibatchSource(reader, randomize=True, seed=5, max_sweeps=1, max_memory=None, num_data_partitions=n,
                               partition_index=i, **kw)
+        opened = reader._source.stats["bytes"]
         while (mb := src.next_minibatch(64, num_data_partitions=n, partition_index=i)) is not None:
             keys += mb.keys.tolist()
-        fetched += reader._source.stats["bytes"]
+        fetched += reader._source.stats["bytes"] - opened
     return sorted(keys), fetched
 
 

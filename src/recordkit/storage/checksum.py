@@ -128,7 +128,13 @@ def load_for(source, *, storage_options=None) -> ChecksumTable | None:
 
 def sidecar_bytes(source, *, storage_options=None) -> bytes | None:
     """The bytes of ``source``'s sidecar, None when it has none."""
-    return _read_if_exists(sidecar_path(source.name), storage_options)
+    return sidecar_bytes_of(source.name, storage_options=storage_options)
+
+
+def sidecar_bytes_of(path: str, *, storage_options=None) -> bytes | None:
+    """The bytes of the sidecar of the file at ``path``, None when it has none. A remote one is
+    one request: a GET, answered by the store with the bytes or "no such key"."""
+    return _read_if_exists(sidecar_path(path), storage_options)
 
 
 def table_from(source, data: bytes | None) -> ChecksumTable | None:
@@ -156,6 +162,7 @@ class VerifiedSource:
         self.remote = inner.remote
         self.local_path = inner.local_path
         self.stats = inner.stats
+        self.in_flight = getattr(inner, "in_flight", 1)
 
     def pread(self, offset: int, n: int, *, cache: bool = True) -> bytes:
         if n <= 0 or offset >= self.size:
@@ -190,7 +197,7 @@ def _read_if_exists(path: str, storage_options) -> bytes | None:
         from recordkit.storage.retry import RetryPolicy
         fs, p = filesystem(path, storage_options)
         try:
-            return RetryPolicy.default().call(lambda: fs.cat_file(p), what=path)
+            return RetryPolicy.default().call(lambda: fs.cat_file(p, **_one_request(fs)), what=path)
         except (FileNotFoundError, PermissionError):
             # S3 answers 403, not 404, for a missing key when the reader may not list the bucket:
             # that must not make every file of a read-only public bucket unreadable
@@ -203,3 +210,13 @@ def _read_if_exists(path: str, storage_options) -> bytes | None:
             return f.read()
     except FileNotFoundError:  # removed since
         return None
+
+
+def _one_request(fs) -> dict:
+    """``cat_file`` arguments that make a whole-object read one GET: s3fs otherwise asks for the
+    size first (a HEAD, and for a missing key a listing too), two round trips more per open."""
+    import inspect
+    cat = getattr(fs, "_cat_file", None)
+    if hasattr(fs, "call_s3") and cat is not None and "max_concurrency" in inspect.signature(cat).parameters:
+        return {"max_concurrency": 1}
+    return {}

@@ -18,7 +18,8 @@ import hashlib
 import io
 import os
 
-from recordkit.storage.location import ensure_regular, filesystem, is_url, local_path, open_regular
+from recordkit.storage.location import (DEFAULT_IN_FLIGHT, ensure_regular, filesystem, is_url, local_path,
+                                       open_regular, requests_in_flight)
 from recordkit.storage.retry import RetryPolicy, ShortRead
 from recordkit.storage.versions import RemotePin, check_local
 
@@ -122,6 +123,7 @@ class RemoteSource:
         if self.recorded is not None:  # the version as recorded (the record keeps only JSON-able fields)
             self.fingerprint = tuple(self.recorded["fingerprint"])
         self._pin = None if self.offline else RemotePin(url, self._path, info, self.fs)
+        self.in_flight = DEFAULT_IN_FLIGHT if self.fs is None else requests_in_flight(self.fs)
         self._cache = None
         if cache_dir is not None:
             self._cache = range_cache.RangeCache(cache_dir, url, self.fingerprint)
@@ -161,6 +163,45 @@ class RemoteSource:
         if use_cache:
             self._cache.put(offset, data)
         return data
+
+    def pread_ranges(self, ranges: list, *, threads: int | None = None, merge: bool = True) -> list:
+        """The bytes of every ``(offset, n)`` of ``ranges``, in order, in as few requests as
+        ``merge_ranges`` allows (``merge=False``: a request each), up to ``threads`` (default
+        ``in_flight``) at once. A request spanning several ranges reads the bytes between them too,
+        but caches only the ranges asked (what a warm open asks again), not the bytes between (the
+        chunks, cached when read)."""
+        out: list = [None] * len(ranges)
+        missing = []
+        for i, (offset, n) in enumerate(ranges):
+            want = max(0, min(int(n), self.size - int(offset)))
+            hit = self._cache.get(offset, want) if self._cache is not None and want else None
+            if want == 0:
+                out[i] = b""
+            elif hit is not None:
+                self.stats["cache_hits"] += 1
+                out[i] = hit
+            else:
+                missing.append(i)
+        if self.offline or not merge:  # every range as its own (offline: a miss is an error naming it)
+            groups = [[i] for i in missing]
+        else:
+            groups = [[missing[k] for k in g] for g in merge_ranges([ranges[i] for i in missing])]
+
+        def fetch(group):
+            if len(group) == 1:
+                return [self.pread(*ranges[group[0]])]
+            lo = min(ranges[i][0] for i in group)
+            hi = min(self.size, max(ranges[i][0] + ranges[i][1] for i in group))
+            data = self.pread(lo, hi - lo, cache=False)
+            parts = [data[ranges[i][0] - lo:ranges[i][0] - lo + ranges[i][1]] for i in group]
+            if self._cache is not None:
+                for i, part in zip(group, parts):
+                    self._cache.put(ranges[i][0], part)
+            return parts
+        for group, parts in zip(groups, concurrently(fetch, groups, threads or self.in_flight)):
+            for i, part in zip(group, parts):
+                out[i] = part
+        return out
 
     def current_size(self) -> int:
         return self.size
@@ -247,20 +288,24 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
     the sidecar lookup (for tools that rebuild it). ``known``: what a directory listing already
     said of a remote file (``{"info": ..., "sidecar": bool}``): no request is made for either.
     """
+    from recordkit.storage import checksum, range_cache
+    probe = None  # a remote file's sidecar, asked while its size and version are (one round trip for both)
     if is_url(path):
+        if verify and known is None and not range_cache.settings(cache_dir)[1]:
+            probe = _in_background(checksum.sidecar_bytes_of, path, storage_options=storage_options)
         source = RemoteSource(path, storage_options=storage_options, cache_dir=cache_dir, retry=retry,
                               info=None if known is None else known["info"])
     else:
         source = LocalSource(path)
     if not verify:
         return source
-    from recordkit.storage import checksum
     try:
         if getattr(source, "recorded", None) is not None:  # offline: the sidecar the cache recorded
-            from recordkit.storage.range_cache import sidecar_of
-            data = sidecar_of(source.recorded)
+            data = range_cache.sidecar_of(source.recorded)
         elif known is not None and not known.get("sidecar", True):
             data = None
+        elif probe is not None:
+            data = probe.result()
         else:
             data = checksum.sidecar_bytes(source, storage_options=storage_options)
         if source.remote:
@@ -272,17 +317,101 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
     return source if table is None else checksum.VerifiedSource(source, table)
 
 
-def read_ranges(source, ranges, *, threads: int = 10) -> list:
+def _in_background(fn, *args, **kw):
+    """A future of ``fn(*args, **kw)``, run on a thread of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recordkit-sidecar")
+    try:
+        return pool.submit(fn, *args, **kw)
+    finally:
+        pool.shutdown(wait=False)
+
+
+# ranges at most this far apart are asked in one request, the bytes between them read and dropped:
+# a round trip to an object store (20-100 ms) costs as much as 1-10 MB of transfer
+MERGE_GAP = 1 << 20
+# ... but no request longer than this (unless one range is): what a reader's open holds per request
+MAX_SPAN = 4 << 20
+
+
+def merge_ranges(ranges, *, gap: int | None = None, span: int | None = None) -> list[list[int]]:
+    """The indexes of ``ranges`` (``(offset, n)`` pairs) grouped into runs to fetch in one request
+    each: sorted by offset, a range joins the run before it when it starts at most ``gap`` bytes
+    after the run's end and the run stays within ``span`` bytes (``MERGE_GAP``, ``MAX_SPAN``)."""
+    gap = MERGE_GAP if gap is None else gap
+    span = MAX_SPAN if span is None else span
+    groups: list[list[int]] = []
+    lo = hi = 0
+    for i in sorted(range(len(ranges)), key=lambda k: ranges[k][0]):
+        offset, n = int(ranges[i][0]), int(ranges[i][1])
+        if groups and offset <= hi + gap and max(hi, offset + n) - lo <= span:
+            groups[-1].append(i)
+            hi = max(hi, offset + n)
+        else:
+            groups.append([i])
+            lo, hi = offset, offset + n
+    return groups
+
+
+def concurrently(fn, items, threads: int) -> list:
+    """``[fn(item) for item in items]``, up to ``threads`` at once (the calls wait for a store)."""
+    items = list(items)
+    if len(items) <= 1 or threads <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="recordkit-ranges") as pool:
+        return list(pool.map(fn, items))
+
+
+def read_ranges(source, ranges, *, threads: int | None = None, merge: bool = True) -> list:
     """The bytes of every ``(offset, n)`` of ``ranges``, in order. A remote source is asked for
-    them at once (up to ``threads`` requests in flight: s3fs's default connection pool holds 10, and
-    more threads only wait for it), so a reader that needs many small ranges at open (CBF's
-    per-chunk length tables) waits a few round trips, not one per range."""
+    them at once, nearby ranges in one request (``RemoteSource.pread_ranges``), up to as many
+    requests in flight as its filesystem holds connections (``threads``: how many instead): a reader
+    that needs many small ranges at open (CBF's per-chunk length tables) waits a round trip or
+    two, not one per range. ``merge=False`` asks for each range alone: chunk data, where the bytes
+    between (another partition's chunks) would be fetched for nothing. A local source reads them in
+    turn (a ``pread`` costs no round trip)."""
     ranges = list(ranges)
     if not getattr(source, "remote", False) or len(ranges) <= 1:
         many = getattr(source, "pread_many", None)
         if many is not None and len(ranges) > 1:
             return many(ranges)
         return [source.pread(o, n) for o, n in ranges]
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=min(threads, len(ranges)), thread_name_prefix="recordkit-ranges") as pool:
-        return list(pool.map(lambda r: source.pread(r[0], r[1]), ranges))
+    many = getattr(source, "pread_ranges", None)
+    if many is not None:
+        return many(ranges, threads=threads, merge=merge)
+    threads = getattr(source, "in_flight", DEFAULT_IN_FLIGHT) if threads is None else threads
+    return concurrently(lambda r: source.pread(r[0], r[1]), ranges, threads)
+
+
+class Prefetched:
+    """A source with a few of its ranges already fetched (at once: ``read_ranges``), for a
+    reader's open: what falls inside them is answered from memory, the rest from the source.
+    A CBF open fetches its first and last block this way, one round trip for its prefix, header
+    and offset table instead of one each."""
+
+    def __init__(self, source, ranges):
+        self.source = source
+        self.name, self.size, self.remote = source.name, source.size, source.remote
+        self.in_flight = getattr(source, "in_flight", DEFAULT_IN_FLIGHT)
+        ranges = [(int(o), int(n)) for o, n in ranges]
+        # each its own request (not merged with the bytes between: those are read when needed)
+        fetched = concurrently(lambda r: source.pread(r[0], r[1]), ranges, len(ranges))
+        self.blocks = [(o, data) for (o, _), data in zip(ranges, fetched)]
+
+    def _held(self, offset: int, n: int):
+        for start, data in self.blocks:
+            if start <= offset and offset + n <= start + len(data):
+                return data[offset - start:offset - start + n]
+        return None
+
+    def pread(self, offset: int, n: int, **kw) -> bytes:
+        held = self._held(offset, n)
+        return held if held is not None else self.source.pread(offset, n, **kw)
+
+    def pread_ranges(self, ranges: list, *, threads: int | None = None, merge: bool = True) -> list:
+        out = [self._held(o, n) for o, n in ranges]
+        rest = [i for i, data in enumerate(out) if data is None]
+        for i, data in zip(rest, read_ranges(self.source, [ranges[i] for i in rest], threads=threads, merge=merge)):
+            out[i] = data
+        return out

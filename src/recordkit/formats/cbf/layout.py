@@ -53,6 +53,21 @@ class FileHeader:
         return start, np.append(start[1:], self.header_offset) - start
 
 
+# what a remote open fetches first, at once: the first block (the prefix and chunk 0's length
+# table) and the last (the header and offset table of up to ~4000 chunks); a larger header costs
+# one more request
+FIRST_BLOCK = 64 << 10
+LAST_BLOCK = 64 << 10
+
+
+def open_ranges(size: int) -> list[tuple[int, int]]:
+    """The ``(offset, n)`` ranges to fetch together before ``read_header``: the first and last block,
+    or the whole file when they would meet."""
+    if size <= FIRST_BLOCK + LAST_BLOCK:
+        return [(0, size)]
+    return [(0, FIRST_BLOCK), (size - LAST_BLOCK, LAST_BLOCK)]
+
+
 def read_header(path: str, source, size: int | None = None) -> FileHeader:
     """Parse and validate everything outside the chunks; errors name the byte offset.
 

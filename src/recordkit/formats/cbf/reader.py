@@ -23,7 +23,7 @@ from recordkit.engine.streams import StreamSpec, resolve_precision
 from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_loaded, trace_level as _trace_level
 from recordkit.formats.cbf import _kernel, layout
 from recordkit.storage import open_source
-from recordkit.storage.source import read_ranges
+from recordkit.storage.source import Prefetched, read_ranges
 from recordkit.storage.read_buffers import PAGE as _PAGE, ReadBuffers
 
 # below this a chunk is read and gathered by one thread even when more are offered: starting
@@ -90,11 +90,16 @@ class CBFReader(ChecksPresence, ClosingReader):
         self.trace_level = _trace_level(trace_level)
         self._source = open_source(self.path, storage_options=storage_options, cache_dir=cache_dir)
         self._buffers = ReadBuffers()  # chunk read buffers, reused by whichever thread loads next
+        # a remote file's open reads its first and last block in one round trip (the prefix, the
+        # header, the first length tables), until every length table has been read
+        self._opening = self._source
         try:
             size = self._source.size
             if size == 0:
                 raise FormatError(self.path, "file is empty: not a CBF file", offset=0)
-            self.header = layout.read_header(self.path, self._pread, size)
+            if self._source.remote:
+                self._opening = Prefetched(self._source, layout.open_ranges(size))
+            self.header = layout.read_header(self.path, self._opening.pread, size)
         except BaseException:
             self._source.close()
             raise
@@ -218,11 +223,15 @@ class CBFReader(ChecksPresence, ClosingReader):
         """The per-sequence sample counts stored at the start of a chunk (no decoding).
 
         From a remote file, the first call fetches every chunk's table at once (the offset table
-        says where each is; ``storage.source.read_ranges`` asks for them concurrently) and keeps
-        them: opening a reader, which needs them all, waits about one round trip instead of one
-        per chunk. A local file is read ``_LENGTHS_AHEAD`` chunks at a time, from this one on,
-        the tables kept until asked for once (opening reads them in order: ~4 us a chunk one
-        table at a time, ~1.3 us so)."""
+        says where each is; ``storage.source.read_ranges`` asks for them concurrently, nearby ones
+        in one request, those inside the blocks the open fetched not at all) and keeps them:
+        opening a reader, which needs them all, waits about one round trip instead of one per
+        chunk. A local file is read ``_LENGTHS_AHEAD`` chunks at a time, from this one on, the
+        tables kept until asked for once (opening reads them in order: ~4 us a chunk one table at
+        a time, ~1.3 us so).
+
+        The offset table alone never tells them: a chunk of as many samples as sequences may
+        hold sequences of 0 and 2 samples as well as of 1 each (CBF allows empty sequences)."""
         remote = self._source.remote
         known = self._lengths.get(chunk_id) if remote else self._lengths.pop(chunk_id, None)
         if known is not None:
@@ -233,7 +242,7 @@ class CBFReader(ChecksPresence, ClosingReader):
             wanted = [k for k in range(chunk_id, min(len(self._chunks), chunk_id + _LENGTHS_AHEAD))
                       if k == chunk_id or k not in self._lengths]
         ranges = [(self._chunks[k].offset, 4 * self._chunks[k].num_sequences) for k in wanted]
-        datas = read_ranges(self._source, ranges)
+        datas = read_ranges(self._opening, ranges)
         for k, (offset, n), data in zip(wanted, ranges, datas):
             self._check_read(len(data), n, offset, k)
         flat = np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64)
@@ -241,6 +250,8 @@ class CBFReader(ChecksPresence, ClosingReader):
         out = {k: flat[a:b] for k, a, b in zip(wanted, bounds[:-1], bounds[1:])}
         mine = out.pop(chunk_id) if not remote else out[chunk_id]
         self._lengths.update(out)
+        if remote:
+            self._opening = self._source  # every table is here: the open's blocks are not needed any more
         return mine
 
     def estimated_chunk_bytes(self) -> np.ndarray:
@@ -413,15 +424,16 @@ class CBFReader(ChecksPresence, ClosingReader):
 
     def _read_run(self, infos: list) -> tuple:
         """(bytes holding the chunks ``infos``, where each starts in them, the buffer to give back or
-        None). A remote file is asked for each chunk's own range, all at once (a range cache keeps
-        ranges as asked: a run of other chunks later, or offline, must find them); a local one for
+        None). A remote file is asked for each chunk's own range, all at once, each in a request of
+        its own (a range cache keeps ranges as asked: a run of other chunks later, or offline, must
+        find them; the bytes between would be other partitions' chunks); a local one for
         each piece (``_pieces``), into one reusable buffer."""
         first = infos[0]
         last = None if len(infos) == 1 else infos[-1].id  # what a short read names: chunk, or chunks first-last
         read_into = getattr(self._source, "pread_into", None)
         if self._source.remote or read_into is None:
             pieces = [(i.offset, i.size) for i in infos] if self._source.remote else self._pieces(infos)
-            parts = read_ranges(self._source, pieces)
+            parts = read_ranges(self._source, pieces, merge=not self._source.remote)
             for (offset, n), part in zip(pieces, parts):
                 self._check_read(len(part), n, offset, first.id, last)
         else:
@@ -500,6 +512,6 @@ class CBFReader(ChecksPresence, ClosingReader):
         self._buffers.clear()
         if getattr(self, "_source", None) is not None:
             self._source.close()
-            self._source = None
+            self._source = self._opening = None
         self.check_presence()
 
