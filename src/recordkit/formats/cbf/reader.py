@@ -367,7 +367,7 @@ class CBFReader(ChecksPresence, ClosingReader):
             where += f", stream '{hs[stream].name}', sequence {seq} of the chunk"
         return FormatError(self.path, what + detail, offset=info.offset + offset, record=where)
 
-    def load_chunks(self, chunk_ids) -> list[ChunkData]:
+    def load_chunks(self, chunk_ids: Iterable[int]) -> list[ChunkData]:
         """Decode these chunks (``load_chunk`` of each, in that order), in file order whatever the
         order asked: small chunks up to ``RUN_BYTES`` at a time with one kernel call, chunks that
         follow each other in the file (or with less than ``_GAP_BYTES`` between them) with one
