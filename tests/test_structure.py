@@ -141,10 +141,9 @@ def test_the_circle_check_follows_the_names_a_package_hands_out():
     assert "recordkit.formats.ctf.reader" in g["recordkit.compose.convert"]  # from recordkit.formats.ctf import CTFReader
 
 
-def test_storage_writes_through_one_atomic_file_and_the_old_name_still_imports():
-    from recordkit.atomic import AtomicFile as old
-    from recordkit.storage.atomic import AtomicFile
-    assert old is AtomicFile
+def test_storage_writes_through_one_atomic_file_that_lives_in_storage():
+    import importlib.util
+    assert importlib.util.find_spec("recordkit.atomic") is None  # no shim beside storage/atomic.py
     assert "recordkit.storage.atomic" not in imports_of(SRC / "storage" / "location.py")
 
 
@@ -167,7 +166,7 @@ FLOORS = [
     {"compose", "images"},                           # formats composed; images of any format
     {"compat", "integrations", "report"},
     {"cli"},
-    {"__init__", "readers", "writers", "atomic"},    # the public face
+    {"__init__", "readers", "writers"},    # the public face
 ]
 # Arrows that run up by design: engine/environment registers the default framework providers.
 ARROWS_UP = {("recordkit.engine.environment", "recordkit.integrations.torch_env")}

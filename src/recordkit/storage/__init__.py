@@ -1,7 +1,7 @@
 """Storage: where bytes come from and go to (local files, fsspec URLs), retries, caching, checksums.
 
 Format codecs read through ``open_source`` (size + ``pread``) and write through
-``recordkit.atomic.AtomicFile``; nothing in ``formats/`` talks to fsspec directly.
+``recordkit.storage.atomic.AtomicFile``; nothing in ``formats/`` talks to fsspec directly.
 """
 from recordkit.storage.location import is_url
 from recordkit.storage.retry import RetryPolicy
