@@ -306,8 +306,9 @@ def test_the_compiled_walker_leaves_repeated_or_unpacked_lists_to_protobuf():
 
     def walk(record: bytes, name=b"a"):
         data = np.frombuffer(record, dtype=np.uint8)
-        return _kernel.feature_list_payloads(data, np.zeros(1, np.int64), np.array([len(record)], np.int64),
-                                             name, 0x12)
+        got = _kernel.sequence_examples(data, np.zeros(1, np.int64), np.array([len(record)], np.int64),
+                                        [name], [0x12], b"key")
+        return None if got is None else (got[2][:, 0], got[3][0], got[4][0])
     counts, starts, lengths = walk(good)
     assert counts.tolist() == [1] and lengths.tolist() == [8]
     assert np.frombuffer(good[starts[0]:starts[0] + 8], "<f4").tolist() == [1.0, 2.0]

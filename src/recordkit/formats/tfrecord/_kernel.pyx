@@ -468,62 +468,150 @@ cdef Py_ssize_t _payload(const uint8_t* b, Py_ssize_t p, Py_ssize_t fend, uint8_
     return re - r
 
 
-def feature_list_payloads(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens,
-                          bytes name, int list_tag):
-    """Feature list ``name`` of every record, each sample ``Feature{<list_tag>{packed values}}``
-    (0x12 float_list, 0x1A int64_list) or empty: (samples per record, payload starts, payload
-    lengths) in (record, sample) order, or None where a record lacks the list or is not canonical."""
-    cdef Py_ssize_t n = offs.shape[0], r, pos, fs, fe, a, e, x, st, L, total = 0, k = 0
-    cdef const uint8_t* b = &data[0] if data.shape[0] else NULL
-    cdef const uint8_t* nm = name
-    cdef Py_ssize_t nl = len(name), size = data.shape[0]
-    cdef uint8_t t, tag = <uint8_t>list_tag
-    cdef int bad = 0
-    counts = np.zeros(n, dtype=np.int64)
-    cdef int64_t[::1] c = counts
+def sequence_examples(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens, list names,
+                      list list_tags, bytes key_name):
+    """Every record's feature lists ``names`` (each sample ``Feature{<list_tags[j]>{packed values}}``,
+    0x12 float_list, 0x1A int64_list, or empty) and its context feature ``key_name`` when that is
+    ``Feature{int64_list{one value}}``, in one walk of each record's fields.
+
+    Returns None where a record lacks a list or is not canonical, else (keys uint64, key found per
+    record, samples per record and list (n, W), [payload starts per list], [payload lengths per
+    list]), the payloads in (record, sample) order."""
+    cdef Py_ssize_t n = offs.shape[0], W = len(names), r, j, pos, end, e, a, x, ex, xa, ke, ks, vs, ve
+    cdef Py_ssize_t st, L, size = data.shape[0], after, k
+    cdef const uint8_t* b = &data[0] if size else NULL
+    cdef const uint8_t* kn = key_name
+    cdef Py_ssize_t kl = len(key_name)
+    cdef uint8_t t
+    cdef int bad = 0, seen_ctx, seen_lists, hit
+    cdef uint64_t value
+    cdef vector[const uint8_t*] nptr
+    cdef vector[Py_ssize_t] nlen
+    cdef vector[uint8_t] ltag
+    for name, tag in zip(names, list_tags):
+        nptr.push_back(<const uint8_t*>(<bytes>name))
+        nlen.push_back(len(<bytes>name))
+        ltag.push_back(<uint8_t>tag)
+    keys = np.zeros(n, dtype=np.uint64)
+    found = np.zeros(n, dtype=np.bool_)
+    counts = np.zeros((n, W), dtype=np.int64)
+    body = np.full((n, W, 2), -1, dtype=np.int64)
+    cdef uint64_t[::1] kv = keys
+    cdef uint8_t[::1] fv = found.view(np.uint8)
+    cdef int64_t[:, ::1] c = counts
+    cdef int64_t[:, :, ::1] bd = body
+    cdef vector[int64_t] total
+    total.resize(W, 0)
     with nogil:
         for r in range(n):
             pos = offs[r]
-            if pos < 0 or lens[r] < 0 or pos + lens[r] > size or _find(b, pos, pos + lens[r], 0x12, nm, nl, &fs, &fe) != 1:
+            end = pos + lens[r]
+            if pos < 0 or lens[r] < 0 or end > size:
                 bad = 1
                 break
-            x = fs
-            while x < fe:
-                e = _field(b, x, fe, &t, &a)
-                if e < 0 or t != 0x0A:
+            seen_ctx = 0
+            seen_lists = 0
+            while pos < end and not bad:
+                e = _field(b, pos, end, &t, &a)
+                if e < 0 or (t == 0x0A and seen_ctx) or (t == 0x12 and seen_lists) or (t != 0x0A and t != 0x12):
                     bad = 1
                     break
-                c[r] += 1
-                x = e
+                x = a
+                while x < e:
+                    ex = _field(b, x, e, &t, &xa)
+                    if ex < 0 or t != 0x0A:
+                        bad = 1
+                        break
+                    ke = _field(b, xa, ex, &t, &ks)   # the entry's key, then its value
+                    if ke < 0 or t != 0x0A:
+                        bad = 1
+                        break
+                    vs = ke
+                    ve = ke
+                    if ke < ex:
+                        ve = _field(b, ke, ex, &t, &vs)
+                        if ve != ex or t != 0x12:
+                            bad = 1
+                            break
+                    if not seen_ctx and b[pos] == 0x0A:   # a context entry: the key?
+                        if ke - ks == kl and memcmp(b + ks, kn, kl) == 0:
+                            if fv[r]:
+                                bad = 1    # the key twice: protobuf merges, leave it to it
+                                break
+                            L = _payload(b, vs, ve, 0x1A, &st) if ve > vs else 0
+                            if L > 0:
+                                after = get_varint(b, st, st + L, &value)
+                                if after == st + L:
+                                    kv[r] = value
+                                    fv[r] = 1
+                    elif b[pos] == 0x12:
+                        hit = -1
+                        for j in range(W):
+                            if nlen[j] == ke - ks and memcmp(b + ks, nptr[j], nlen[j]) == 0:
+                                hit = <int>j
+                                break
+                        if hit >= 0:
+                            if bd[r, hit, 0] >= 0:
+                                bad = 1    # a list twice
+                                break
+                            bd[r, hit, 0] = vs
+                            bd[r, hit, 1] = ve
+                            k = vs
+                            while k < ve:   # its samples
+                                ex = _field(b, k, ve, &t, &xa)
+                                if ex < 0 or t != 0x0A:
+                                    bad = 1
+                                    break
+                                c[r, hit] += 1
+                                k = ex
+                            if bad:
+                                break
+                            total[hit] += c[r, hit]
+                    x = ex
+                if b[pos] == 0x0A:
+                    seen_ctx = 1
+                else:
+                    seen_lists = 1
+                pos = e
             if bad:
                 break
-            total += c[r]
-    if bad:
-        return None
-    starts = np.empty(total, dtype=np.int64)
-    lengths = np.empty(total, dtype=np.int64)
-    cdef int64_t[::1] so = starts
-    cdef int64_t[::1] lo = lengths
-    with nogil:
-        for r in range(n):
-            pos = offs[r]
-            _find(b, pos, pos + lens[r], 0x12, nm, nl, &fs, &fe)
-            x = fs
-            while x < fe:
-                e = _field(b, x, fe, &t, &a)
-                L = _payload(b, a, e, tag, &st)
-                if L < 0:
-                    bad = 1
+            for j in range(W):
+                if bd[r, j, 0] < 0:
+                    bad = 1   # a record without the list: protobuf reports it
                     break
-                so[k] = st
-                lo[k] = L
-                k += 1
-                x = e
             if bad:
                 break
     if bad:
         return None
-    return counts, starts, lengths
+    starts, lengths = [], []
+    cdef int64_t[::1] so
+    cdef int64_t[::1] lo
+    for j in range(W):
+        sa = np.empty(total[j], dtype=np.int64)
+        la = np.empty(total[j], dtype=np.int64)
+        starts.append(sa)
+        lengths.append(la)
+        so = sa
+        lo = la
+        k = 0
+        with nogil:
+            for r in range(n):
+                x = bd[r, j, 0]
+                while x < bd[r, j, 1]:
+                    ex = _field(b, x, bd[r, j, 1], &t, &xa)
+                    L = _payload(b, xa, ex, ltag[j], &st)
+                    if L < 0:
+                        bad = 1
+                        break
+                    so[k] = st
+                    lo[k] = L
+                    k += 1
+                    x = ex
+                if bad:
+                    break
+        if bad:
+            return None
+    return keys, found, counts, starts, lengths
 
 
 def packed_varints(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] lengths):
@@ -556,43 +644,6 @@ def packed_varints(const uint8_t[::1] data, const int64_t[::1] starts, const int
     if bad:
         return None
     return values[:k], per
-
-
-def context_int64(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens, bytes name):
-    """Each record's context feature ``name`` when it is ``Feature{int64_list{one packed value}}``:
-    (values as uint64, found per record), or None where a record is not canonical."""
-    cdef Py_ssize_t n = offs.shape[0], r, pos, vs, ve, st, L, size = data.shape[0], after
-    cdef const uint8_t* b = &data[0] if size else NULL
-    cdef const uint8_t* nm = name
-    cdef Py_ssize_t nl = len(name)
-    cdef int f, bad = 0
-    cdef uint64_t value
-    keys = np.zeros(n, dtype=np.uint64)
-    found = np.zeros(n, dtype=np.bool_)
-    cdef uint64_t[::1] kv = keys
-    cdef uint8_t[::1] fv = found.view(np.uint8)
-    with nogil:
-        for r in range(n):
-            pos = offs[r]
-            if pos < 0 or lens[r] < 0 or pos + lens[r] > size:
-                bad = 1
-                break
-            f = _find(b, pos, pos + lens[r], 0x0A, nm, nl, &vs, &ve)
-            if f < 0:
-                bad = 1
-                break
-            if f == 0 or ve == vs:
-                continue
-            L = _payload(b, vs, ve, 0x1A, &st)
-            if L <= 0:
-                continue
-            after = get_varint(b, st, st + L, &value)
-            if after == st + L:
-                kv[r] = value
-                fv[r] = 1
-    if bad:
-        return None
-    return keys, found
 
 
 def example_features(const uint8_t[::1] data, const int64_t[::1] offs, const int64_t[::1] lens, list names):

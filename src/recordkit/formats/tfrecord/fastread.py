@@ -2,7 +2,7 @@
 
 The canonical layout (what recordkit, TensorFlow and the protobuf package write: packed lists,
 one ``features``/``feature_lists`` field a record, a name once) is walked record by record in
-compiled code (``_kernel.example_features``, ``_kernel.feature_list_payloads``). Anything else
+compiled code (``_kernel.example_features``, ``_kernel.sequence_examples``). Anything else
 raises ``NotCanonical`` and the reader falls back to the protobuf path, which also produces the
 located errors for damaged records.
 """

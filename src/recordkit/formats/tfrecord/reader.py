@@ -264,50 +264,54 @@ class TFRecordReader(DeserializerBase, ClosingReader):
         return data
 
     def _load_fast(self, chunk_id, data, offs, lens, first) -> ChunkData:
-        """The canonical layout decoded by the compiled walker (``_kernel.feature_list_payloads``);
-        ``NotCanonical`` where it does not apply (the protobuf path decides and locates)."""
+        """The canonical layout decoded by the compiled walker (``_kernel.sequence_examples``: every
+        record's fields walked once); ``NotCanonical`` where it does not apply (the protobuf path
+        decides and locates)."""
         from recordkit.formats.tfrecord import _kernel
         arr = np.frombuffer(data, dtype=np.uint8)
-        offs = np.ascontiguousarray(offs, dtype=np.int64)
-        lens = np.ascontiguousarray(lens, dtype=np.int64)
-
-        def payloads(name: str, list_tag: int):
-            got = _kernel.feature_list_payloads(arr, offs, lens, name.encode(), list_tag)
-            if got is None:
-                raise fastread.NotCanonical
-            return got
-
-        n = len(offs)
-        cols, counts = {}, {}
+        names, tags = [], []
         for spec in self._streams:
             f = self._fields[spec.name]
             if spec.is_sparse:
-                ci, pi, li = payloads(f + ".indices", 0x1A)
-                cv, pv, lv = payloads(f + ".values", 0x12)
+                names += [f + ".indices", f + ".values"]
+                tags += [0x1A, 0x12]
+            else:
+                names.append(f)
+                tags.append(0x12)
+        got = _kernel.sequence_examples(arr, np.ascontiguousarray(offs, dtype=np.int64),
+                                        np.ascontiguousarray(lens, dtype=np.int64), [x.encode() for x in names],
+                                        tags, KEY_FEATURE.encode())
+        if got is None:
+            raise fastread.NotCanonical
+        keys, has_key, per_list, starts, lengths = got
+        n = len(offs)
+        cols, counts, j = {}, {}, 0
+        for spec in self._streams:
+            if spec.is_sparse:
+                ci, pi, li = per_list[:, j], starts[j], lengths[j]
+                cv, pv, lv = per_list[:, j + 1], starts[j + 1], lengths[j + 1]
+                j += 2
                 if not np.array_equal(ci, cv) or np.any(lv % 4):
                     raise fastread.NotCanonical
                 values = fastread.gather(arr, pv, lv).view("<f4")
-                got = _kernel.packed_varints(arr, pi, li)
-                if got is None:
+                decoded = _kernel.packed_varints(arr, pi, li)
+                if decoded is None:
                     raise fastread.NotCanonical
-                idx, per = got
+                idx, per = decoded
                 if not np.array_equal(per, lv // 4) or (len(idx) and int(idx.max()) >= spec.dim):
                     raise fastread.NotCanonical  # the protobuf path reports which record
                 col = SparseColumn(values.astype(self.dtype, copy=False), idx.astype(np.int32), offsets(per),
                                    offsets(ci), spec.dim)
                 counts[spec.name] = ci
             else:
-                c, ps, pl = payloads(f, 0x12)
+                c, ps, pl = per_list[:, j], starts[j], lengths[j]
+                j += 1
                 if np.any(pl != 4 * spec.dim):
                     raise fastread.NotCanonical
                 flat = fastread.gather(arr, ps, pl).view("<f4").astype(self.dtype, copy=False)
                 col = DenseColumn(flat.reshape(-1, spec.dim), offsets(c))
                 counts[spec.name] = c
             cols[spec.name] = col
-        got = _kernel.context_int64(arr, offs, lens, KEY_FEATURE.encode())
-        if got is None:
-            raise fastread.NotCanonical
-        keys, has_key = got
         if n and has_key.all():
             key_arr = keys
         else:
