@@ -49,6 +49,7 @@ class ChunkCache:
         self._layouts: dict = {}  # layout -> how many held chunks have it
         self._free: list[int] = []
         self._lookups: dict[int, np.ndarray] = {}  # chunks whose sequences were dropped: their look-up
+        self._lent: set[int] = set()  # held chunks a minibatch was handed views of (``lend``)
         self._prepare = prepare
         self._nbytes = None if nbytes is None else np.asarray(nbytes, dtype=np.int64)
         # a bound method is held weakly: the source that owns this cache is what it calls back, and
@@ -263,6 +264,21 @@ class ChunkCache:
             for cid in cids:
                 self.get(cid)
 
+    # -- lending ---------------------------------------------------------------------------------
+    def lend(self, cid: int) -> None:
+        """A minibatch was handed views of held chunk ``cid``'s arrays: the caller may write into
+        them, so ``drop_lent`` drops the chunk before anything could deliver its sequences again."""
+        self._lent.add(cid)
+
+    def drop_lent(self) -> None:
+        """Stop holding the chunks a minibatch was handed views of: within one sweep each sequence
+        is delivered once, but a new sweep (a restore, another split) may deliver those
+        sequences again, and must take them from a fresh load, not from memory a caller may have
+        written into."""
+        if self._lent:
+            self.drop_many([c for c in self._lent if c in self.loaded])
+            self._lent.clear()
+
     # -- dropping --------------------------------------------------------------------------------
     def drop(self, cid: int) -> None:
         self.drop_many([cid])
@@ -283,6 +299,7 @@ class ChunkCache:
                 del self._layouts[layout]
             self._free.append(slot)
             self._lookups.pop(cid, None)
+            self._lent.discard(cid)
         self.version += 1
 
     def cancel(self) -> None:

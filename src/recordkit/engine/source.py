@@ -39,7 +39,8 @@ from recordkit.engine.checkpoint import ReadPosition
 from recordkit.engine.deserializer import Deserializer
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
-from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_from_chunks, pack_from_table
+from recordkit.engine.minibatch import (Minibatch, chunk_columns, counted, lend_from_table, pack_from_chunks,
+                                        pack_from_table)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
@@ -387,6 +388,7 @@ class MinibatchSource(Checkpointing):
             self._group = None
             self._start_sweep(self._plan.resume_sweep)
             return
+        self._cache.drop_lent()
         self._group = group
         self._sweep = self._make_run_sweep(*self._run.groups[group])
         self._cursor = min(max(int(at), 0), self._current.hi)
@@ -402,6 +404,7 @@ class MinibatchSource(Checkpointing):
 
     def _start_sweep(self, index: int, at: int | None = None) -> None:
         self._cache.cancel()
+        self._cache.drop_lent()  # the new sweep takes the sequences of lent chunks from fresh loads
         self._sweep = self._make_sweep(index)
         self._cursor = self._current.lo if at is None else min(max(at, self._current.lo), self._current.hi)
         if self.trace_level >= 2:
@@ -628,7 +631,15 @@ class MinibatchSource(Checkpointing):
         cache = self._cache
         slots = cache.slot_of[cids] if len(cids) else cids
         layout = cache.layout
+        lent = None
         if layout is not None and (slots >= 0).all():  # the table of held chunks, packed from in one call
+            # consecutive sequences of one chunk (in order): views of its columns, no copy
+            lent = lend_from_table(cache.columns, layout, slots, js, self.streams, frame_mode=self.frame_mode)
+        if lent is not None:
+            streams, keys, lengths, total, viewed = lent
+            if viewed:
+                cache.lend(int(cids[0]))
+        elif layout is not None and (slots >= 0).all():
             streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, js, self.streams,
                                                             frame_mode=self.frame_mode)
         else:  # chunks of different dtypes (a hand-built deserializer's): the per-chunk way

@@ -169,7 +169,8 @@ class OFRecordDeserializer(ClosingReader):
         if self.trace_level >= TRACE_INFO:
             trace_chunk_loaded(part, self._chunks[chunk_id], len(records), int(lengths.sum()),
                                level=self.trace_level)
-        return ChunkData(chunk_id, keys, lengths.astype(np.int64), columns)
+        # every column is decoded into new arrays (the read block is not referred to): lendable
+        return ChunkData(chunk_id, keys, lengths.astype(np.int64), columns, lendable=True)
 
     def _load_dense_records(self, block, start, index, lo, hi, first, chunk_id, part):
         """The common case on the wire, without record objects: every stream dense, every record one
@@ -204,7 +205,7 @@ class OFRecordDeserializer(ClosingReader):
         lengths_out = np.ones(n, dtype=np.int64)
         if self.trace_level >= TRACE_INFO:
             trace_chunk_loaded(part, self._chunks[chunk_id], n, n, level=self.trace_level)
-        return ChunkData(chunk_id, keys, lengths_out, columns)
+        return ChunkData(chunk_id, keys, lengths_out, columns, lendable=True)  # columns decoded into new arrays
 
     def _feature(self, rec, name, part, index, numeric=True):
         f = rec.get(name)
