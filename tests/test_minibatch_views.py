@@ -161,6 +161,37 @@ def test_minibatches_a_caller_holds_never_change(request, data, streams):
     assert [_snapshot(mb) for mb in held] == got
 
 
+class Counting(OFRecordDeserializer):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.loads: list = []
+
+    def load_chunk(self, chunk_id, **kw):
+        self.loads.append(chunk_id)
+        return super().load_chunk(chunk_id, **kw)
+
+
+def _loads(path, *, copy: bool, **kw) -> list:
+    saved = source_module.lend_from_table
+    if copy:
+        source_module.lend_from_table = lambda *a, **k: None
+    try:
+        des = Counting(path, FRAMES, records_per_chunk=5)
+        with MinibatchSource(des, max_sweeps=3, **kw) as src:
+            list(src.minibatches(2))
+        return sorted(des.loads)
+    finally:
+        source_module.lend_from_table = saved
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+def test_lending_loads_no_chunk_more_often_than_copying(frames, randomize):
+    """The chunks lent from are dropped as a sweep starts; the sweep's end had dropped them anyway
+    (their last use is behind it), so a read of several chunks loads each one once a sweep, as before."""
+    assert _loads(frames, copy=False, randomize=randomize) == _loads(frames, copy=True, randomize=randomize) \
+        == sorted(list(range(6)) * 3)
+
+
 class ReadOnlyColumns(OFRecordDeserializer):
     """Chunks marked lendable whose columns are read-only (as arrays over bytes would be)."""
 

@@ -632,8 +632,7 @@ class MinibatchSource(Checkpointing):
         slots = cache.slot_of[cids] if len(cids) else cids
         layout = cache.layout
         lent = None
-        if layout is not None and (slots >= 0).all():  # the table of held chunks, packed from in one call
-            # consecutive sequences of one chunk (in order): views of its columns, no copy
+        if layout is not None:  # consecutive sequences of one chunk (in file order): views of its columns
             lent = lend_from_table(cache.columns, layout, slots, js, self.streams, frame_mode=self.frame_mode)
         if lent is not None:
             streams, keys, lengths, total, viewed = lent
