@@ -143,10 +143,13 @@ class OFRecordDeserializer(ClosingReader):
         stop = int(index.offsets[hi - 1] + index.lengths[hi - 1])
         source = open_source(part, **self._storage)
         try:
-            fast = self._load_dense_records(source, index, lo, hi, first, chunk_id, part)
+            # a local chunk is read a piece at a time by the fast path; a remote one in one request
+            block = None if hasattr(source, "pread_into") else source.pread(start, stop - start, cache=False)
+            fast = self._load_dense_records(source, block, index, lo, hi, first, chunk_id, part)
             if fast is not None:
                 return fast
-            block = self._buffers.pread(source, start, stop - start)
+            if block is None:
+                block = self._buffers.pread(source, start, stop - start)
         finally:
             source.close()
         if len(block) != stop - start:
@@ -173,7 +176,7 @@ class OFRecordDeserializer(ClosingReader):
         # every column is decoded into new arrays (the read block is not referred to): lendable
         return ChunkData(chunk_id, keys, lengths.astype(np.int64), columns, lendable=True)
 
-    def _load_dense_records(self, source, index, lo, hi, first, chunk_id, part):
+    def _load_dense_records(self, source, block, index, lo, hi, first, chunk_id, part):
         """The common case on the wire, without record objects: every stream dense, every record one
         sample (exactly ``dim`` numeric values), keys an int64 ``key`` feature in every record or in
         none. The compiled batch decoder (``_kernel.decode_rows``) fills each column; anything
@@ -181,10 +184,11 @@ class OFRecordDeserializer(ClosingReader):
         short read) returns None and the record-by-record path reads the chunk again and reports
         what is wrong.
 
-        A local chunk is read and decoded a piece of about ``DECODE_PIECE`` bytes at a time, every
-        stream of a piece while its bytes are still in the CPU cache, into one reused buffer: read
-        whole and then decoded stream by stream, every byte came back from main memory once per
-        stream (about a fifth of the decode, MNIST-like records)."""
+        ``block``: the chunk's bytes, already read (a remote chunk, one request); None: a local
+        chunk, read and decoded a piece of about ``DECODE_PIECE`` bytes at a time, every stream of
+        a piece while its bytes are still in the CPU cache, into one reused buffer (read whole and
+        then decoded stream by stream, every byte came back from main memory once per stream:
+        about a fifth of the decode, MNIST-like records)."""
         if not self._streams or any(s.is_sparse for s in self._streams):
             return None
         from recordkit.formats.ofrecord import _kernel
@@ -201,17 +205,17 @@ class OFRecordDeserializer(ClosingReader):
         key_name = self.key_feature.encode("utf-8") if keyed else b""
         if n == 0:
             bounds = [0]
-        elif getattr(source, "pread_into", None) is None:  # remote: one request for the chunk
+        elif block is not None:
             bounds = [0, n]
         else:
             cuts = np.searchsorted(ends, np.arange(start + DECODE_PIECE, int(ends[-1]), DECODE_PIECE), side="right")
             bounds = [0, *sorted({int(c) for c in cuts if 0 < c < n}), n]
         for a, b in zip(bounds[:-1], bounds[1:]):
             at = int(offsets[a]) - 8
-            block = self._buffers.pread(source, at, int(ends[b - 1]) - at)
-            if len(block) != int(ends[b - 1]) - at:
+            piece = block if block is not None else self._buffers.pread(source, at, int(ends[b - 1]) - at)
+            if len(piece) != int(ends[b - 1]) - at:
                 return None  # the file shrank: the record path reads the chunk and says so
-            buf = np.frombuffer(block, dtype=np.uint8)
+            buf = np.frombuffer(piece, dtype=np.uint8)
             off = offsets[a:b] - at
             length = lengths[a:b]
             for name, dim, values in names:  # every value written (decode_rows), or None
@@ -226,7 +230,7 @@ class OFRecordDeserializer(ClosingReader):
                         return None
                     keyed = False
                     found = None
-            del buf, block
+            del buf, piece  # (the buffer is free for the next piece)
         keys = found.reshape(-1).view(np.uint64) if found is not None else np.arange(first, first + n, dtype=np.uint64)
         lengths_out = np.ones(n, dtype=np.int64)
         if self.trace_level >= TRACE_INFO:
