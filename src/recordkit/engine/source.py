@@ -24,6 +24,12 @@ once (window + prefetch): the window is reduced to fit, from the index's decoded
 estimates (``engine/plan.py``), and the choice is reported (``source.memory``, and a
 warning when the window was reduced). The default bound is a quarter of the memory
 available, so a randomized read never silently grows with the data set.
+
+Copies. A minibatch is copied out of its chunks, except a run of consecutive sequences of one
+chunk whose arrays are the chunk's alone (``ChunkData.lendable``: OFRecord's), which is handed out
+as views of the chunk's columns (``_gather.lend_run``), the copy's bytes without the copy. A chunk
+lent from is loaded again before a new sweep, elastic group, restore or split can deliver its
+sequences again, so what a caller writes into a minibatch never reaches a later one.
 """
 from __future__ import annotations
 
