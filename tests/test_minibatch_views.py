@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 import recordkit.engine.source as source_module
+import recordkit.formats.ofrecord.deserializer as deserializer_module
 from recordkit import StreamSpec
 from recordkit.engine.source import MinibatchSource
 from recordkit.formats.ofrecord import codec
+from recordkit.formats.ofrecord.buffers import ColumnMemory
 from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
 from recordkit.formats.ofrecord.writer import OFRecordWriter
 
@@ -52,6 +54,17 @@ def sequences(tmp_path_factory):
                     "p:values": rng.standard_normal(int(nnz.sum())).astype(np.float32),
                     "p:nnz": nnz.astype(np.int64)})
     return _write(tmp_path_factory.mktemp("sequences"), out)
+
+
+@pytest.fixture(params=["allocated", "pooled"])
+def columns(request, monkeypatch):
+    """Chunk columns from the allocator, or all (however small) from a fresh ``ColumnMemory``,
+    which reuses a column's memory once nothing refers to it."""
+    if request.param == "pooled":
+        pool = ColumnMemory()
+        pool.MIN_BYTES = 0
+        monkeypatch.setattr(deserializer_module, "COLUMNS", pool)
+    return request.param
 
 
 def _arrays(mb) -> list:
@@ -117,7 +130,7 @@ def test_an_in_order_minibatch_inside_a_chunk_is_not_copied(frames):
 @pytest.mark.parametrize("data,streams", [("frames", FRAMES), ("sequences", SEQUENCES)])
 @pytest.mark.parametrize("randomize", [False, True])
 @pytest.mark.parametrize("size", [1, 4])
-def test_writing_into_a_minibatch_changes_nothing_delivered_later(request, data, streams, randomize, size):
+def test_writing_into_a_minibatch_changes_nothing_delivered_later(request, data, streams, randomize, size, columns):
     """Every minibatch is scribbled over once snapshotted: the later ones (the rest of the sweep,
     the next sweeps, which reuse chunks still held) are still the copying gather's."""
     path = request.getfixturevalue(data)
@@ -152,9 +165,9 @@ def test_writing_into_a_minibatch_changes_nothing_read_again_after_a_restore(fra
 
 
 @pytest.mark.parametrize("data,streams", [("frames", FRAMES), ("sequences", SEQUENCES)])
-def test_minibatches_a_caller_holds_never_change(request, data, streams):
-    """Later loads (the chunks' read buffers, new chunks) never write into memory a held
-    minibatch views."""
+def test_minibatches_a_caller_holds_never_change(request, data, streams, columns):
+    """Later loads (the chunks' read buffers, new chunks, reused column memory) never write into
+    memory a held minibatch views."""
     path = request.getfixturevalue(data)
     held: list = []
     got = _read(path, streams, copy=False, keep=held, randomize=False, size=3, max_sweeps=3)
@@ -209,3 +222,30 @@ def test_read_only_columns_are_copied_not_lent(frames):
         mbs = list(src.minibatches(2))
     assert all(arr.flags.writeable for mb in mbs for arr in _arrays(mb))
     assert [_snapshot(mb) for mb in mbs] == _read(frames, FRAMES, copy=True, randomize=False, size=2, max_sweeps=1)
+
+
+def test_column_memory_is_reused_only_once_nothing_refers_to_it():
+    pool = ColumnMemory()
+    pool.MIN_BYTES = 0
+    a = pool.empty((4, 3), np.float32)
+    b = pool.empty((4, 3), np.float32)
+    view = a[1:3].view(np.uint8)  # what a lent minibatch is
+    addr_a, addr_b = a.ctypes.data, b.ctypes.data
+    assert addr_a != addr_b
+    del a
+    c = pool.empty((4, 3), np.float32)  # a's memory is still viewed
+    assert c.ctypes.data not in (addr_a, addr_b)
+    del view
+    d = pool.empty((2, 3), np.float64)  # a's memory, nothing refers to it any more
+    assert d.ctypes.data == addr_a and d.shape == (2, 3) and d.dtype == np.float64 and d.flags.writeable
+    assert pool.empty((4, 300), np.float32).ctypes.data not in (addr_a, addr_b, c.ctypes.data)  # too small
+
+
+def test_column_memory_keeps_at_most_its_bound():
+    pool = ColumnMemory()
+    pool.MIN_BYTES, pool.KEEP_BYTES = 0, 100
+    held = [pool.empty((40,), np.uint8) for _ in range(4)]
+    assert sum(a.nbytes for a in pool._arrays) == 80  # the third and fourth are the allocator's
+    del held[:2]
+    new = pool.empty((60,), np.uint8)  # a free one is forgotten to make room
+    assert sorted(a.nbytes for a in pool._arrays) == [40, 60] and any(a is new.base for a in pool._arrays)

@@ -37,6 +37,7 @@ from recordkit.errors import TRACE_INFO, FormatError, UsageError, trace_chunk_lo
 from recordkit.formats.closing import ClosingReader
 from recordkit.formats.ofrecord import codec
 from recordkit.formats.ofrecord.blocks import Buffers
+from recordkit.formats.ofrecord.buffers import COLUMNS
 from recordkit.formats.ofrecord.dataset import STREAMS_SIDECAR, load_index, part_paths, read_streams
 from recordkit.storage import open_source
 
@@ -198,7 +199,7 @@ class OFRecordDeserializer(ClosingReader):
         ends = offsets + lengths
         start = int(offsets[0]) - 8 if n else 0  # (records are framed by an 8-byte length)
         out_dtype = np.dtype(self.dtype).name
-        columns = {spec.name: np.empty((n, spec.dim), dtype=out_dtype) for spec in self._streams}
+        columns = {spec.name: COLUMNS.empty((n, spec.dim), out_dtype) for spec in self._streams}
         names = [(spec.alias.encode("utf-8"), spec.dim, columns[spec.name]) for spec in self._streams]
         keyed = bool(self.key_feature)
         found = np.empty((n, 1), dtype=np.int64) if keyed else None
