@@ -237,7 +237,8 @@ class OFRecordDeserializer(ClosingReader):
         if self.trace_level >= TRACE_INFO:
             trace_chunk_loaded(part, self._chunks[chunk_id], n, n, level=self.trace_level)
         dense = {name: DenseColumn(values, np.arange(n + 1, dtype=np.int64)) for name, values in columns.items()}
-        return ChunkData(chunk_id, keys, lengths_out, dense, lendable=True)  # columns decoded into new arrays
+        # the columns are memory nothing else refers to (``ColumnMemory``): lendable
+        return ChunkData(chunk_id, keys, lengths_out, dense, lendable=True)
 
     def _feature(self, rec, name, part, index, numeric=True):
         f = rec.get(name)
