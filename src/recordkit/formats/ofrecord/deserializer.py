@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 KEY_FEATURE = "key"
 DECODE_PIECE = 1 << 20  # bytes of records read and decoded at a time (``_load_dense_records``)
+# the pieces' read buffers, one set per process (a few of about DECODE_PIECE bytes): a loop that
+# opens the data set every epoch zeroed and faulted in new ones every epoch
+PIECES = Buffers()
 
 
 class OFRecordDeserializer(ClosingReader):
@@ -213,7 +216,7 @@ class OFRecordDeserializer(ClosingReader):
             bounds = [0, *sorted({int(c) for c in cuts if 0 < c < n}), n]
         for a, b in zip(bounds[:-1], bounds[1:]):
             at = int(offsets[a]) - 8
-            piece = block if block is not None else self._buffers.pread(source, at, int(ends[b - 1]) - at)
+            piece = block if block is not None else PIECES.pread(source, at, int(ends[b - 1]) - at)
             if len(piece) != int(ends[b - 1]) - at:
                 return None  # the file shrank: the record path reads the chunk and says so
             buf = np.frombuffer(piece, dtype=np.uint8)
