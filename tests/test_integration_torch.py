@@ -553,3 +553,39 @@ def test_the_main_process_forgets_rings_of_workers_that_ended():
     tt._RECEIVED["999999999-dead"] = {"control": None, "slots": {}}
     tt._forget_exited_workers()
     assert "999999999-dead" not in tt._RECEIVED
+
+
+def test_lent_ofrecord_minibatches_become_tensors_without_a_copy_a_warning_or_aliasing(tmp_path, monkeypatch):
+    """In-order OFRecord minibatches are views of their chunk's columns: ``to_torch`` takes them as
+    they are (no copy, no warning about a read-only array), and writing into the tensors changes
+    no later minibatch or sweep."""
+    import warnings
+
+    import recordkit.engine.source as source_module
+    from recordkit.formats.ofrecord import codec
+    from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
+    from recordkit.formats.ofrecord.writer import OFRecordWriter
+    with OFRecordWriter(tmp_path / "d", 2) as w:
+        for i in range(17):
+            w.write(codec.encode({"x": np.array([i, i + 0.5], np.float32), "key": np.array([i], np.int64)}))
+    streams = [StreamSpec("x", "dense", 2)]
+
+    def read(scribble):
+        des = OFRecordDeserializer(tmp_path / "d", streams, records_per_chunk=4)
+        out, shared = [], 0
+        with MinibatchSource(des, randomize=False, max_sweeps=2) as src, warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for mb in src.minibatches(3):
+                t = to_torch(mb)
+                shared += t["x"].data_ptr() == mb["x"].data.__array_interface__["data"][0]
+                out.append((t["keys"].tolist(), t["x"].tolist()))
+                if scribble:
+                    for v in t.values():
+                        if isinstance(v, torch.Tensor):
+                            v.fill_(1)
+        return out, shared
+
+    got, shared = read(scribble=True)
+    assert shared == len(got)
+    monkeypatch.setattr(source_module, "lend_from_table", lambda *a, **k: None)  # the copying gather
+    assert got == read(scribble=False)[0]

@@ -92,6 +92,39 @@ def test_file_order_without_prefetch_holds_one_chunk_at_a_time():
     assert memory.held_peak(order, sizes, prefetch=0, steps=np.arange(15, 41, 15)) == (20 + 30, 2)
 
 
+def _held_step_by_step(order, sizes, steps=None, prefetch=2):
+    """The held bytes and chunks at their peak, walked minibatch by minibatch (the engine's policy
+    spelled out, without ``held_peak``'s shortcuts): a chunk is held from the step its load starts
+    (its first use, or the prefetch's reach) to the step of its last use."""
+    order = np.asarray(order)
+    ends = list(range(1, len(order) + 1)) if steps is None else [int(e) for e in steps] + [len(order)]
+    step = np.searchsorted(np.asarray(ends), np.arange(len(order)), side="right")
+    uniq = list(dict.fromkeys(order.tolist()))  # in order of first use
+    first = {c: int(step[order.tolist().index(c)]) for c in uniq}
+    last = {c: int(step[len(order) - 1 - order.tolist()[::-1].index(c)]) for c in uniq}
+    p = prefetch + 1 if prefetch else 0
+    load = {c: (0 if r < p else min(first[c], first[uniq[r - p]])) if p else first[c] for r, c in enumerate(uniq)}
+    best = (0, 0)
+    for t in range(int(step.max()) + 2):
+        held = [c for c in uniq if load[c] <= t <= last[c]]
+        if sum(int(sizes[c]) for c in held) > best[0]:
+            best = (sum(int(sizes[c]) for c in held), len(held))
+    return best
+
+
+def test_the_peak_is_that_of_the_step_by_step_walk():
+    rng = np.random.default_rng(5)
+    for _ in range(150):
+        k, n = int(rng.integers(1, 7)), int(rng.integers(1, 40))
+        order = np.sort(rng.integers(0, k, n)) if rng.random() < 0.5 else rng.integers(0, k, n)
+        sizes = rng.integers(1, 100, k)
+        steps = np.unique(rng.integers(1, n + 1, int(rng.integers(1, n + 1)))) if rng.random() < 0.5 else None
+        steps = None if steps is None else steps[steps < n]
+        prefetch = int(rng.integers(0, 4))
+        assert memory.held_peak(order, sizes, prefetch=prefetch, steps=steps) == \
+            _held_step_by_step(order, sizes, steps, prefetch), (order, sizes, steps, prefetch)
+
+
 def test_prefetch_adds_the_next_chunks_in_order_of_first_use():
     order = np.repeat(np.arange(6), 10)
     sizes = np.full(6, 100)

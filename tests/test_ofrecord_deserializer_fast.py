@@ -8,7 +8,7 @@ import pytest
 
 from recordkit import StreamSpec
 from recordkit.errors import FormatError
-from recordkit.formats.ofrecord import codec
+from recordkit.formats.ofrecord import codec, deserializer
 from recordkit.formats.ofrecord.deserializer import OFRecordDeserializer
 from recordkit.formats.ofrecord.writer import OFRecordWriter
 
@@ -69,6 +69,26 @@ def test_the_wire_path_equals_the_record_path(tmp_path, monkeypatch, x_dtype, ke
         same(fast, slow)
     if keys == "int64":
         assert fast[0].keys.tolist()[:3] == [1000, 1006, 1012]  # part 0 of a round-robin set: records 0, 2, 4
+
+
+@pytest.mark.parametrize("keys", ["none", "all", "some", "all but a late one"])
+def test_the_wire_path_read_in_small_pieces_equals_the_record_path(tmp_path, monkeypatch, keys):
+    """A chunk is read and decoded a piece at a time (here one or two records a piece, so a chunk
+    is many pieces): the same columns and keys; a record without a key in a later piece than the
+    first makes the chunk's keys positions, as in a chunk decoded whole."""
+    recs = rng_records(40, None if keys == "none" else lambda i: np.array([1000 + i], np.int64))
+    if keys == "some":
+        for i in range(1, 40, 3):
+            del recs[i]["key"]
+    if keys == "all but a late one":
+        del recs[36]["key"]  # part 0, chunk 2 (records 28..38 of part 0 hold 28, 30, ..., 38)
+    d = write(tmp_path / "d", recs)
+    slow = chunks(d, slow=True, monkeypatch=monkeypatch)
+    monkeypatch.setattr(deserializer, "DECODE_PIECE", 40)
+    fast = chunks(d)
+    same(fast, slow)
+    assert fast[0].keys.tolist()[:2] == ([1000, 1002] if keys in ("all", "all but a late one") else [0, 1])
+    assert fast[2].keys.tolist()[:2] == ([14, 15] if keys == "all but a late one" else fast[2].keys.tolist()[:2])
 
 
 def test_multi_sample_and_sparse_records_take_the_record_path(tmp_path, monkeypatch):

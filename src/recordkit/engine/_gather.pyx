@@ -356,8 +356,9 @@ cdef class ChunkColumns:
     cdef vector[int] sparse
     cdef vector[Py_ssize_t] size  # dense: row bytes; sparse: bytes of one value
     cdef object _arrays  # what the pointers point into, kept alive
+    cdef readonly bint lendable  # ``lend_run`` may hand out views of these arrays (``ChunkData.lendable``)
 
-    def __init__(self, keys, lengths, list streams):
+    def __init__(self, keys, lengths, list streams, bint lendable=False):
         cdef Py_ssize_t nk, nl, s, n = len(streams)
         self.keys = _i64(keys, &nk, "keys")
         self.lengths = _i64(lengths, &nl, "lengths")
@@ -382,6 +383,7 @@ cdef class ChunkColumns:
             else:
                 raise ValueError(f"stream {s}: kind {st[0]!r} is neither 'dense' nor 'sparse'")
         self._arrays = (keys, lengths, streams)
+        self.lendable = lendable
 
     @property
     def num_streams(self) -> int:
@@ -471,6 +473,127 @@ def pack(list chunks, object slot_, object seq_):
         else:
             outs.append(_padded_core(ptrs.data(), K, slot, seq, S, c0.size[s]))
     return keys, lengths, total, outs
+
+
+cdef object _lent_dense(ChunkColumns c, Py_ssize_t s, Cols* col, int64_t j0, Py_ssize_t S):
+    """Stream ``s`` of sequences j0..j0+S-1 as ``_padded_core`` would return it, its rows a view of
+    the chunk's (no copy), or None where the copy differs from the rows as they lie: sequences of
+    unequal lengths (padding between them), a read-only column (torch.from_numpy warns on it)."""
+    cdef Py_ssize_t i
+    cdef int64_t a, b, n, T = 0
+    cdef const int64_t* o = col.offsets
+    rows = c._arrays[2][s][1]
+    if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>rows):
+        return None
+    if o == NULL:  # frames: sequence j is row j
+        a, b, T = j0, j0 + S, 1
+    else:
+        a = o[j0]
+        b = o[j0 + S]
+        for i in range(S):
+            _check_span(i, o[j0 + i], o[j0 + i + 1], col.nrows, "rows")
+            n = o[j0 + i + 1] - o[j0 + i]
+            if i == 0:
+                T = n
+            elif n != T:
+                return None
+    lengths = np.full(S, T if S > 0 else 0, dtype=np.int64)
+    return rows[a:b], lengths, T
+
+
+cdef object _lent_sparse(ChunkColumns c, Py_ssize_t s, Cols* col, int64_t j0, Py_ssize_t S):
+    """Stream ``s`` of sequences j0..j0+S-1 as ``_sparse_core`` would return it, the values and
+    indices views of the chunk's (the row pointers and offsets, rebased, are new), or None for a
+    read-only column."""
+    cdef Py_ssize_t i
+    cdef int64_t j, a, b, lo, hi
+    cdef Py_ssize_t itemsize = c.size[s]
+    cdef const int64_t* o = col.offsets
+    cdef const int64_t* pp = col.indptr
+    st = c._arrays[2][s]
+    if not (cnp.PyArray_ISWRITEABLE(<cnp.ndarray>st[1]) and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>st[2])):
+        return None
+    for i in range(S):  # the checks _sparse_core makes, per sequence
+        a = o[j0 + i]
+        b = o[j0 + i + 1]
+        _check_span(i, a, b, col.nrows, "samples")
+        _check_span(i, pp[a], pp[b], col.nnz, "non-zeros")
+        for j in range(a, b):
+            if pp[j] > pp[j + 1] or pp[j] < pp[a]:
+                raise IndexError(f"pick {i}: indptr decreases at sample {j} of its chunk")
+    a = o[j0]
+    b = o[j0 + S]
+    lo = pp[a]
+    hi = pp[b]
+    out_p = np.empty(b - a + 1, dtype=np.int64)
+    lengths = np.empty(S, dtype=np.int64)
+    seq_offsets = np.empty(S + 1, dtype=np.int64)
+    cdef int64_t* pv = <int64_t*>_out(out_p)
+    cdef int64_t* lv = <int64_t*>_out(lengths)
+    cdef int64_t* sv = <int64_t*>_out(seq_offsets)
+    for j in range(a, b + 1):
+        pv[j - a] = pp[j] - lo
+    for i in range(S):
+        lv[i] = o[j0 + i + 1] - o[j0 + i]
+        sv[i] = o[j0 + i] - a
+    sv[S] = b - a
+    return st[1][lo * itemsize:hi * itemsize], st[2][lo:hi], out_p, lengths, seq_offsets
+
+
+def lend_run(list chunks, object slot_, object seq_):
+    """``pack(chunks, slot, seq)`` without copying the samples, where the picks are one run of
+    consecutive sequences j0, j0+1, ... of one lendable chunk (an in-order minibatch within a
+    chunk): each stream's samples as a view of the chunk's rows (dense streams of equal sequence
+    lengths; sparse values and indices), the other streams copied as ``pack`` copies them; the
+    same arrays, byte for byte, that ``pack`` returns. Returns (keys, lengths, total, outs,
+    whether any view was handed out), or None when the picks are not such a run.
+
+    A view shares the chunk's memory: what a caller writes into it is in the chunk. The source
+    (``ChunkCache.lend``) never delivers a sequence of a chunk it lent from again from that memory."""
+    cdef Py_ssize_t S, S2, K = len(chunks), i, s, n
+    cdef const int64_t* slot = _i64(slot_, &S, "slot")
+    cdef const int64_t* seq = _i64(seq_, &S2, "seq")
+    _check_lengths(S, S2)
+    if S == 0:
+        return None
+    cdef int64_t k = slot[0], j0 = seq[0]
+    if k < 0 or k >= K or chunks[k] is None:
+        return None
+    cdef ChunkColumns c = chunks[k]  # TypeError unless a ChunkColumns
+    if not c.lendable or j0 < 0 or j0 + S > c.nseq:
+        return None
+    for i in range(S):
+        if slot[i] != k or seq[i] != j0 + i:
+            return None
+    keys = np.empty(S, dtype=np.int64)
+    lengths = np.empty(S, dtype=np.int64)
+    cdef int64_t* kv = <int64_t*>_out(keys)
+    cdef int64_t* lv = <int64_t*>_out(lengths)
+    cdef int64_t total = 0
+    memcpy(kv, c.keys + j0, S * 8)
+    memcpy(lv, c.lengths + j0, S * 8)
+    for i in range(S):
+        total += lv[i]
+    n = c.cols.size()
+    cdef vector[Cols*] ptrs
+    ptrs.resize(K, NULL)
+    outs = []
+    lent = False
+    for s in range(n):
+        if c.sparse[s]:
+            out = _lent_sparse(c, s, &c.cols[s], j0, S)
+        else:
+            out = _lent_dense(c, s, &c.cols[s], j0, S)
+        if out is not None:
+            lent = True
+        else:  # as pack copies it
+            ptrs[k] = &c.cols[s]
+            if c.sparse[s]:
+                out = _sparse_core(ptrs.data(), K, slot, seq, S, c.size[s])
+            else:
+                out = _padded_core(ptrs.data(), K, slot, seq, S, c.size[s])
+        outs.append(out)
+    return keys, lengths, total, outs, lent
 
 
 def chunk_slots(const int64_t[::1] cids, Py_ssize_t max_distinct=16):

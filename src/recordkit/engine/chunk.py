@@ -184,6 +184,13 @@ class ChunkData:
     # index in the chunk's description of each sequence here; None = 0..n-1. Differs when
     # sequences were dropped for errors (the chunk description counted them).
     positions: np.ndarray | None = None
+    # True where the columns' arrays are this chunk's alone: made by the load that returned it,
+    # writable, referred to by no read buffer, reader cache or other chunk, and not reused by the
+    # deserializer while anything refers to them. The engine may then hand out a minibatch as
+    # views of them (``_gather.lend_run``) instead of copying: a caller who writes into such a
+    # minibatch writes into this chunk, which the engine therefore never delivers from again
+    # (``ChunkCache.lend``).
+    lendable: bool = field(default=False, repr=False, compare=False)
     # What the engine derives from a chunk once while it is held (the arrays do not change):
     # the gather kernels' views and checked columns (``minibatch.py``), the BPTT step counts
     # (``bptt.py``). Declared here, made on first use, never part of equality or repr.

@@ -53,6 +53,7 @@ class ChunkCache:
         self._layouts: dict = {}  # layout -> how many held chunks have it
         self._free: list[int] = []
         self._lookups: dict[int, np.ndarray] = {}  # chunks whose sequences were dropped: their look-up
+        self._lent: set[int] = set()  # held chunks a minibatch was handed views of (``lend``)
         self._prepare = prepare
         self._nbytes = None if nbytes is None else np.asarray(nbytes, dtype=np.int64)
         # a bound method is held weakly: the source that owns this cache is what it calls back, and
@@ -308,6 +309,21 @@ class ChunkCache:
                 raise e  # every chunk loads alone: the batch's error was about all of them (_load_group)
         return [self._load_here(cid) for cid in cids]
 
+    # -- lending ---------------------------------------------------------------------------------
+    def lend(self, cid: int) -> None:
+        """A minibatch was handed views of held chunk ``cid``'s arrays: the caller may write into
+        them, so ``drop_lent`` drops the chunk before anything could deliver its sequences again."""
+        self._lent.add(cid)
+
+    def drop_lent(self) -> None:
+        """Stop holding the chunks a minibatch was handed views of: within one sweep each sequence
+        is delivered once, but a new sweep (a restore, another split) may deliver those
+        sequences again, and must take them from a fresh load, not from memory a caller may have
+        written into."""
+        if self._lent:
+            self.drop_many([c for c in self._lent if c in self.loaded])
+            self._lent.clear()
+
     # -- dropping --------------------------------------------------------------------------------
     def drop(self, cid: int) -> None:
         self.drop_many([cid])
@@ -337,6 +353,8 @@ class ChunkCache:
             if self._lookups:
                 for cid in ids:
                     self._lookups.pop(cid, None)
+            if self._lent:
+                self._lent.difference_update(ids)
         self.version += 1
 
     def cancel(self) -> None:

@@ -212,11 +212,11 @@ def chunk_columns(chunk, specs) -> tuple:
         lengths = chunk.lengths
         if lengths.dtype != np.int64 or not lengths.flags.c_contiguous:
             lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-        if objects:
+        if objects:  # never lent: the kernel's views are of numeric streams only
             table = _BytesColumns(chunk.keys.view(np.int64), lengths, streams)
             table.objects = objects
         else:
-            table = _gather.ChunkColumns(chunk.keys.view(np.int64), lengths, streams)
+            table = _gather.ChunkColumns(chunk.keys.view(np.int64), lengths, streams, chunk.lendable)
         cols = chunk.gather_columns = (table, tuple(dtypes))
     return cols
 
@@ -292,6 +292,24 @@ def pack_from_table(table: list, dtypes: tuple, slot: np.ndarray, seq: np.ndarra
         else:
             streams[spec.name] = _stream_batch(spec, dtype, next(numeric), frame_mode)
     return streams, keys.view(np.uint64), lengths, total
+
+
+def lend_from_table(table: list, dtypes: tuple, slot: np.ndarray, seq: np.ndarray, specs, *,
+                    frame_mode: bool = False):
+    """``pack_from_table``'s minibatch without copying, where the picks are consecutive sequences of
+    one lendable chunk (``_gather.lend_run``: an in-order minibatch inside a chunk): its samples are
+    views of the chunk's columns. Returns what ``pack_from_table`` returns and whether any array is
+    a view (the chunk was lent), or None when the picks are not such a run."""
+    lent = _gather.lend_run(table, slot, seq)
+    if lent is None:
+        return None
+    keys, lengths, total, outs, viewed = lent
+    return _streams(specs, dtypes, outs, frame_mode), keys.view(np.uint64), lengths, total, viewed
+
+
+def _streams(specs, dtypes, outs, frame_mode: bool) -> dict:
+    """Name -> StreamBatch from what a gather returned per stream."""
+    return {spec.name: _stream_batch(spec, dtype, out, frame_mode) for spec, dtype, out in zip(specs, dtypes, outs)}
 
 
 def _stream_batch(spec, dtype, out, frame_mode: bool) -> "StreamBatch":

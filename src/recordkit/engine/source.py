@@ -24,6 +24,12 @@ once (window + prefetch): the window is reduced to fit, from the index's decoded
 estimates (``engine/memory.py``), and the choice is reported (``source.memory``, and a
 warning when the window was reduced). The default bound is a quarter of the memory
 available, so a randomized read never silently grows with the data set.
+
+Copies. A minibatch is copied out of its chunks, except a run of consecutive sequences of one
+chunk whose arrays are the chunk's alone (``ChunkData.lendable``: OFRecord's), which is handed out
+as views of the chunk's columns (``_gather.lend_run``), the copy's bytes without the copy. A chunk
+lent from is loaded again before a new sweep, elastic group, restore or split can deliver its
+sequences again, so what a caller writes into a minibatch never reaches a later one.
 """
 from __future__ import annotations
 
@@ -39,7 +45,8 @@ from recordkit.engine.checkpoint import ReadPosition
 from recordkit.engine.deserializer import Deserializer
 from recordkit.engine.chunk_cache import ChunkCache
 from recordkit.engine.environment import distributed_partition, loader_workers
-from recordkit.engine.minibatch import Minibatch, chunk_columns, counted, pack_from_chunks, pack_from_table
+from recordkit.engine.minibatch import (Minibatch, chunk_columns, counted, lend_from_table, pack_from_chunks,
+                                        pack_from_table)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
 from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
@@ -473,6 +480,7 @@ class MinibatchSource(Checkpointing):
             self._group = None
             self._start_sweep(self._plan.resume_sweep)
             return
+        self._cache.drop_lent()
         self._group = group
         self._sweep = self._make_run_sweep(*self._run.groups[group])
         self._cursor = min(max(int(at), 0), self._current.hi)
@@ -488,6 +496,7 @@ class MinibatchSource(Checkpointing):
 
     def _start_sweep(self, index: int, at: int | None = None) -> None:
         self._cache.cancel()
+        self._cache.drop_lent()  # the new sweep takes the sequences of lent chunks from fresh loads
         self._sweep = self._make_sweep(index)
         self._cursor = self._current.lo if at is None else min(max(at, self._current.lo), self._current.hi)
         if self.trace_level >= 2:
@@ -714,7 +723,14 @@ class MinibatchSource(Checkpointing):
         cache = self._cache
         slots = cache.slot_of[cids] if len(cids) else cids
         layout = cache.layout
-        if layout is not None and (slots >= 0).all():  # the table of held chunks, packed from in one call
+        lent = None
+        if layout is not None:  # consecutive sequences of one chunk (in file order): views of its columns
+            lent = lend_from_table(cache.columns, layout, slots, js, self.streams, frame_mode=self.frame_mode)
+        if lent is not None:
+            streams, keys, lengths, total, viewed = lent
+            if viewed:
+                cache.lend(int(cids[0]))
+        elif layout is not None and (slots >= 0).all():
             streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, js, self.streams,
                                                             frame_mode=self.frame_mode)
         else:  # chunks of different dtypes (a hand-built deserializer's): the per-chunk way
