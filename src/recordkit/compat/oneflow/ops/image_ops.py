@@ -223,7 +223,10 @@ def resize(
         def one(i: int) -> None:
             oh, ow = imgs[i].shape[:2]
             filt = _img.resample_filter(interpolation_type, (ow, oh), (tw, th))
-            out[i] = _img.to_dtype(_img.resize_image(imgs[i], tw, th, filt), out_dt)
+            if imgs[i].dtype == out_dt:
+                _img.resize_image(imgs[i], tw, th, filt, out=out[i])
+            else:
+                out[i] = _img.to_dtype(_img.resize_image(imgs[i], tw, th, filt), out_dt)
             scale[i] = (np.float32(tw) / np.float32(ow), np.float32(th) / np.float32(oh))
 
         parallel_for(n, one)
@@ -348,10 +351,12 @@ def crop_mirror_normalize(
             origins.append(check(im.shape, i)[2:])
     nchw = output_layout == "NCHW"
     out = np.empty((n, C, oh, ow) if nchw else (n, oh, ow, C), dtype=np.float32)
+    table = _img.normalize_table(mean_v, inv_std)
 
     def one(i: int) -> None:
         y0, x0 = origins[i]
-        _img.normalize_into(imgs[i][y0:y0 + oh, x0:x0 + ow, :], mean_v, inv_std, out[i], nchw, mirror=bool(flips[i]))
+        _img.normalize_into(imgs[i][y0:y0 + oh, x0:x0 + ow, :], mean_v, inv_std, out[i], nchw, mirror=bool(flips[i]),
+                            table=table)
 
     parallel_for(n, one)
     return out
