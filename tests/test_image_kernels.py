@@ -42,11 +42,13 @@ def test_resize_area_gives_opencvs_bytes(c):
     assert checked > 60
 
 
-def test_resize_area_of_a_crop_view_and_of_the_benchmark_sizes():
+def test_resize_area_of_crop_mirrored_strided_views():
     rng = np.random.default_rng(7)
-    full = _image(rng, 375, 500, 3, smooth=True)
-    for view in (full, full[13:300, 41:460], full[:, ::-1]):
-        for h, w in ((224, 224), (192, 150), (100, 333)):
+    full = _image(rng, 375, 501, 3, smooth=True)
+    rgba = _image(rng, 375, 500, 4, smooth=True)
+    views = (full, full[13:300, 41:460], full[:, ::-1], full[::-1, ::-1], full[:, ::2], full[:, ::-3], rgba[:, :, :3])
+    for view in views:
+        for h, w in ((224, 160), (192, 150), (100, 111)):
             out = np.empty((h, w, 3), np.uint8)
             _kernel.resize_area(view, out)
             assert out.tobytes() == _cv_area(np.ascontiguousarray(view), h, w).tobytes(), (view.shape, h, w)

@@ -29,8 +29,10 @@ cdef extern from *:
     #include <emmintrin.h>
     /* The weighed sums of one row of 3-channel pixels (``s1`` bytes apart, channels adjacent), three
        lanes of a 4-lane vector per pixel: float(x) * alpha and the sums in OpenCV's order, per lane.
-       The fourth lane reads the next byte, so the last pixel of the row is read lane by lane. */
-    static inline void rk_area_row3(const uint8_t* row, Py_ssize_t s1, int sw, const Tap* taps,
+       The fourth lane reads the byte after the pixel, which lies at or before the next pixel's first
+       byte (|s1| >= 3) when there is a next pixel in memory: pixels src in [lo, hi) are read 4 bytes at
+       once, the others lane by lane. */
+    static inline void rk_area_row3(const uint8_t* row, Py_ssize_t s1, int lo, int hi, const Tap* taps,
                                     const int* first, int dw, float* buf) {
         const __m128i zero = _mm_setzero_si128();
         for (int dx = 0; dx < dw; dx++) {
@@ -38,7 +40,7 @@ cdef extern from *:
             for (int k = first[dx]; k < first[dx + 1]; k++) {
                 const uint8_t* px = row + (Py_ssize_t)taps[k].src * s1;
                 __m128 f;
-                if (taps[k].src < sw - 1) {
+                if (taps[k].src >= lo && taps[k].src < hi) {
                     int32_t word;
                     memcpy(&word, px, 4);
                     __m128i b = _mm_cvtsi32_si128(word);
@@ -106,7 +108,7 @@ cdef extern from *:
     }
     #define RK_AREA_ROW3 1
     #else
-    static inline void rk_area_row3(const uint8_t*, Py_ssize_t, int, const Tap*, const int*, int, float*) {}
+    static inline void rk_area_row3(const uint8_t*, Py_ssize_t, int, int, const Tap*, const int*, int, float*) {}
     static inline void rk_area_row3_packed(const uint8_t*, int, const Tap*, const int*, int, float*, float*) {}
     static inline void rk_area_accumulate(float* acc, const float* buf, float beta, int n, int first) {
         for (int k = 0; k < n; k++) acc[k] = first ? beta * buf[k] : acc[k] + beta * buf[k];
@@ -124,7 +126,7 @@ cdef extern from *:
         int dst      # output pixel
         int src      # input pixel
         float alpha  # its weight
-    void rk_area_row3(const uint8_t* row, Py_ssize_t s1, int sw, const Tap* taps, const int* first, int dw,
+    void rk_area_row3(const uint8_t* row, Py_ssize_t s1, int lo, int hi, const Tap* taps, const int* first, int dw,
                       float* buf) noexcept nogil
     void rk_area_row3_packed(const uint8_t* row, int sw, const Tap* taps, const int* first, int dw, float* buf,
                              float* frow) noexcept nogil
@@ -188,6 +190,9 @@ def resize_area(const uint8_t[:, :, :] src, uint8_t[:, :, ::1] dst) -> None:
     cdef int dy, j, dx, k, c, sy, prev_sy, n = dw * cn
     cdef float a, beta
     cdef float v0, v1, v2
+    # pixels whose 4-byte read stays inside the image (the next pixel in memory exists)
+    cdef int wide_lo = 1 if s1 <= -3 else 0
+    cdef int wide_hi = sw - 1 if s1 >= 3 else (sw if s1 <= -3 else 0)
     with nogil:
         _area_taps(sw, dw, 1.0 / (<double>dw / sw), xt, xfirst)
         _area_taps(sh, dh, 1.0 / (<double>dh / sh), yt, yfirst)
@@ -205,7 +210,7 @@ def resize_area(const uint8_t[:, :, :] src, uint8_t[:, :, ::1] dst) -> None:
                     if cn == 3 and s2 == 1 and s1 == 3 and RK_AREA_ROW3:
                         rk_area_row3_packed(row, sw, xt.data(), xfirst.data(), dw, buf.data(), frow.data())
                     elif cn == 3 and s2 == 1 and RK_AREA_ROW3:
-                        rk_area_row3(row, s1, sw, xt.data(), xfirst.data(), dw, buf.data())
+                        rk_area_row3(row, s1, wide_lo, wide_hi, xt.data(), xfirst.data(), dw, buf.data())
                     else:
                         for dx in range(dw):
                             for c in range(cn):
