@@ -108,10 +108,10 @@ def stages(flow, data: str, name: str, rounds: int, impl: str) -> dict:
     resized = [resize(d)[0] for d in decoded]
     flips = [flip() for _ in batches]
     sync()
-    return {"read": _cpu_ms(done(lambda: [reader() for _ in batches]), rounds),
-            "decode": _cpu_ms(done(lambda: [decode(b) for b in batches]), rounds),
-            "resize": _cpu_ms(done(lambda: [resize(d)[0] for d in decoded]), rounds),
-            "cmn": _cpu_ms(done(lambda: [cmn(r, f).numpy() for r, f in zip(resized, flips)]), rounds)}
+    return {"read": _cpu_ms(done(lambda: _drain(reader() for _ in batches)), rounds),
+            "decode": _cpu_ms(done(lambda: _drain(decode(b) for b in batches)), rounds),
+            "resize": _cpu_ms(done(lambda: _drain(resize(d)[0] for d in decoded)), rounds),
+            "cmn": _cpu_ms(done(lambda: _drain(cmn(r, f).numpy() for r, f in zip(resized, flips))), rounds)}
 
 
 def worker(impl: str, data: str) -> int:
@@ -204,6 +204,13 @@ def reduced(size: str, rounds: int) -> int:
     return 0
 
 
+def _drain(results) -> None:
+    """Run a generator to its end keeping nothing: a stage's outputs are freed as they come, as in a
+    pipeline (keeping 512 decoded images would time fresh memory's page faults instead)."""
+    for _ in results:
+        pass
+
+
 def _cpu_ms(fn, rounds: int) -> float:
     """Best CPU ms per image (all threads) of ``fn()``, which handles ``N_IMAGES`` images."""
     best = float("inf")
@@ -227,8 +234,8 @@ def breakdown(data: str, rounds: int) -> int:
                  "load_before": [round(v, 2) for v in os.getloadavg()], "cv2_threads": cv2.getNumThreads()}
     reader = flow.nn.OFRecordReader(data, batch_size=BATCH, data_part_num=4, part_name_suffix_length=5)
     batches = [reader() for _ in range(N_IMAGES // BATCH)]
-    out["read"] = _cpu_ms(lambda: [reader() for _ in range(N_IMAGES // BATCH)], rounds)
-    out["parse"] = _cpu_ms(lambda: [flow._tensor.OFRecordBatch(b.frames()).records() for b in batches], rounds)
+    out["read"] = _cpu_ms(lambda: _drain(reader() for _ in range(N_IMAGES // BATCH)), rounds)
+    out["parse"] = _cpu_ms(lambda: _drain(flow._tensor.OFRecordBatch(b.frames()).records() for b in batches), rounds)
     records = [r for b in batches for r in b.records()]
     blobs = [r["encoded"].value[0] for r in records]
     arrays = [np.frombuffer(b, np.uint8) for b in blobs]
@@ -237,40 +244,41 @@ def breakdown(data: str, rounds: int) -> int:
     saved, pool.THREADS = pool.THREADS, 1
     try:
         cv2.setNumThreads(1)
-        out["imdecode_bare"] = _cpu_ms(lambda: [cv2.imdecode(a, flag) for a in arrays], rounds)
-        out["imdecode_bgr_bare"] = _cpu_ms(lambda: [cv2.imdecode(a, cv2.IMREAD_COLOR) for a in arrays], rounds)
-        out["decode_image"] = _cpu_ms(lambda: [img.decode_image(b, "RGB") for b in blobs], rounds)
-        out["image_decode_op"] = _cpu_ms(lambda: [ops.image_decode(records[k:k + BATCH], "encoded", "RGB")
-                                                  for k in range(0, N_IMAGES, BATCH)], rounds)
+        out["imdecode_bare"] = _cpu_ms(lambda: _drain(cv2.imdecode(a, flag) for a in arrays), rounds)
+        out["imdecode_bgr_bare"] = _cpu_ms(lambda: _drain(cv2.imdecode(a, cv2.IMREAD_COLOR) for a in arrays), rounds)
+        out["decode_image"] = _cpu_ms(lambda: _drain(img.decode_image(b, "RGB") for b in blobs), rounds)
+        out["image_decode_op"] = _cpu_ms(lambda: _drain(ops.image_decode(records[k:k + BATCH], "encoded", "RGB")
+                                                  for k in range(0, N_IMAGES, BATCH)), rounds)
         full = [img.decode_image(b, "RGB") for b in blobs]
         cv2.ipp.setUseIPP(False)
-        out["resize_bare"] = _cpu_ms(lambda: [cv2.resize(a, (224, 224), interpolation=cv2.INTER_AREA)
-                                              for a in full], rounds)
+        out["resize_bare"] = _cpu_ms(lambda: _drain(cv2.resize(a, (224, 224), interpolation=cv2.INTER_AREA)
+                                              for a in full), rounds)
         cv2.ipp.setUseIPP(True)
-        out["resize_op"] = _cpu_ms(lambda: [ops.resize(full[k:k + BATCH], (224, 224))
-                                            for k in range(0, N_IMAGES, BATCH)], rounds)
+        out["resize_op"] = _cpu_ms(lambda: _drain(ops.resize(full[k:k + BATCH], (224, 224))
+                                            for k in range(0, N_IMAGES, BATCH)), rounds)
         dense = [ops.resize(full[k:k + BATCH], (224, 224))[0] for k in range(0, N_IMAGES, BATCH)]
         flips = [ops.coin_flip(BATCH, k) for k in range(len(dense))]
         mean, inv = np.float32(MEAN), np.float32(1) / np.float32(STD)
-        out["normalize_bare"] = _cpu_ms(lambda: [((d[:, 16:208, 16:208].astype(np.float32) - mean) * inv)
-                                                 for d in dense], rounds)
-        out["cmn_op_crop192"] = _cpu_ms(lambda: [ops.crop_mirror_normalize(
+        out["normalize_bare"] = _cpu_ms(lambda: _drain(((d[:, 16:208, 16:208].astype(np.float32) - mean) * inv)
+                                                 for d in dense), rounds)
+        out["cmn_op_crop192"] = _cpu_ms(lambda: _drain(ops.crop_mirror_normalize(
             d, color_space="RGB", crop_h=192, crop_w=192, mean=MEAN, std=STD, mirror=f)
-            for d, f in zip(dense, flips)], rounds)
-        out["cmn_op_224"] = _cpu_ms(lambda: [ops.crop_mirror_normalize(
-            d, color_space="RGB", mean=MEAN, std=STD, mirror=f) for d, f in zip(dense, flips)], rounds)
+            for d, f in zip(dense, flips)), rounds)
+        out["cmn_op_224"] = _cpu_ms(lambda: _drain(ops.crop_mirror_normalize(
+            d, color_space="RGB", mean=MEAN, std=STD, mirror=f) for d, f in zip(dense, flips)), rounds)
         gens = ops.random_crop_generators(0, N_IMAGES)
         heads = [img.header_size(b) for b in blobs]
-        out["crop_windows"] = _cpu_ms(lambda: [img.random_crop_window(h, w, g) for (_, w, h), g in zip(heads, gens)],
+        out["crop_windows"] = _cpu_ms(lambda: _drain(img.random_crop_window(h, w, g)
+                                                     for (_, w, h), g in zip(heads, gens)),
                                       rounds)
-        out["decode_random_crop_op"] = _cpu_ms(lambda: [ops.image_decode_random_crop(
+        out["decode_random_crop_op"] = _cpu_ms(lambda: _drain(ops.image_decode_random_crop(
             records[k:k + BATCH], "encoded", "RGB", random_seed=gens[k:k + BATCH])
-            for k in range(0, N_IMAGES, BATCH)], rounds)
+            for k in range(0, N_IMAGES, BATCH)), rounds)
         crops = [c for k in range(0, N_IMAGES, BATCH) for c in ops.image_decode_random_crop(
             records[k:k + BATCH], "encoded", "RGB", random_seed=gens[k:k + BATCH])]
         out["crop_px_per_image"] = round(sum(c.shape[0] * c.shape[1] for c in crops) / N_IMAGES)
-        out["resize_crops_op"] = _cpu_ms(lambda: [ops.resize(crops[k:k + BATCH], (224, 224))
-                                                  for k in range(0, N_IMAGES, BATCH)], rounds)
+        out["resize_crops_op"] = _cpu_ms(lambda: _drain(ops.resize(crops[k:k + BATCH], (224, 224))
+                                                  for k in range(0, N_IMAGES, BATCH)), rounds)
         for name in ("decode", "random_crop"):
             one_round = pipeline(flow, data, name)
             one_round()
