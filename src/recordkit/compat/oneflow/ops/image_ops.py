@@ -291,6 +291,7 @@ def crop_mirror_normalize(
     mean=(0.0,),
     std=(1.0,),
     mirror=None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Crop, optionally mirror, and normalize to float32 -- ``flow.nn.CropMirrorNormalize``.
 
@@ -301,7 +302,8 @@ def crop_mirror_normalize(
     non-zero the crop is flipped horizontally. ``out = (in - mean[c]) / std[c]``
     in float32 (as OneFlow: times ``1/std``), ``mean``/``std`` broadcast from
     length 1. ``color_space`` only fixes C (3, or 1 for "GRAY"); it converts
-    nothing. Output is ``(N, C, h, w)`` for "NCHW" or ``(N, h, w, C)`` for "NHWC".
+    nothing. Output is ``(N, C, h, w)`` for "NCHW" or ``(N, h, w, C)`` for "NHWC" (written into
+    ``out`` when it is a C-contiguous float32 array of that shape; otherwise a new array).
     """
     C = _img.channels_of(color_space)
     if output_layout not in ("NCHW", "NHWC"):
@@ -350,7 +352,9 @@ def crop_mirror_normalize(
                 raise ValueError(f"crop_mirror_normalize needs uint8 images, image {i} is {im.dtype}")
             origins.append(check(im.shape, i)[2:])
     nchw = output_layout == "NCHW"
-    out = np.empty((n, C, oh, ow) if nchw else (n, oh, ow, C), dtype=np.float32)
+    shape = (n, C, oh, ow) if nchw else (n, oh, ow, C)
+    if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        out = np.empty(shape, dtype=np.float32)
     table = _img.normalize_table(mean_v, inv_std)
 
     def one(i: int) -> None:
