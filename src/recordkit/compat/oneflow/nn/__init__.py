@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -330,6 +331,9 @@ class CropMirrorNormalize(Module):
 
     #: outputs kept for reuse once nobody else holds them
     _SPARES = 2
+    #: one lock for every instance's spares (an instance stays picklable): a spare is taken out of the
+    #: list while a call writes it, so two threads calling one module never write the same one
+    _spares_lock = threading.Lock()
 
     def __init__(self, color_space: str = "BGR", output_layout: str = "NCHW", crop_h: int = 0, crop_w: int = 0,
                  crop_pos_y: float = 0.5, crop_pos_x: float = 0.5, mean=(0.0,), std=(1.0,), output_dtype=None):
@@ -363,14 +367,18 @@ class CropMirrorNormalize(Module):
             images, color_space=self.color_space, output_layout=self.output_layout, crop_h=self.crop_h,
             crop_w=self.crop_w, crop_pos_y=self.crop_pos_y, crop_pos_x=self.crop_pos_x, mean=self.mean,
             std=self.std, mirror=flags, out=self._free_output())
-        if not any(out is a for a in self._spares):
+        with self._spares_lock:
             self._spares = (self._spares + [out])[-self._SPARES:]
         return T.Tensor(out.astype(self.output_dtype.np, copy=False))
 
     def _free_output(self):
-        """A previous output nobody else holds any more (only this list does), or None."""
-        for k in range(len(self._spares)):
-            # references: the list's, and getrefcount's argument
-            if sys.getrefcount(self._spares[k]) == 2:
-                return self._spares[k]
+        """A previous output nobody else holds any more (only the list did), taken out of the list; or None."""
+        with self._spares_lock:
+            for k in range(len(self._spares)):
+                # references: the list's, and getrefcount's argument
+                if sys.getrefcount(self._spares[k]) == 2:
+                    return self._spares.pop(k)
         return None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_spares": []}
