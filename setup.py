@@ -18,7 +18,7 @@ def kernel(module: str) -> Extension:
 extensions = [kernel("formats.ctf._kernel"), kernel("formats.cbf._kernel"), kernel("engine._randomize"),
               kernel("engine._gather"),
               kernel("formats.ofrecord._kernel"), kernel("formats.tfrecord._kernel"),
-              kernel("formats._ranges")]
+              kernel("formats._ranges"), kernel("images._kernel")]
 
 setup(ext_modules=cythonize(extensions, language_level=3, compiler_directives={
     "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False,

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -338,6 +339,30 @@ def test_image_pipeline_shapes_and_dtypes(tmp_path):
         flow.nn.image.normalize(std=[1.0], mean=[0.0])(images)  # OneFlow's kernel aborts on uint8
     with pytest.raises(ValueError, match="more than shape"):
         flow.nn.image.batch_align(shape=(10, 10, 3), dtype=flow.uint8, alignment=1)(images)
+
+
+def test_crop_mirror_normalize_reuses_an_output_only_once_nobody_holds_it():
+    """A batch's float32 output is written again by a later call once every tensor, array and view of
+    it is gone (no fresh memory per batch), never while any of them is alive."""
+    rng = np.random.default_rng(0)
+    a, b = (flow.tensor(rng.integers(0, 256, (2, 6, 7, 3), dtype=np.uint8)) for _ in range(2))
+    cmn = flow.nn.CropMirrorNormalize(color_space="RGB", crop_h=4, crop_w=5, mean=[1.0, 2.0, 3.0], std=[2.0])
+    expect_a = cmn(a).numpy().copy()
+    out = cmn(a)
+    address, first = out.numpy().ctypes.data, weakref.ref(out.numpy())
+    del out
+    again = cmn(a)
+    assert again.numpy() is first() and np.array_equal(again.numpy(), expect_a)
+    kept = again.numpy()[1]  # a view holds the batch
+    del again
+    other = cmn(b)
+    assert other.numpy().ctypes.data != address and np.array_equal(kept, expect_a[1])
+    held = [cmn(a), cmn(b), cmn(a)]  # three alive at once: three arrays
+    assert len({t.numpy().ctypes.data for t in held}) == 3
+    assert np.array_equal(held[2].numpy(), expect_a) and np.array_equal(kept, expect_a[1])
+    import pickle
+    copy = pickle.loads(pickle.dumps(cmn))  # the spares stay behind
+    assert copy._spares == [] and np.array_equal(copy(a).numpy(), expect_a)
 
 
 def test_global_placement_is_refused():

@@ -66,6 +66,7 @@ class ImageStage:
         if not np.all(std_v != 0):
             raise ValueError("std must not be 0")
         self.inv_std = np.float32(1.0) / std_v
+        self.table = codec.normalize_table(self.mean, self.inv_std)
         self.reduced = bool(reduced)
         self.max_pixels = None if max_pixels is None else codec.pixel_budget(max_pixels)
         self._rng = np.random.default_rng(seed)
@@ -169,7 +170,7 @@ class ImageStage:
             im = im[:, ::-1] if mirror else im
             out[...] = im.transpose(2, 0, 1) if chw else im
         else:
-            codec.normalize_into(im, self.mean, self.inv_std, out, chw, mirror=mirror)
+            codec.normalize_into(im, self.mean, self.inv_std, out, chw, mirror=mirror, table=self.table)
 
 
 def open_images(path, field, *, storage_options=None, cache_dir=None):

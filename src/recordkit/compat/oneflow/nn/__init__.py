@@ -9,6 +9,8 @@ dtypes and OneFlow's stateful behaviour (a module keeps its random stream from c
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -321,8 +323,17 @@ class CropMirrorNormalize(Module):
     Takes a dense uint8 NHWC tensor or a tensor buffer of HWC uint8 images (then a crop size is
     needed), as OneFlow. Like OneFlow 0.9 the layout is NCHW unless the environment sets
     ``ONEFLOW_ENABLE_NHWC=1`` (the ``output_layout`` argument is deprecated there and ignored,
-    with a warning when not "NCHW").
+    with a warning when not "NCHW"). An output the caller no longer holds (no tensor, array or view
+    of it is left anywhere) is written again by a later call instead of a new one: a batch of
+    float32 images is larger than the allocator keeps for reuse, and fresh memory costs the kernel
+    zeroing it page by page.
     """
+
+    #: outputs kept for reuse once nobody else holds them
+    _SPARES = 2
+    #: one lock for every instance's spares (an instance stays picklable): a spare is taken out of the
+    #: list while a call writes it, so two threads calling one module never write the same one
+    _spares_lock = threading.Lock()
 
     def __init__(self, color_space: str = "BGR", output_layout: str = "NCHW", crop_h: int = 0, crop_w: int = 0,
                  crop_pos_y: float = 0.5, crop_pos_x: float = 0.5, mean=(0.0,), std=(1.0,), output_dtype=None):
@@ -338,6 +349,7 @@ class CropMirrorNormalize(Module):
         self.output_dtype = T.float32 if output_dtype is None else T.as_dtype(output_dtype)
         if not self.output_dtype.is_floating_point:
             raise ValueError(f"CropMirrorNormalize output_dtype must be a float type, not {self.output_dtype}")
+        self._spares: list = []
 
     def forward(self, input, mirror=None):
         from recordkit.compat.oneflow import ops as decoders
@@ -354,5 +366,19 @@ class CropMirrorNormalize(Module):
         out = decoders.crop_mirror_normalize(
             images, color_space=self.color_space, output_layout=self.output_layout, crop_h=self.crop_h,
             crop_w=self.crop_w, crop_pos_y=self.crop_pos_y, crop_pos_x=self.crop_pos_x, mean=self.mean,
-            std=self.std, mirror=flags)
+            std=self.std, mirror=flags, out=self._free_output())
+        with self._spares_lock:
+            self._spares = (self._spares + [out])[-self._SPARES:]
         return T.Tensor(out.astype(self.output_dtype.np, copy=False))
+
+    def _free_output(self):
+        """A previous output nobody else holds any more (only the list did), taken out of the list; or None."""
+        with self._spares_lock:
+            for k in range(len(self._spares)):
+                # references: the list's, and getrefcount's argument
+                if sys.getrefcount(self._spares[k]) == 2:
+                    return self._spares.pop(k)
+        return None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_spares": []}

@@ -223,7 +223,10 @@ def resize(
         def one(i: int) -> None:
             oh, ow = imgs[i].shape[:2]
             filt = _img.resample_filter(interpolation_type, (ow, oh), (tw, th))
-            out[i] = _img.to_dtype(_img.resize_image(imgs[i], tw, th, filt), out_dt)
+            if imgs[i].dtype == out_dt:
+                _img.resize_image(imgs[i], tw, th, filt, out=out[i])
+            else:
+                out[i] = _img.to_dtype(_img.resize_image(imgs[i], tw, th, filt), out_dt)
             scale[i] = (np.float32(tw) / np.float32(ow), np.float32(th) / np.float32(oh))
 
         parallel_for(n, one)
@@ -288,6 +291,7 @@ def crop_mirror_normalize(
     mean=(0.0,),
     std=(1.0,),
     mirror=None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Crop, optionally mirror, and normalize to float32 -- ``flow.nn.CropMirrorNormalize``.
 
@@ -298,7 +302,8 @@ def crop_mirror_normalize(
     non-zero the crop is flipped horizontally. ``out = (in - mean[c]) / std[c]``
     in float32 (as OneFlow: times ``1/std``), ``mean``/``std`` broadcast from
     length 1. ``color_space`` only fixes C (3, or 1 for "GRAY"); it converts
-    nothing. Output is ``(N, C, h, w)`` for "NCHW" or ``(N, h, w, C)`` for "NHWC".
+    nothing. Output is ``(N, C, h, w)`` for "NCHW" or ``(N, h, w, C)`` for "NHWC" (written into
+    ``out`` when it is a C-contiguous float32 array of that shape; otherwise a new array).
     """
     C = _img.channels_of(color_space)
     if output_layout not in ("NCHW", "NHWC"):
@@ -347,11 +352,15 @@ def crop_mirror_normalize(
                 raise ValueError(f"crop_mirror_normalize needs uint8 images, image {i} is {im.dtype}")
             origins.append(check(im.shape, i)[2:])
     nchw = output_layout == "NCHW"
-    out = np.empty((n, C, oh, ow) if nchw else (n, oh, ow, C), dtype=np.float32)
+    shape = (n, C, oh, ow) if nchw else (n, oh, ow, C)
+    if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        out = np.empty(shape, dtype=np.float32)
+    table = _img.normalize_table(mean_v, inv_std)
 
     def one(i: int) -> None:
         y0, x0 = origins[i]
-        _img.normalize_into(imgs[i][y0:y0 + oh, x0:x0 + ow, :], mean_v, inv_std, out[i], nchw, mirror=bool(flips[i]))
+        _img.normalize_into(imgs[i][y0:y0 + oh, x0:x0 + ow, :], mean_v, inv_std, out[i], nchw, mirror=bool(flips[i]),
+                            table=table)
 
     parallel_for(n, one)
     return out
