@@ -388,62 +388,21 @@ cdef inline Py_ssize_t _field(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, 
     return a + <Py_ssize_t>n
 
 
-cdef int _entry(const uint8_t* b, Py_ssize_t x, Py_ssize_t y, const uint8_t* name, Py_ssize_t name_len,
-                Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
-    """A map entry ``{key: 1, value: 2}`` in ``[x, y)``: 1 when its key is ``name`` (value body in
-    ``vs``/``ve``; an absent value is empty), 0 when another, -1 if not canonical."""
+cdef inline int _entry(const uint8_t* b, Py_ssize_t x, Py_ssize_t y, Py_ssize_t* ks, Py_ssize_t* ke,
+                       Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
+    """A map entry ``{key: 1, value: 2}`` in ``[x, y)``, key first (the canonical order): its key's
+    body in ``ks``/``ke``, its value's in ``vs``/``ve`` (an absent value is empty); -1 if not so."""
     cdef uint8_t t
-    cdef Py_ssize_t a, e, ks = -1, ke = -1
-    vs[0] = y
-    ve[0] = y
-    while x < y:
-        e = _field(b, x, y, &t, &a)
-        if e < 0:
-            return -1
-        if t == 0x0A and ks < 0:
-            ks, ke = a, e
-        elif t == 0x12 and ks >= 0 and vs[0] == y:
-            vs[0], ve[0] = a, e
-        else:
-            return -1   # another field, the value before the key, or a field twice
-        x = e
-    if ks < 0:
+    ke[0] = _field(b, x, y, &t, ks)
+    if ke[0] < 0 or t != 0x0A:
         return -1
-    return 1 if ke - ks == name_len and memcmp(b + ks, name, name_len) == 0 else 0
-
-
-cdef int _find(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, uint8_t section, const uint8_t* name,
-               Py_ssize_t name_len, Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
-    """Record ``[pos, end)``'s entry ``name`` in its ``section`` field (0x0A context, 0x12 feature
-    lists): 1 found (value body in vs/ve), 0 absent, -1 not canonical (a section twice, an entry
-    twice, another top-level field)."""
-    cdef uint8_t t
-    cdef Py_ssize_t a, e, x, ex, xa, s, f
-    cdef int seen_section = 0, found = 0, r
-    while pos < end:
-        e = _field(b, pos, end, &t, &a)
-        if e < 0 or (t != 0x0A and t != 0x12):
+    vs[0] = ke[0]
+    ve[0] = ke[0]
+    if ke[0] < y:
+        ve[0] = _field(b, ke[0], y, &t, vs)
+        if ve[0] != y or t != 0x12:
             return -1
-        if t == section:
-            if seen_section:
-                return -1
-            seen_section = 1
-            x = a
-            while x < e:
-                ex = _field(b, x, e, &t, &xa)
-                if ex < 0 or t != 0x0A:
-                    return -1
-                r = _entry(b, xa, ex, name, name_len, &s, &f)
-                if r < 0:
-                    return -1
-                if r == 1:
-                    if found:
-                        return -1
-                    found = 1
-                    vs[0], ve[0] = s, f
-                x = ex
-        pos = e
-    return found
+    return 0
 
 
 cdef Py_ssize_t _payload(const uint8_t* b, Py_ssize_t p, Py_ssize_t fend, uint8_t list_tag,
@@ -522,17 +481,9 @@ def sequence_examples(const uint8_t[::1] data, const int64_t[::1] offs, const in
                     if ex < 0 or t != 0x0A:
                         bad = 1
                         break
-                    ke = _field(b, xa, ex, &t, &ks)   # the entry's key, then its value
-                    if ke < 0 or t != 0x0A:
+                    if _entry(b, xa, ex, &ks, &ke, &vs, &ve) < 0:
                         bad = 1
                         break
-                    vs = ke
-                    ve = ke
-                    if ke < ex:
-                        ve = _field(b, ke, ex, &t, &vs)
-                        if ve != ex or t != 0x12:
-                            bad = 1
-                            break
                     if not seen_ctx and b[pos] == 0x0A:   # a context entry: the key?
                         if ke - ks == kl and memcmp(b + ks, kn, kl) == 0:
                             if fv[r]:
@@ -690,18 +641,9 @@ def example_features(const uint8_t[::1] data, const int64_t[::1] offs, const int
                     if ex < 0 or t != 0x0A:
                         bad = 1
                         break
-                    # the entry's key, then its value
-                    ke = _field(b, xa, ex, &t, &ks)
-                    if ke < 0 or t != 0x0A:
+                    if _entry(b, xa, ex, &ks, &ke, &vs, &ve) < 0:
                         bad = 1
                         break
-                    vs = ke
-                    ve = ke
-                    if ke < ex:
-                        ve = _field(b, ke, ex, &t, &vs)
-                        if ve != ex or t != 0x12:
-                            bad = 1
-                            break
                     hit = -1
                     for j in range(W):
                         if nlen[j] == ke - ks and memcmp(b + ks, nptr[j], nlen[j]) == 0:
