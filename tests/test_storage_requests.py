@@ -179,6 +179,77 @@ def test_a_warm_cache_opens_a_remote_cbf_without_ranged_reads(s3, files, proxy, 
     assert range_cache.cached_bytes(tmp_path) <= tables + 2 * (64 << 10)  # + the open's first and last block
 
 
+# -- recordkit.open: telling the format and opening in one look -------------------------------------------
+def opened(s3, proxy, name, cache):
+    """``recordkit.open`` + a MinibatchSource's open of ``name``: (requests, round trips) they took."""
+    before = proxy.count()
+    reader = recordkit.open(s3.url(name), storage_options=s3.options(proxy.port), cache_dir=cache)
+    src = MinibatchSource(reader, randomize=True, window=4, seed=3, max_sweeps=1, max_memory=None)
+    return (proxy.count() - before, proxy.rounds(before)), src
+
+
+def test_recordkit_open_of_a_remote_cbf_file_takes_two_round_trips_cold_and_one_warm(s3, files, proxy, tmp_path):
+    """Cold: one round trip tells the format and opens (the name listed as a prefix and as a
+    directory, the first and last block and the sidecar fetched beside them), one more for the
+    length tables outside those blocks. Warm: the two listings alone (size, version, sidecar,
+    directory or not); everything else is the cache's."""
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "t25.cbf", tmp_path)
+    assert cost == (6, 2)
+    proxy.latency = 0
+    expected = sweep(CBFReader(files / "t25.cbf"))
+    assert minibatches(src) == expected
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "t25.cbf", tmp_path)
+    assert cost == (2, 1)
+    proxy.latency = 0
+    before = proxy.count()
+    assert minibatches(src) == expected and proxy.count() == before  # the sweep: all from the cache
+
+
+def test_recordkit_open_of_a_remote_mds_directory_takes_two_round_trips_cold_and_one_warm(s3, files, proxy, tmp_path):
+    """Cold: the look (the directory's listing among its answers; the blocks it guessed at miss),
+    then index.json. Warm: the two listings; the shards' sizes and versions came with them."""
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "mds", tmp_path)
+    assert cost[0] <= 6 and cost[1] == 2
+    proxy.latency = 0
+    expected = sweep(MDSReader(files / "mds"))
+    assert minibatches(src) == expected
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "mds", tmp_path)
+    assert cost == (2, 1)
+    proxy.latency = 0
+    before = proxy.count()
+    assert minibatches(src) == expected and proxy.count() == before
+
+
+def test_recordkit_open_reads_a_changed_object_as_its_new_version_and_refuses_a_mix(s3, files, tmp_path):
+    """The look's listing is the version pinned: a warm open of a replaced object reads the new
+    one, and an object replaced after the open is an error, never mixed in."""
+    from recordkit.storage.versions import SourceChangedError
+    fs = s3.fs()
+    fs.put_file(str(files / "c25.cbf"), f"{s3.bucket}/changing/data.cbf")
+    url = s3.url("changing/data.cbf")
+    assert sweep(recordkit.open(url, storage_options=s3.options(), cache_dir=tmp_path)) == \
+        sweep(CBFReader(files / "c25.cbf"))
+    fs.put_file(str(files / "t25.cbf"), f"{s3.bucket}/changing/data.cbf")
+    reader = recordkit.open(url, storage_options=s3.options(), cache_dir=tmp_path)
+    assert sweep(reader) == sweep(CBFReader(files / "t25.cbf"))
+    reader = recordkit.open(url, storage_options=s3.options(), cache_dir=tmp_path / "other")
+    fs.put_file(str(files / "c25.cbf"), f"{s3.bucket}/changing/data.cbf")
+    with pytest.raises(SourceChangedError, match="data.cbf: changed while reading bytes"):
+        reader.load_chunk(len(reader.chunks) // 2)
+
+
+def test_recordkit_open_offline_from_a_complete_cache_asks_the_store_nothing(s3, files, proxy, tmp_path, monkeypatch):
+    expected = sweep(recordkit.open(s3.url("t25.cbf"), storage_options=s3.options(proxy.port), cache_dir=tmp_path))
+    refuse_the_store(monkeypatch)
+    asked = proxy.count()
+    assert sweep(recordkit.open(s3.url("t25.cbf"), cache_dir=tmp_path, offline=True)) == expected
+    assert proxy.count() == asked
+
+
 # -- metadata once per open ------------------------------------------------------------------------------
 def test_a_warm_mds_sweep_asks_the_store_once(s3, files, proxy, tmp_path):
     opts = s3.options(proxy.port)

@@ -41,17 +41,25 @@ def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = N
     offline = sniff_offline(path, cache_dir)
     if offline is not None:
         return offline
+    from recordkit.storage.probe import reusing
+    with reusing(path, storage_options, cache_dir):  # a URL: one round trip for all of what follows
+        return _sniff_path(path, storage_options, part_name_prefix, cache_dir)
+
+
+def _sniff_path(path, storage_options, part_name_prefix, cache_dir) -> str:
     from recordkit.formats import registry
     from recordkit.storage import location
+    from recordkit.storage.probe import OPENING_BLOCK
     from recordkit.storage.source import open_source
     location.ensure_regular(path, storage_options)  # a FIFO or device: "not a regular file", not "no such file"
     if location.isdir(path, storage_options):
         return _sniff_directory(path, location.listdir(path, storage_options), part_name_prefix)
     if not location.isfile(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file")
-    src = open_source(path, storage_options=storage_options, verify=False)
+    src = open_source(path, storage_options=storage_options, cache_dir=cache_dir, verify=False)
     try:
-        head = src.pread(0, 8, cache=False)
+        # remotely, the first block a reader reads anyway (the look fetched it, or the cache holds it)
+        head = src.pread(0, min(src.size, OPENING_BLOCK))[:8] if src.remote else src.pread(0, 8, cache=False)
         for fmt in registry.FORMATS.values():
             if fmt.file_probe and registry._load(fmt.file_probe)(path, head, src, storage_options):
                 return fmt.name
