@@ -250,6 +250,22 @@ def test_recordkit_open_offline_from_a_complete_cache_asks_the_store_nothing(s3,
     assert proxy.count() == asked
 
 
+def test_cli_cat_of_a_remote_cbf_file_from_a_warm_cache_asks_two_listings_at_once(s3, files, proxy, tmp_path,
+                                                                                 capsys):
+    """``cat`` tells the format and opens the reader on one look: warm, its two listings are all."""
+    import json
+    from recordkit.cli.main import main
+    args = ["cat", s3.url("t25.cbf"), "--storage-options", json.dumps(s3.options(proxy.port)),
+            "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    cold = capsys.readouterr().out
+    proxy.latency = 0.1
+    before = proxy.count()
+    assert main(args) == 0
+    assert (proxy.count() - before, proxy.rounds(before)) == (2, 1)
+    assert capsys.readouterr().out == cold
+
+
 # -- metadata once per open ------------------------------------------------------------------------------
 def test_a_warm_mds_sweep_asks_the_store_once(s3, files, proxy, tmp_path):
     opts = s3.options(proxy.port)
