@@ -250,6 +250,35 @@ def test_recordkit_open_offline_from_a_complete_cache_asks_the_store_nothing(s3,
     assert proxy.count() == asked
 
 
+def test_a_block_the_look_fetched_of_another_version_than_listed_is_never_used(s3, files, monkeypatch):
+    """The object replaced between the listing and the guessed GETs: their bytes carry another ETag
+    and are dropped; the reader fetches its blocks again, of the version listed."""
+    from recordkit.storage import probe
+    other = (files / "c25.cbf").read_bytes()
+    get = probe._get
+
+    def replaced(fs, path, **kw):
+        resp, data = get(fs, path, **kw)
+        if "Range" in kw:
+            resp, data = dict(resp, ETag='"another"'), other[:len(data)]
+        return resp, data
+    monkeypatch.setattr(probe, "_get", replaced)
+    assert probe.look(s3.url("t25.cbf"), s3.options()).blocks == []
+    assert sweep(recordkit.open(s3.url("t25.cbf"), storage_options=s3.options())) == \
+        sweep(CBFReader(files / "t25.cbf"))
+
+
+def test_a_name_that_begins_many_others_is_asked_as_before(s3, files, monkeypatch):
+    from recordkit.storage import probe
+    fs = s3.fs()
+    for name in ("a.cbf", "a.cbf1", "a.cbf2"):
+        fs.put_file(str(files / "t25.cbf"), f"{s3.bucket}/siblings/{name}")
+    monkeypatch.setattr(probe, "SIBLINGS", 2)
+    assert probe.look(s3.url("siblings/a.cbf"), s3.options()) is None
+    assert sweep(recordkit.open(s3.url("siblings/a.cbf"), storage_options=s3.options())) == \
+        sweep(CBFReader(files / "t25.cbf"))
+
+
 def test_cli_cat_of_a_remote_cbf_file_from_a_warm_cache_asks_two_listings_at_once(s3, files, proxy, tmp_path,
                                                                                  capsys):
     """``cat`` tells the format and opens the reader on one look: warm, its two listings are all."""

@@ -19,8 +19,8 @@ round trip (20-100 ms). ``look`` asks them all at once, in one round trip, of an
 questions (``isdir``, ``isfile``, ``listdir``), ``open_source`` and ``SourcePool`` take them
 from there instead of asking again. They are never kept beyond that: the next open looks
 again, so a changed object is seen. Other filesystems, a version-aware S3 filesystem (whose
-listing carries no version ids) and offline reads are not looked at: they ask as before (offline:
-nothing).
+listing carries no version ids), a name that begins ``SIBLINGS`` others and offline reads are not
+looked at: they ask as before (offline: nothing).
 """
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ from recordkit.storage.looked import Probe, answering, current
 
 # what a remote open reads first from each end of a file (a CBF reader's first and last block)
 OPENING_BLOCK = 64 << 10
+# at most this many names that begin with the one looked at are listed (one page): a name that
+# begins hundreds of others (``shard-1`` of ``shard-10000``...) is not looked at
+SIBLINGS = 500
 
 @contextlib.contextmanager
 def reusing(url, storage_options=None, cache_dir=None):
@@ -61,19 +64,22 @@ def look(url, storage_options=None, cache_dir=None) -> Probe | None:
     retry = RetryPolicy.default()
     speculate = cache_dir is None or not _recorded(cache_dir, url)
 
-    def listed(where, prefix):
+    def listed(where, prefix, most=None):
         from fsspec.asyn import sync
         try:
-            return retry.call(lambda: sync(fs.loop, fs._lsdir, where, refresh=True, prefix=prefix), what=url)
+            return retry.call(lambda: sync(fs.loop, fs._lsdir, where, refresh=True, prefix=prefix, max_items=most),
+                              what=url)
         except (FileNotFoundError, NotADirectoryError):
             return []
-    jobs = [lambda: listed(parent, name), lambda: listed(path, "")]
+    jobs = [lambda: listed(parent, name, SIBLINGS), lambda: listed(path, "")]
     if speculate:
         jobs += [lambda: _ranged(fs, path, "bytes=0-%d" % (OPENING_BLOCK - 1)),
                  lambda: _ranged(fs, path, "bytes=-%d" % OPENING_BLOCK),
                  lambda: _whole(fs, path + location.SIDECAR_SUFFIX)]
     results = concurrently(lambda job: job(), jobs, len(jobs))
     siblings, inside = results[0], results[1]
+    if len(siblings) >= SIBLINGS:  # perhaps not all: what was not listed is asked as before
+        return None
     info = next((e for e in siblings if e["name"].rstrip("/") == path and e.get("type") != "directory"), None)
     directory = bool(inside) or any(e["name"].rstrip("/") == path and e.get("type") == "directory" for e in siblings)
     sidecar = any(e["name"] == path + location.SIDECAR_SUFFIX for e in siblings)
