@@ -543,6 +543,16 @@ def test_a_remote_mds_data_set_is_read_offline_with_its_index_checked_against_th
     assert sweep(MDSReader(s3.url("mds"), cache_dir=CacheDir(tmp_path, offline=True))) == expected
 
 
+def test_recordkit_open_tells_a_remote_directory_offline_by_the_files_the_cache_recorded(s3, files, tmp_path,
+                                                                                        monkeypatch):
+    from recordkit.errors import UsageError
+    expected = sweep(recordkit.open(s3.url("mds"), storage_options=s3.options(), cache_dir=tmp_path))
+    refuse_the_store(monkeypatch)
+    assert sweep(recordkit.open(s3.url("mds"), cache_dir=tmp_path, offline=True)) == expected
+    with pytest.raises(UsageError, match="offline, the format is told from the name alone"):
+        recordkit.open(s3.url("webdataset"), cache_dir=tmp_path, offline=True)
+
+
 def test_offline_a_shard_the_cache_never_saw_is_a_located_error(s3, files, tmp_path, monkeypatch):
     from recordkit.errors import FormatError
     MDSReader(s3.url("mds"), storage_options=s3.options(), cache_dir=tmp_path)  # index only: no shard read

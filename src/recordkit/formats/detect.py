@@ -6,17 +6,22 @@ from __future__ import annotations
 
 
 def sniff_offline(path: str, cache_dir) -> str | None:
-    """Offline, a URL's format is told from its name (sniffing would ask the store); None online."""
+    """Offline, a URL's format is told from its name (sniffing would ask the store), or, for a
+    directory, from the names of its files the cache recorded (those read online); None online."""
     from recordkit.errors import UsageError
     from recordkit.formats import registry
     from recordkit.storage.location import is_url
-    from recordkit.storage.range_cache import settings
+    from recordkit.storage.range_cache import recorded_files, settings
     if not settings(cache_dir)[1] or not is_url(path):
         return None
     fmt = registry.by_extension(path)
     if fmt is None:
-        raise UsageError(f"{path}: offline, the format is told from the name alone and this one does not say it: "
-                         f"name the format (format= / --from)")
+        names = recorded_files(cache_dir, path)
+        if names:
+            return _sniff_directory(path, names, None)
+    if fmt is None:
+        raise UsageError(f"{path}: offline, the format is told from the name alone (or a directory's files the "
+                         f"cache recorded: none here) and this one does not say it: name the format (format= / --from)")
     return fmt.name
 
 
