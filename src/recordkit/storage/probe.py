@@ -20,7 +20,7 @@ questions (``isdir``, ``isfile``, ``listdir``), ``open_source`` and ``SourcePool
 from there instead of asking again. They are never kept beyond that: the next open looks
 again, so a changed object is seen. Other filesystems, a version-aware S3 filesystem (whose
 listing carries no version ids), a name that begins ``SIBLINGS`` others and offline reads are not
-looked at: they ask as before (offline: nothing).
+looked at, nor a store that refuses listings: they ask as before (offline: nothing).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ OPENING_BLOCK = 64 << 10
 # at most this many names that begin with the one looked at are listed (one page): a name that
 # begins hundreds of others (``shard-1`` of ``shard-10000``...) is not looked at
 SIBLINGS = 500
+
 
 @contextlib.contextmanager
 def reusing(url, storage_options=None, cache_dir=None):
@@ -71,6 +72,8 @@ def look(url, storage_options=None, cache_dir=None) -> Probe | None:
                               what=url)
         except (FileNotFoundError, NotADirectoryError):
             return []
+        except PermissionError:  # a store that lets objects be read but not listed: asked as before
+            return None
     jobs = [lambda: listed(parent, name, SIBLINGS), lambda: listed(path, "")]
     if speculate:
         jobs += [lambda: _ranged(fs, path, "bytes=0-%d" % (OPENING_BLOCK - 1)),
@@ -78,7 +81,7 @@ def look(url, storage_options=None, cache_dir=None) -> Probe | None:
                  lambda: _whole(fs, path + location.SIDECAR_SUFFIX)]
     results = concurrently(lambda job: job(), jobs, len(jobs))
     siblings, inside = results[0], results[1]
-    if len(siblings) >= SIBLINGS:  # perhaps not all: what was not listed is asked as before
+    if siblings is None or inside is None or len(siblings) >= SIBLINGS:  # (perhaps) not all: asked as before
         return None
     info = next((e for e in siblings if e["name"].rstrip("/") == path and e.get("type") != "directory"), None)
     directory = bool(inside) or any(e["name"].rstrip("/") == path and e.get("type") == "directory" for e in siblings)
