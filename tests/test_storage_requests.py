@@ -250,6 +250,34 @@ def test_recordkit_open_offline_from_a_complete_cache_asks_the_store_nothing(s3,
     assert proxy.count() == asked
 
 
+def test_recordkit_open_verifies_a_remote_cbf_file_by_the_sidecar_its_look_found(s3, files, proxy, tmp_path):
+    """Cold, the sidecar comes with the look's first round trip; warm, the listing says it is there
+    and it is asked once more (verified reads are of whole checksum blocks: one request
+    more cold than without a sidecar). A block that disagrees with it is an error naming the file."""
+    from recordkit.errors import FormatError
+    from recordkit.storage.sidecars import create
+    local = tmp_path / "v.cbf"
+    local.write_bytes((files / "t25.cbf").read_bytes())
+    create(str(local))
+    fs = s3.fs()
+    for name in ("v.cbf", "v.cbf.rkcrc"):
+        fs.put_file(str(tmp_path / name), f"{s3.bucket}/verified/{name}")
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert cost[1] == 2 and cost[0] <= 7 and type(src.deserializer._source).__name__ == "VerifiedSource"
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert cost == (3, 2) and type(src.deserializer._source).__name__ == "VerifiedSource"
+    proxy.latency = 0
+    size = local.stat().st_size
+    damaged = bytearray(local.read_bytes())
+    damaged[size // 2] ^= 0xFF
+    fs.pipe(f"{s3.bucket}/verified/v.cbf", bytes(damaged))
+    with pytest.raises(FormatError, match=r"v\.cbf: checksum mismatch"):
+        reader = recordkit.open(s3.url("verified/v.cbf"), storage_options=s3.options())
+        for c in reader.chunks:
+            reader.load_chunk(c.id)
+
+
 def test_a_block_the_look_fetched_of_another_version_than_listed_is_never_used(s3, files, monkeypatch):
     """The object replaced between the listing and the guessed GETs: their bytes carry another ETag
     and are dropped; the reader fetches its blocks again, of the version listed."""
