@@ -251,9 +251,10 @@ def test_recordkit_open_offline_from_a_complete_cache_asks_the_store_nothing(s3,
 
 
 def test_recordkit_open_verifies_a_remote_cbf_file_by_the_sidecar_its_look_found(s3, files, proxy, tmp_path):
-    """Cold, the sidecar comes with the look's first round trip; warm, the listing says it is there
-    and it is asked once more (verified reads are of whole checksum blocks: one request
-    more cold than without a sidecar). A block that disagrees with it is an error naming the file."""
+    """Cold, the sidecar comes with the look's first round trip (verified reads are of whole
+    checksum blocks: one request more than without a sidecar); warm, the cache's record of it, while
+    the listing gives the ETag recorded; a sidecar replaced since is asked again. A block that
+    disagrees with it is an error naming the file."""
     from recordkit.errors import FormatError
     from recordkit.storage.sidecars import create
     local = tmp_path / "v.cbf"
@@ -266,7 +267,13 @@ def test_recordkit_open_verifies_a_remote_cbf_file_by_the_sidecar_its_look_found
     cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
     assert cost[1] == 2 and cost[0] <= 7 and type(src.deserializer._source).__name__ == "VerifiedSource"
     cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
-    assert cost == (3, 2) and type(src.deserializer._source).__name__ == "VerifiedSource"
+    assert cost == (2, 1) and type(src.deserializer._source).__name__ == "VerifiedSource"
+    create(str(local), block_size=4096)
+    fs.put_file(str(tmp_path / "v.cbf.rkcrc"), f"{s3.bucket}/verified/v.cbf.rkcrc")
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert src.deserializer._source.table.block_size == 4096  # (reads of other blocks: not cached yet)
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert cost == (2, 1) and src.deserializer._source.table.block_size == 4096
     proxy.latency = 0
     size = local.stat().st_size
     damaged = bytearray(local.read_bytes())

@@ -20,6 +20,7 @@ class Probe:
     def __init__(self, url: str, info, directory: bool, entries, sidecar: bool, sidecar_data, blocks):
         self.url, self.info, self.directory, self.entries = url, info, directory, entries
         self.sidecar, self.sidecar_data, self.blocks = sidecar, sidecar_data, blocks
+        self.sidecar_version = None  # the ETag of the sidecar bytes held, where known
 
     def known_file(self) -> dict | None:
         """``open_source``'s ``known`` for the file (None: not a file)."""
@@ -28,6 +29,7 @@ class Probe:
         known = {"info": self.info, "sidecar": self.sidecar, "blocks": self.blocks}
         if self.sidecar_data is not None:
             known["sidecar_data"] = self.sidecar_data
+            known["sidecar_version"] = self.sidecar_version
         return known
 
     def names(self) -> list[str]:

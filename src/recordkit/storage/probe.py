@@ -13,7 +13,9 @@ round trip (20-100 ms). ``look`` asks them all at once, in one round trip, of an
   and last block there), the first and last ``OPENING_BLOCK`` bytes and the sidecar, fetched
   speculatively: what detection sniffs and what a CBF reader reads first. A block is kept only
   when the store answered it with the ETag the listing gave: the version pinned is the
-  listing's, and every later range is asked of it (``versions.RemotePin``).
+  listing's, and every later range is asked of it (``versions.RemotePin``). A sidecar is kept
+  with its ETag in the cache's record: warm, a sidecar listed with the ETag recorded is the
+  recorded one (else it is asked of the version listed, one more round trip).
 
 ``reusing`` makes the answers current while one ``recordkit.open`` runs: ``location``'s
 questions (``isdir``, ``isfile``, ``listdir``), ``open_source`` and ``SourcePool`` take them
@@ -85,14 +87,38 @@ def look(url, storage_options=None, cache_dir=None) -> Probe | None:
         return None
     info = next((e for e in siblings if e["name"].rstrip("/") == path and e.get("type") != "directory"), None)
     directory = bool(inside) or any(e["name"].rstrip("/") == path and e.get("type") == "directory" for e in siblings)
-    sidecar = any(e["name"] == path + location.SIDECAR_SUFFIX for e in siblings)
+    side = next((e for e in siblings if e["name"] == path + location.SIDECAR_SUFFIX), None)
+    side_version = None if side is None else side.get("ETag")
     blocks, sidecar_data = [], None
     if speculate and info is not None:
         etag = info.get("ETag")
         blocks = [(offset, data) for offset, data, tag in results[2:4] if data is not None and etag and tag == etag]
-        if sidecar:
-            sidecar_data = results[4]
-    return Probe(url, info, directory, inside if directory else None, sidecar, sidecar_data, blocks)
+        if side_version is not None and results[4][1] == side_version:
+            sidecar_data = results[4][0]
+    if info is not None and side_version is not None and sidecar_data is None:
+        sidecar_data = _recorded_sidecar(cache_dir, url, info, side_version)
+        if sidecar_data is None:  # asked of the version listed: its bytes and version go in the record
+            sidecar_data = _whole(fs, path + location.SIDECAR_SUFFIX, IfMatch=side_version)[0]
+    probe = Probe(url, info, directory, inside if directory else None, side is not None, sidecar_data, blocks)
+    probe.sidecar_version = side_version if sidecar_data is not None else None
+    return probe
+
+
+def _recorded_sidecar(cache_dir, url, info: dict, version: str) -> bytes | None:
+    """The sidecar bytes the cache recorded with this version of the file, if the sidecar listed
+    now is the one recorded (its ETag): a warm open then asks for neither."""
+    from recordkit.storage import range_cache
+    if cache_dir is None:
+        return None
+    try:
+        doc = range_cache.read_record(cache_dir, url)
+    except range_cache.OfflineMissError:
+        return None
+    same_file = doc.get("size") == int(info.get("size") or -1) and \
+        (doc.get("info") or {}).get("ETag") == info.get("ETag")
+    if not same_file or doc.get("sidecar_version") != version:
+        return None
+    return range_cache.sidecar_of(doc)
 
 
 def _recorded(cache_dir, url) -> bool:
@@ -124,11 +150,13 @@ def _ranged(fs, path: str, spec: str):
     return int(m[1]), data, resp.get("ETag")
 
 
-def _whole(fs, path: str):
+def _whole(fs, path: str, **kw):
+    """(bytes, ETag) of one GET of a whole object, or (None, None) (as ``_ranged``)."""
     try:
-        return _get(fs, path)[1]
+        resp, data = _get(fs, path, **kw)
     except Exception:  # noqa: BLE001 - speculative, as _ranged
-        return None
+        return None, None
+    return data, resp.get("ETag")
 
 
 def _get(fs, path: str, **kw):

@@ -131,12 +131,12 @@ class RemoteSource:
         if cache_dir is not None:
             self._cache = range_cache.RangeCache(cache_dir, url, self.fingerprint)
 
-    def note_opened(self, sidecar: bytes | None) -> None:
+    def note_opened(self, sidecar: bytes | None, sidecar_version: str | None = None) -> None:
         """Record in the cache that this version (with this checksum sidecar) is what the store
         serves now: offline opens read that, and the bound may evict its ranges (they can be
         fetched again)."""
         if self._cache is not None and not self.offline:
-            self._cache.record(self.size, self.fingerprint, self.info, sidecar)
+            self._cache.record(self.size, self.fingerprint, self.info, sidecar, sidecar_version)
 
     def pread(self, offset: int, n: int, *, cache: bool = True) -> bytes:
         want = max(0, min(int(n), self.size - int(offset)))
@@ -343,7 +343,7 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
         else:
             data = checksum.sidecar_bytes(source, storage_options=storage_options)
         if source.remote:
-            source.note_opened(data)
+            source.note_opened(data, None if known is None else known.get("sidecar_version"))
         table = checksum.table_from(source, data)
     except BaseException:
         source.close()
