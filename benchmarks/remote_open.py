@@ -10,7 +10,10 @@ for a first-byte latency (``--latency``, default 20 ms) and counts them, then me
   every table its own request (``source.MERGE_GAP`` 0: what a file of large chunks costs), and
   without latency;
 * the requests of an MDS data set of 7 shards read with a ``cache_dir``: a cold sweep, then a
-  warm open and two sweeps of one reader.
+  warm open and two sweeps of one reader;
+* ``recordkit.open`` (format detection included) + ``MinibatchSource`` of the CBF file and of the
+  MDS directory by URL, with a ``cache_dir``: cold (an empty one each time) and warm (one filled by
+  a sweep): requests, round trips, median seconds.
 
     .venv/bin/python benchmarks/remote_open.py [--latency 0.02] [--repeat 5] [--json OUT]
 """
@@ -83,6 +86,15 @@ def open_seconds(url: str, options: dict) -> float:
     return took
 
 
+def recordkit_open_seconds(url: str, options: dict, cache) -> float:
+    start = time.perf_counter()
+    reader = recordkit.open(url, storage_options=options, cache_dir=cache)
+    MinibatchSource(reader, randomize=True, window=4, max_memory=None)
+    took = time.perf_counter() - start
+    reader.close()
+    return took
+
+
 def sweep(reader) -> int:
     src = MinibatchSource(reader, randomize=True, window=4, max_sweeps=1, max_memory=None)
     n = 0
@@ -143,6 +155,21 @@ def main() -> int:
             second = proxy.count() - base - opened - first
             out["mds_requests"] = {"shards": len(reader.chunks), "cold_open_and_sweep": cold, "warm_open": opened,
                                    "warm_sweep": first, "second_sweep": second}
+            out["recordkit_open"] = {}
+            for name in ("c25.cbf", "mds"):
+                warm = d / f"warm-{name}"
+                sweep(recordkit.open(s3.url(name), storage_options=opts, cache_dir=warm))
+                for state in ("cold", "warm"):
+                    caches = iter(d / f"cold-{name}-{k}" for k in range(args.repeat + 1))
+
+                    def cache():
+                        return warm if state == "warm" else next(caches)
+                    before = proxy.count()
+                    recordkit_open_seconds(s3.url(name), opts, cache())
+                    got = {"requests": proxy.count() - before, "rounds": proxy.rounds(before)}
+                    got["seconds"] = statistics.median(recordkit_open_seconds(s3.url(name), opts, cache())
+                                                       for _ in range(args.repeat))
+                    out["recordkit_open"][f"{name} {state}"] = got
             proxy.close()
     finally:
         s3.stop()
@@ -156,6 +183,9 @@ def main() -> int:
     print(f"CBF open without latency: {c['no_latency_s']:.3f} s")
     print(f"MDS ({m['shards']} shards) requests: cold open+sweep {m['cold_open_and_sweep']}, warm open "
           f"{m['warm_open']}, warm sweep {m['warm_sweep']}, second sweep {m['second_sweep']}")
+    for key, o in out["recordkit_open"].items():
+        print(f"recordkit.open + MinibatchSource, {key}: {o['seconds']:.3f} s; {o['requests']} requests in "
+              f"{o['rounds']} round trips")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -27,7 +27,8 @@ directory again, filled by the cold sweep, in a new process:
   bucket through the S3 endpoint (one process per shard; ``pipe:aws s3 cp`` would start a Python
   CLI per shard instead).
 
-Prints the load, each sweep's time and MB/s, and each peer's time over recordkit's.
+Prints the load, each sweep's time, MB/s and requests (counted by the proxy), and each peer's time
+over recordkit's.
 
     .venv/bin/python benchmarks/remote_sweep.py [--small] [--rows N] [--dim D] [--latency 0.02]
         [--repeat 1] [--mds-python /tmp/rk-world-mds-venv/bin/python] [--json OUT]      # ~3 min
@@ -128,6 +129,8 @@ PROXY = textwrap.dedent("""
     from s3_server import FaultyProxy
     proxy = FaultyProxy(int(sys.argv[2]), latency=float(sys.argv[3]))
     print(proxy.port, flush=True)
+    for _ in sys.stdin:  # a line in: the requests passed on so far out
+        print(proxy.count(), flush=True)
     time.sleep(10 ** 9)
 """)
 
@@ -207,8 +210,13 @@ def main() -> int:
             out["bytes"] = sizes
             out["prepare_s"] = time.perf_counter() - t
             proxy = subprocess.Popen([sys.executable, "-c", PROXY, str(ROOT / "tests"), str(s3.port),
-                                      str(args.latency)], stdout=subprocess.PIPE, text=True)
+                                      str(args.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             port = int(proxy.stdout.readline())
+
+            def requests() -> int:
+                proxy.stdin.write("\n")
+                proxy.stdin.flush()
+                return int(proxy.stdout.readline())
             endpoint = s3.endpoint(port)
             options = json.dumps(s3.options(port))
             tars = [f"wds/{f.name}" for f in sorted(local["wds"].iterdir())]
@@ -229,12 +237,15 @@ def main() -> int:
                     cache = d / f"cache-{r}-{fmt}-{name.split()[0]}"
                     cache.mkdir()
                     for phase in ("cold", "warm"):
+                        before = requests()
                         got = run(command(str(cache)), env)
+                        got["requests"] = requests() - before
                         got["MBps"] = sizes[fmt] / got["seconds"] / 1e6
                         best = results[name].get(phase)
                         if best is None or got["seconds"] < best["seconds"]:
                             results[name][phase] = got
-                        print(f"  {name:22s} {phase}: {got['seconds']:.2f} s", file=sys.stderr, flush=True)
+                        print(f"  {name:22s} {phase}: {got['seconds']:.2f} s, {got['requests']} requests",
+                              file=sys.stderr, flush=True)
             out["results"] = results
     finally:
         if proxy is not None:
@@ -259,7 +270,7 @@ def main() -> int:
             got = phases[phase]
             times = got["seconds"] / rk[phase]["seconds"]
             ratio = "" if name == "recordkit CBF" else f", {times:.1f}x recordkit CBF's time"
-            line.append(f"{phase} {got['seconds']:.2f} s ({got['MBps']:.0f} MB/s{ratio})")
+            line.append(f"{phase} {got['seconds']:.2f} s ({got['MBps']:.0f} MB/s{ratio}; {got['requests']} requests)")
         print(f"{name:22s} " + "; ".join(line))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -179,6 +179,157 @@ def test_a_warm_cache_opens_a_remote_cbf_without_ranged_reads(s3, files, proxy, 
     assert range_cache.cached_bytes(tmp_path) <= tables + 2 * (64 << 10)  # + the open's first and last block
 
 
+# -- recordkit.open: telling the format and opening in one look -------------------------------------------
+def opened(s3, proxy, name, cache):
+    """``recordkit.open`` + a MinibatchSource's open of ``name``: (requests, round trips) they took."""
+    before = proxy.count()
+    reader = recordkit.open(s3.url(name), storage_options=s3.options(proxy.port), cache_dir=cache)
+    src = MinibatchSource(reader, randomize=True, window=4, seed=3, max_sweeps=1, max_memory=None)
+    return (proxy.count() - before, proxy.rounds(before)), src
+
+
+def test_recordkit_open_of_a_remote_cbf_file_takes_two_round_trips_cold_and_one_warm(s3, files, proxy, tmp_path):
+    """Cold: one round trip tells the format and opens (the name listed as a prefix and as a
+    directory, the first and last block and the sidecar fetched beside them), one more for the
+    length tables outside those blocks. Warm: the two listings alone (size, version, sidecar,
+    directory or not); everything else is the cache's."""
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "t25.cbf", tmp_path)
+    assert cost == (6, 2)
+    proxy.latency = 0
+    expected = sweep(CBFReader(files / "t25.cbf"))
+    assert minibatches(src) == expected
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "t25.cbf", tmp_path)
+    assert cost == (2, 1)
+    proxy.latency = 0
+    before = proxy.count()
+    assert minibatches(src) == expected and proxy.count() == before  # the sweep: all from the cache
+
+
+def test_recordkit_open_of_a_remote_mds_directory_takes_two_round_trips_cold_and_one_warm(s3, files, proxy, tmp_path):
+    """Cold: the look (the directory's listing among its answers; the blocks it guessed at miss),
+    then index.json. Warm: the two listings; the shards' sizes and versions came with them."""
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "mds", tmp_path)
+    assert cost[0] <= 6 and cost[1] == 2
+    proxy.latency = 0
+    expected = sweep(MDSReader(files / "mds"))
+    assert minibatches(src) == expected
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "mds", tmp_path)
+    assert cost == (2, 1)
+    proxy.latency = 0
+    before = proxy.count()
+    assert minibatches(src) == expected and proxy.count() == before
+
+
+def test_recordkit_open_reads_a_changed_object_as_its_new_version_and_refuses_a_mix(s3, files, tmp_path):
+    """The look's listing is the version pinned: a warm open of a replaced object reads the new
+    one, and an object replaced after the open is an error, never mixed in."""
+    from recordkit.storage.versions import SourceChangedError
+    fs = s3.fs()
+    fs.put_file(str(files / "c25.cbf"), f"{s3.bucket}/changing/data.cbf")
+    url = s3.url("changing/data.cbf")
+    assert sweep(recordkit.open(url, storage_options=s3.options(), cache_dir=tmp_path)) == \
+        sweep(CBFReader(files / "c25.cbf"))
+    fs.put_file(str(files / "t25.cbf"), f"{s3.bucket}/changing/data.cbf")
+    reader = recordkit.open(url, storage_options=s3.options(), cache_dir=tmp_path)
+    assert sweep(reader) == sweep(CBFReader(files / "t25.cbf"))
+    reader = recordkit.open(url, storage_options=s3.options(), cache_dir=tmp_path / "other")
+    fs.put_file(str(files / "c25.cbf"), f"{s3.bucket}/changing/data.cbf")
+    with pytest.raises(SourceChangedError, match="data.cbf: changed while reading bytes"):
+        reader.load_chunk(len(reader.chunks) // 2)
+
+
+def test_recordkit_open_offline_from_a_complete_cache_asks_the_store_nothing(s3, files, proxy, tmp_path, monkeypatch):
+    expected = sweep(recordkit.open(s3.url("t25.cbf"), storage_options=s3.options(proxy.port), cache_dir=tmp_path))
+    refuse_the_store(monkeypatch)
+    asked = proxy.count()
+    assert sweep(recordkit.open(s3.url("t25.cbf"), cache_dir=tmp_path, offline=True)) == expected
+    assert proxy.count() == asked
+
+
+def test_recordkit_open_verifies_a_remote_cbf_file_by_the_sidecar_its_look_found(s3, files, proxy, tmp_path):
+    """Cold, the sidecar comes with the look's first round trip (verified reads are of whole
+    checksum blocks: one request more than without a sidecar); warm, the cache's record of it, while
+    the listing gives the ETag recorded; a sidecar replaced since is asked again. A block that
+    disagrees with it is an error naming the file."""
+    from recordkit.errors import FormatError
+    from recordkit.storage.sidecars import create
+    local = tmp_path / "v.cbf"
+    local.write_bytes((files / "t25.cbf").read_bytes())
+    create(str(local))
+    fs = s3.fs()
+    for name in ("v.cbf", "v.cbf.rkcrc"):
+        fs.put_file(str(tmp_path / name), f"{s3.bucket}/verified/{name}")
+    proxy.latency = 0.1
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert cost[1] == 2 and cost[0] <= 7 and type(src.deserializer._source).__name__ == "VerifiedSource"
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert cost == (2, 1) and type(src.deserializer._source).__name__ == "VerifiedSource"
+    create(str(local), block_size=4096)
+    fs.put_file(str(tmp_path / "v.cbf.rkcrc"), f"{s3.bucket}/verified/v.cbf.rkcrc")
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert src.deserializer._source.table.block_size == 4096  # (reads of other blocks: not cached yet)
+    cost, src = opened(s3, proxy, "verified/v.cbf", tmp_path / "cache")
+    assert cost == (2, 1) and src.deserializer._source.table.block_size == 4096
+    proxy.latency = 0
+    size = local.stat().st_size
+    damaged = bytearray(local.read_bytes())
+    damaged[size // 2] ^= 0xFF
+    fs.pipe(f"{s3.bucket}/verified/v.cbf", bytes(damaged))
+    with pytest.raises(FormatError, match=r"v\.cbf: checksum mismatch"):
+        reader = recordkit.open(s3.url("verified/v.cbf"), storage_options=s3.options())
+        for c in reader.chunks:
+            reader.load_chunk(c.id)
+
+
+def test_a_block_the_look_fetched_of_another_version_than_listed_is_never_used(s3, files, monkeypatch):
+    """The object replaced between the listing and the guessed GETs: their bytes carry another ETag
+    and are dropped; the reader fetches its blocks again, of the version listed."""
+    from recordkit.storage import probe
+    other = (files / "c25.cbf").read_bytes()
+    get = probe._get
+
+    def replaced(fs, path, **kw):
+        resp, data = get(fs, path, **kw)
+        if "Range" in kw:
+            resp, data = dict(resp, ETag='"another"'), other[:len(data)]
+        return resp, data
+    monkeypatch.setattr(probe, "_get", replaced)
+    assert probe.look(s3.url("t25.cbf"), s3.options()).blocks == []
+    assert sweep(recordkit.open(s3.url("t25.cbf"), storage_options=s3.options())) == \
+        sweep(CBFReader(files / "t25.cbf"))
+
+
+def test_a_name_that_begins_many_others_is_asked_as_before(s3, files, monkeypatch):
+    from recordkit.storage import probe
+    fs = s3.fs()
+    for name in ("a.cbf", "a.cbf1", "a.cbf2"):
+        fs.put_file(str(files / "t25.cbf"), f"{s3.bucket}/siblings/{name}")
+    monkeypatch.setattr(probe, "SIBLINGS", 2)
+    assert probe.look(s3.url("siblings/a.cbf"), s3.options()) is None
+    assert sweep(recordkit.open(s3.url("siblings/a.cbf"), storage_options=s3.options())) == \
+        sweep(CBFReader(files / "t25.cbf"))
+
+
+def test_cli_cat_of_a_remote_cbf_file_from_a_warm_cache_asks_two_listings_at_once(s3, files, proxy, tmp_path,
+                                                                                 capsys):
+    """``cat`` tells the format and opens the reader on one look: warm, its two listings are all."""
+    import json
+    from recordkit.cli.main import main
+    args = ["cat", s3.url("t25.cbf"), "--storage-options", json.dumps(s3.options(proxy.port)),
+            "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    cold = capsys.readouterr().out
+    proxy.latency = 0.1
+    before = proxy.count()
+    assert main(args) == 0
+    assert (proxy.count() - before, proxy.rounds(before)) == (2, 1)
+    assert capsys.readouterr().out == cold
+
+
 # -- metadata once per open ------------------------------------------------------------------------------
 def test_a_warm_mds_sweep_asks_the_store_once(s3, files, proxy, tmp_path):
     opts = s3.options(proxy.port)
@@ -425,6 +576,16 @@ def test_a_remote_mds_data_set_is_read_offline_with_its_index_checked_against_th
     assert sweep(MDSReader(s3.url("mds"), storage_options=s3.options(), cache_dir=tmp_path)) == expected
     refuse_the_store(monkeypatch)
     assert sweep(MDSReader(s3.url("mds"), cache_dir=CacheDir(tmp_path, offline=True))) == expected
+
+
+def test_recordkit_open_tells_a_remote_directory_offline_by_the_files_the_cache_recorded(s3, files, tmp_path,
+                                                                                        monkeypatch):
+    from recordkit.errors import UsageError
+    expected = sweep(recordkit.open(s3.url("mds"), storage_options=s3.options(), cache_dir=tmp_path))
+    refuse_the_store(monkeypatch)
+    assert sweep(recordkit.open(s3.url("mds"), cache_dir=tmp_path, offline=True)) == expected
+    with pytest.raises(UsageError, match="offline, the format is told from the name alone"):
+        recordkit.open(s3.url("webdataset"), cache_dir=tmp_path, offline=True)
 
 
 def test_offline_a_shard_the_cache_never_saw_is_a_located_error(s3, files, tmp_path, monkeypatch):

@@ -34,13 +34,15 @@ def run(args) -> int:
     from recordkit.formats.detect import sniff_format
     if args.store:  # --store: a SINGA store of that kind
         return cat_store(args)
-    fmt = registry.get(sniff_format(args.path, args.storage_options, part_name_prefix=args.part_name_prefix,
-                                    cache_dir=args.cache_dir))
-    if fmt.records == "tuples":  # a record store: its key/value tuples
-        return cat_store(args)
-    if fmt.records == "features" and not args.stream:  # records as they are; with --stream, as those streams
-        return cat_ofrecord(args)
-    reader = sources.open_reader(args)
+    from recordkit.storage.probe import reusing
+    with reusing(args.path, args.storage_options, args.cache_dir):  # a URL: one look, for detection and the open
+        fmt = registry.get(sniff_format(args.path, args.storage_options, part_name_prefix=args.part_name_prefix,
+                                        cache_dir=args.cache_dir))
+        if fmt.records == "tuples":  # a record store: its key/value tuples
+            return cat_store(args)
+        if fmt.records == "features" and not args.stream:  # records as they are; with --stream, as those streams
+            return cat_ofrecord(args)
+        reader = sources.open_reader(args)
     specs = reader.streams
     out = sys.stdout.buffer
     total = sum(c.size for c in reader.chunks)

@@ -176,9 +176,15 @@ def open_reader(args, path=None):
     """A reader for ``path`` (default ``args.path``), its format sniffed from the content and opened
     by the registry: --stream declares the streams of a format whose data does not (CTF text), and
     selects and renames the streams of one that does (CBF, OFRecord written by recordkit, Parquet...)."""
+    from recordkit.storage.probe import reusing
+    path = path or args.path
+    with reusing(path, getattr(args, "storage_options", None), getattr(args, "cache_dir", None)):
+        return _open_reader(args, path)  # a URL: one look, for detection and the open
+
+
+def _open_reader(args, path):
     from recordkit.formats import registry
     from recordkit.formats.detect import sniff_format
-    path = path or args.path
     fmt = registry.get(sniff_format(path, getattr(args, "storage_options", None),
                                     part_name_prefix=getattr(args, "part_name_prefix", None),
                                     cache_dir=getattr(args, "cache_dir", None)))

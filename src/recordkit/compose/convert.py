@@ -113,10 +113,12 @@ def open_reader(src, *, source_format=None, streams=None, precision=None, storag
         return src
     from recordkit.formats import registry
     from recordkit.formats.detect import sniff_format
+    from recordkit.storage.probe import reusing
     path = os.fspath(src)
-    kind = source_format or sniff_format(path, storage_options, cache_dir=cache_dir)
-    return registry.get(kind).open_reader(path, stream_specs(streams), precision=precision,
-                                          storage_options=storage_options, cache_dir=cache_dir, **options)
+    with reusing(path, storage_options, cache_dir):  # a remote path: one look answers detection and the open
+        kind = source_format or sniff_format(path, storage_options, cache_dir=cache_dir)
+        return registry.get(kind).open_reader(path, stream_specs(streams), precision=precision,
+                                              storage_options=storage_options, cache_dir=cache_dir, **options)
 
 
 def precision_of(reader) -> str:

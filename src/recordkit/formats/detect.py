@@ -6,17 +6,22 @@ from __future__ import annotations
 
 
 def sniff_offline(path: str, cache_dir) -> str | None:
-    """Offline, a URL's format is told from its name (sniffing would ask the store); None online."""
+    """Offline, a URL's format is told from its name (sniffing would ask the store), or, for a
+    directory, from the names of its files the cache recorded (those read online); None online."""
     from recordkit.errors import UsageError
     from recordkit.formats import registry
     from recordkit.storage.location import is_url
-    from recordkit.storage.range_cache import settings
+    from recordkit.storage.range_cache import recorded_files, settings
     if not settings(cache_dir)[1] or not is_url(path):
         return None
     fmt = registry.by_extension(path)
     if fmt is None:
-        raise UsageError(f"{path}: offline, the format is told from the name alone and this one does not say it: "
-                         f"name the format (format= / --from)")
+        names = recorded_files(cache_dir, path)
+        if names:
+            return _sniff_directory(path, names, None)
+    if fmt is None:
+        raise UsageError(f"{path}: offline, the format is told from the name alone (or a directory's files the "
+                         f"cache recorded: none here) and this one does not say it: name the format (format= / --from)")
     return fmt.name
 
 
@@ -41,17 +46,25 @@ def sniff_format(path, storage_options=None, *, part_name_prefix: str | None = N
     offline = sniff_offline(path, cache_dir)
     if offline is not None:
         return offline
+    from recordkit.storage.probe import reusing
+    with reusing(path, storage_options, cache_dir):  # a URL: one round trip for all of what follows
+        return _sniff_path(path, storage_options, part_name_prefix, cache_dir)
+
+
+def _sniff_path(path, storage_options, part_name_prefix, cache_dir) -> str:
     from recordkit.formats import registry
     from recordkit.storage import location
+    from recordkit.storage.probe import OPENING_BLOCK
     from recordkit.storage.source import open_source
     location.ensure_regular(path, storage_options)  # a FIFO or device: "not a regular file", not "no such file"
     if location.isdir(path, storage_options):
         return _sniff_directory(path, location.listdir(path, storage_options), part_name_prefix)
     if not location.isfile(path, storage_options):
         raise FileNotFoundError(f"{path}: no such file")
-    src = open_source(path, storage_options=storage_options, verify=False)
+    src = open_source(path, storage_options=storage_options, cache_dir=cache_dir, verify=False)
     try:
-        head = src.pread(0, 8, cache=False)
+        # remotely, the first block a reader reads anyway (the look fetched it, or the cache holds it)
+        head = src.pread(0, min(src.size, OPENING_BLOCK))[:8] if src.remote else src.pread(0, 8, cache=False)
         for fmt in registry.FORMATS.values():
             if fmt.file_probe and registry._load(fmt.file_probe)(path, head, src, storage_options):
                 return fmt.name

@@ -135,8 +135,17 @@ def has_file(path, storage_options=None) -> bool:
     return stat.S_ISREG(mode)
 
 
+def _looked(path):
+    """The look at ``path`` made for the open under way (``storage/probe.py``), if any."""
+    from recordkit.storage.looked import current
+    return current(path)
+
+
 def isfile(path, storage_options=None) -> bool:
     if is_url(path):
+        looked = _looked(path)
+        if looked is not None:
+            return looked.info is not None
         fs, p = filesystem(path, storage_options)
         return fs.isfile(p)
     return os.path.isfile(local_path(path))
@@ -144,6 +153,9 @@ def isfile(path, storage_options=None) -> bool:
 
 def isdir(path, storage_options=None) -> bool:
     if is_url(path):
+        looked = _looked(path)
+        if looked is not None:
+            return looked.directory
         fs, p = filesystem(path, storage_options)
         return fs.isdir(p)
     return os.path.isdir(local_path(path))
@@ -152,6 +164,9 @@ def isdir(path, storage_options=None) -> bool:
 def listdir(path, storage_options=None) -> list[str]:
     """Names (not paths) of the entries of a directory."""
     if is_url(path):
+        looked = _looked(path)
+        if looked is not None and looked.entries is not None:
+            return looked.names()
         fs, p = filesystem(path, storage_options)
         return [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(p, detail=False)]
     return os.listdir(local_path(path))

@@ -48,11 +48,16 @@ class SourcePool:
 
     def _list(self, directory: str) -> dict:
         from recordkit.storage.retry import RetryPolicy
-        fs, p = location.filesystem(directory, self.storage_options)
-        try:
-            listing = RetryPolicy.default().call(lambda: fs.ls(p, detail=True), what=directory)
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
+        from recordkit.storage.looked import current_directory
+        looked = current_directory(directory)  # the open's look listed it already
+        if looked is not None:
+            listing = looked.entries
+        else:
+            fs, p = location.filesystem(directory, self.storage_options)
+            try:
+                listing = RetryPolicy.default().call(lambda: fs.ls(p, detail=True), what=directory)
+            except (FileNotFoundError, NotADirectoryError):
+                return {}
         base = directory.rstrip("/")
         names = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e for e in listing}
         return {f"{base}/{name}": {"info": e, "sidecar": name + SIDECAR_SUFFIX in names}

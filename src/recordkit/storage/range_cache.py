@@ -150,12 +150,16 @@ class RangeCache:
             pass
 
     # -- the record of the version last opened ------------------------------------------------------
-    def record(self, size: int, fingerprint: tuple, info: dict, sidecar: bytes | None) -> None:
-        """Note this version as the one the store serves now (what offline opens read)."""
+    def record(self, size: int, fingerprint: tuple, info: dict, sidecar: bytes | None,
+               sidecar_version: str | None = None) -> None:
+        """Note this version as the one the store serves now (what offline opens read), with its
+        sidecar and, where known, the sidecar's ETag (``probe.look`` reuses the bytes while the
+        store lists that ETag)."""
         write_record(self.root, self.url, {
             "url": self.url, "size": int(size), "fingerprint": [int(fingerprint[0]), int(fingerprint[1])],
             "directory": self.key, "info": {k: v for k, v in info.items() if isinstance(v, _JSON_TYPES)},
-            "sidecar": None if sidecar is None else base64.b64encode(sidecar).decode()})
+            "sidecar": None if sidecar is None else base64.b64encode(sidecar).decode(),
+            "sidecar_version": sidecar_version})
 
 
 def write_record(root: str, url: str, doc: dict) -> None:

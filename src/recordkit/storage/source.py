@@ -95,9 +95,12 @@ class RemoteSource:
     local_path = None
 
     def __init__(self, url: str, *, storage_options=None, cache_dir=None, retry: RetryPolicy | None = None,
-                 info: dict | None = None):
+                 info: dict | None = None, blocks=()):
         from recordkit.storage import range_cache
         self.name = url
+        # ranges of this version already fetched (``probe.look``'s first and last block): served
+        # from memory, each into the cache when first read through it
+        self._held = list(blocks)
         self.retry = retry or RetryPolicy.default()
         self.stats = {"fetches": 0, "bytes": 0, "retries": 0, "cache_hits": 0}
         self.offline = range_cache.settings(cache_dir)[1]
@@ -128,12 +131,12 @@ class RemoteSource:
         if cache_dir is not None:
             self._cache = range_cache.RangeCache(cache_dir, url, self.fingerprint)
 
-    def note_opened(self, sidecar: bytes | None) -> None:
+    def note_opened(self, sidecar: bytes | None, sidecar_version: str | None = None) -> None:
         """Record in the cache that this version (with this checksum sidecar) is what the store
         serves now: offline opens read that, and the bound may evict its ranges (they can be
         fetched again)."""
         if self._cache is not None and not self.offline:
-            self._cache.record(self.size, self.fingerprint, self.info, sidecar)
+            self._cache.record(self.size, self.fingerprint, self.info, sidecar, sidecar_version)
 
     def pread(self, offset: int, n: int, *, cache: bool = True) -> bytes:
         want = max(0, min(int(n), self.size - int(offset)))
@@ -145,6 +148,11 @@ class RemoteSource:
             if hit is not None:
                 self.stats["cache_hits"] += 1
                 return hit
+        held = self._from_held(offset, want)
+        if held is not None:
+            if use_cache:
+                self._cache.put(offset, held)
+            return held
         if self.offline:
             from recordkit.storage.range_cache import OfflineMissError
             where = "" if self._cache is None else f" {self._cache.root}"
@@ -164,6 +172,18 @@ class RemoteSource:
             self._cache.put(offset, data)
         return data
 
+    def _from_held(self, offset: int, n: int) -> bytes | None:
+        """``offset..offset+n`` from the held ranges (several together when they overlap or meet:
+        a file of 64-128 KiB is its first and last block), None unless they cover all of it."""
+        parts, at, end = [], offset, offset + n
+        for start, data in sorted(self._held, key=lambda b: b[0]):
+            if start <= at < start + len(data):
+                parts.append(data[at - start:min(end, start + len(data)) - start])
+                at = start + len(data)
+                if at >= end:
+                    return b"".join(parts)
+        return None
+
     def pread_ranges(self, ranges: list, *, threads: int | None = None, merge: bool = True) -> list:
         """The bytes of every ``(offset, n)`` of ``ranges``, in order, in as few requests as
         ``merge_ranges`` allows (``merge=False``: a request each), up to ``threads`` (default
@@ -175,6 +195,10 @@ class RemoteSource:
         for i, (offset, n) in enumerate(ranges):
             want = max(0, min(int(n), self.size - int(offset)))
             hit = self._cache.get(offset, want) if self._cache is not None and want else None
+            if hit is None and want:
+                hit = self._from_held(offset, want)
+                if hit is not None and self._cache is not None:
+                    self._cache.put(offset, hit)
             if want == 0:
                 out[i] = b""
             elif hit is not None:
@@ -286,15 +310,23 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
     ``cache_dir`` keeps the ranges fetched from a remote file on the local disk (ignored for
     local files; a ``range_cache.CacheDir`` bounds it or reads offline); ``verify=False`` skips
     the sidecar lookup (for tools that rebuild it). ``known``: what a directory listing already
-    said of a remote file (``{"info": ..., "sidecar": bool}``): no request is made for either.
+    said of a remote file (``{"info": ..., "sidecar": bool}``, and optionally the sidecar's bytes
+    ``"sidecar_data"`` and ranges of the file ``"blocks"``): no request is made for any of it. By
+    default it is what the look of the open under way found (``storage/probe.py``).
     """
     from recordkit.storage import checksum, range_cache
     probe = None  # a remote file's sidecar, asked while its size and version are (one round trip for both)
     if is_url(path):
-        if verify and known is None and not range_cache.settings(cache_dir)[1]:
+        offline = range_cache.settings(cache_dir)[1]
+        if known is None and not offline:
+            from recordkit.storage.looked import current
+            looked = current(path)
+            known = None if looked is None else looked.known_file()
+        if verify and known is None and not offline:
             probe = _in_background(checksum.sidecar_bytes_of, path, storage_options=storage_options)
         source = RemoteSource(path, storage_options=storage_options, cache_dir=cache_dir, retry=retry,
-                              info=None if known is None else known["info"])
+                              info=None if known is None else known["info"],
+                              blocks=() if known is None else known.get("blocks", ()))
     else:
         source = LocalSource(path)
     if not verify:
@@ -304,12 +336,14 @@ def open_source(path, *, storage_options=None, cache_dir=None, retry: RetryPolic
             data = range_cache.sidecar_of(source.recorded)
         elif known is not None and not known.get("sidecar", True):
             data = None
+        elif known is not None and known.get("sidecar_data") is not None:
+            data = known["sidecar_data"]
         elif probe is not None:
             data = probe.result()
         else:
             data = checksum.sidecar_bytes(source, storage_options=storage_options)
         if source.remote:
-            source.note_opened(data)
+            source.note_opened(data, None if known is None else known.get("sidecar_version"))
         table = checksum.table_from(source, data)
     except BaseException:
         source.close()

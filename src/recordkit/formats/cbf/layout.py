@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recordkit.errors import FormatError
+from recordkit.storage.probe import OPENING_BLOCK
 
 MAGIC = 0x636E746B5F62696E
 VERSION = 1
@@ -56,8 +57,8 @@ class FileHeader:
 # what a remote open fetches first, at once: the first block (the prefix and chunk 0's length
 # table) and the last (the header and offset table of up to ~4000 chunks); a larger header costs
 # one more request
-FIRST_BLOCK = 64 << 10
-LAST_BLOCK = 64 << 10
+FIRST_BLOCK = OPENING_BLOCK  # what storage/probe.py fetches with its look
+LAST_BLOCK = OPENING_BLOCK
 
 
 def open_ranges(size: int) -> list[tuple[int, int]]:
