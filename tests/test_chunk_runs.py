@@ -31,8 +31,10 @@ def tiny(tmp_path_factory):
 
 
 class OneAtATime(CBFReader):
-    """The reader as it loads without runs: a chunk per ``load_chunk`` call."""
+    """The reader as it loads without runs: a chunk per ``load_chunk`` call, a length table per
+    ``sequence_lengths`` call."""
     load_chunks = None
+    all_sequence_lengths = None
     run_bytes = 0
 
 
@@ -205,6 +207,20 @@ def test_opening_reads_the_sample_count_tables_of_many_chunks_with_one_file_chec
     assert all(reader.sequence_lengths(c.id).tolist() == reference.sequence_lengths(c.id).tolist()
                for c in reader.chunks)
     src.close()
+
+
+def test_opening_takes_every_chunks_sample_counts_at_once_not_a_call_per_chunk(tiny, monkeypatch):
+    asked = []
+    one = CBFReader.sequence_lengths
+    monkeypatch.setattr(CBFReader, "sequence_lengths", lambda self, cid: asked.append(cid) or one(self, cid))
+    src = MinibatchSource(CBFReader(tiny), randomize=True, max_sweeps=1)
+    assert asked == []
+    reference = MinibatchSource(OneAtATime(tiny), randomize=True, max_sweeps=1)
+    assert len(asked) == len(reference.chunks) > 40
+    got, want = src.length_table, reference.length_table
+    assert got.flat.tolist() == want.flat.tolist() and got.base.tolist() == want.base.tolist()
+    src.close()
+    reference.close()
 
 
 @pytest.mark.parametrize("randomize", [False, True])

@@ -147,6 +147,8 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
 #   keys_are_ids: bool                        keys are ids from the file, not ordinals (else a CTF
 #                                             index's id_mode says so)
 #   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/memory.py)
+#   all_sequence_lengths() -> (flat, counts)  every chunk's sequence_lengths at once, flat in chunk
+#                                             order, and the sequences of each chunk
 #   load_chunk(chunk_id, threads=N)           may use N threads on one chunk
 #   load_chunks(chunk_ids) -> [ChunkData]     several chunks at once, each ``load_chunk``'s result (CBF:
 #                                             adjacent ones in one read and one decode); raises the
@@ -162,6 +164,13 @@ def sequence_lengths(d, chunk_id: int):
     without decoding."""
     get = getattr(d, "sequence_lengths", None)
     return None if get is None else get(chunk_id)
+
+
+def all_sequence_lengths(d):
+    """``d.all_sequence_lengths()`` -- (every chunk's index lengths flat in chunk order, sequences per
+    chunk) -- where the deserializer has it, else None."""
+    get = getattr(d, "all_sequence_lengths", None)
+    return None if get is None else get()
 
 
 def has_keys(d) -> bool:

@@ -49,7 +49,7 @@ from recordkit.engine.minibatch import (Minibatch, chunk_columns, counted, lend_
                                         pack_from_table)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
-from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
+from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, index_length_table, order_positions,
                                     reach, share_sweep, wanted_ahead)
 
 if TYPE_CHECKING:  # annotations only: the elastic planner is imported where a resume needs it
@@ -154,7 +154,7 @@ class MinibatchSource(Checkpointing):
         self.frame_mode = bool(frame_mode)
         self.truncation_length = int(truncation_length)
         self._default_partitions = (num_data_partitions, partition_index)
-        self._lengths = LengthTable(estimate_lengths(self.deserializer, self._chunks))
+        self._lengths = index_length_table(self.deserializer, self._chunks)
         self.sweep_samples = int(self._lengths.flat.sum())
         if getattr(self.randomizer, "constant_sweeps", None) is not None:  # a mixture: its sweeps are its own
             if self.randomizer.constant_sweeps:

@@ -254,6 +254,23 @@ class CBFReader(ChecksPresence, ClosingReader):
             self._opening = self._source  # every table is here: the open's blocks are not needed any more
         return mine
 
+    def all_sequence_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk's per-sequence sample counts at once, flat in chunk order, and the sequences of
+        each chunk: what opening a source needs, without an array, a dict entry and a slice per
+        chunk (``sequence_lengths`` of each cost ~4 us a 16 KB chunk, a third of opening a file of
+        them). One read per chunk table (they are apart, at each chunk's start), one file check."""
+        counts = self.header.table["sequences"].astype(np.int64)
+        if self._source.remote or not self._chunks:  # remote: every table comes in the first call's fetch
+            flat = [np.asarray(self.sequence_lengths(k), dtype=np.int64) for k in range(len(self._chunks))]
+            return (np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)), counts
+        ranges = [(c.offset, 4 * c.num_sequences) for c in self._chunks]
+        datas = read_ranges(self._opening, ranges)
+        if sum(map(len, datas)) != 4 * int(counts.sum()):
+            for k, (offset, n), data in zip(range(len(ranges)), ranges, datas):
+                self._check_read(len(data), n, offset, k)
+        self._lengths.clear()  # nothing read ahead by ``sequence_lengths`` is asked for again
+        return np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64), counts
+
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each chunk (what ``max_memory`` and ``recordkit plan`` count): about
         its bytes in the file (values and indices are stored as they are decoded), scaled when
