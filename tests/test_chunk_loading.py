@@ -42,6 +42,11 @@ class RecordingCBF(CBFReader):
         self.loads.extend((c, 1, threading.current_thread().name) for c in ids)
         return super().load_chunks(ids)
 
+    def load_joined(self, chunk_ids):  # runs of small chunks as one unit each: each chunk noted as a load
+        ids = list(chunk_ids)
+        self.loads.extend((c, 1, threading.current_thread().name) for c in ids)
+        return super().load_joined(ids)
+
 
 def _ctf(tmp_path, n=400, chunk_size=2000):
     text = "".join(f"{i} |x {i} {i + 0.5} |y {i % 7}:1\n" for i in range(n))

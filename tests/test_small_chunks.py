@@ -81,6 +81,12 @@ class RecordingCBF(CBFReader):
         self.loads.extend((c, threading.current_thread().name) for c in ids)
         return super().load_chunks(ids)
 
+    def load_joined(self, chunk_ids):
+        ids = list(chunk_ids)
+        self.calls.append(ids)
+        self.loads.extend((c, threading.current_thread().name) for c in ids)
+        return super().load_joined(ids)
+
 
 @pytest.mark.parametrize("randomize", [False, True])
 def test_small_chunks_load_several_to_a_pool_task(small_chunks, randomize, monkeypatch):

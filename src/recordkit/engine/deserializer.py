@@ -153,6 +153,8 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
 #   load_chunks(chunk_ids) -> [ChunkData]     several chunks at once, each ``load_chunk``'s result (CBF:
 #                                             adjacent ones in one read and one decode); raises the
 #                                             first wrong chunk's error. Without it: load_chunk in turn
+#   load_joined(chunk_ids) -> [(ids, ChunkData)] the chunks as units: each run load_chunks would
+#                                             decode together one ChunkData of all its sequences
 #   run_bytes: int                            the most bytes load_chunks reads at once for chunks
 #                                             smaller than that (what a load in flight holds: plan.py)
 #   iter_chunks(threads=N)                    every chunk in order, N decoded at once
@@ -224,6 +226,11 @@ def retaining_buffers(d):
 def loads_batches(d) -> bool:
     """Whether ``d`` has ``load_chunks`` (asked once per deserializer by its callers)."""
     return callable(getattr(d, "load_chunks", None))
+
+
+def loads_joined(d) -> bool:
+    """Whether ``d`` has ``load_joined`` (runs of small chunks decoded into one ChunkData each)."""
+    return callable(getattr(d, "load_joined", None))
 
 
 def load_chunks(d, chunk_ids) -> list[ChunkData]:

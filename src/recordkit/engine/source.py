@@ -174,7 +174,7 @@ class MinibatchSource(Checkpointing):
         self._prefetch_chunks = max(0, int(prefetch_chunks))
         self._cache = ChunkCache(deserializer, self._described, prefetch=self._prefetch_chunks > 0, threads=threads,
                                  on_load=self._on_load, prepare=functools.partial(chunk_columns, specs=self.streams),
-                                 nbytes=self._chunk_nbytes)
+                                 nbytes=self._chunk_nbytes, joined=self._joins())
         self._bptt: Any = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
         self._evict_memo: tuple | None = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
@@ -186,6 +186,15 @@ class MinibatchSource(Checkpointing):
         self._group: int | None = None
 
     # -- setup -------------------------------------------------------------------------------------
+    def _joins(self) -> bool:
+        """Whether runs of small chunks are held as one unit each (``ChunkCache(joined=True)``): a
+        unit's memory stays held until its last chunk is dropped, which the memory plan does not
+        count chunk by chunk, so only where every chunk fits in the bound at once; not with BPTT or
+        image stages, which take chunks one at a time (``chunk(cid)``)."""
+        choice = self.memory
+        fits = choice.max_memory is None or choice.whole_bytes <= choice.max_memory
+        return fits and not self.truncation_length and self.image_streams is None
+
     def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
         """Fit the window (and prefetch) to the memory bound; warn where the choice changes what
         was asked for, or where an unbounded plan needs more memory than is available."""
@@ -262,33 +271,38 @@ class MinibatchSource(Checkpointing):
 
     def _resolve(self, sweep: Sweep, cids: list) -> None:
         """Record, for the share's positions that use the held chunks ``cids``, where each sequence
-        is and its length: a few array operations for all of them (a batch of small chunks loads at once)."""
+        is and its length: a few array operations for all of them (a batch of small chunks loads at
+        once, a joined run of them is one unit: ``ChunkCache.first_of``)."""
         if not cids:
             return
-        rel, owner = sweep.positions_of(np.asarray(cids, dtype=np.int64))
+        ids = np.asarray(cids, dtype=np.int64)
+        rel, owner = sweep.positions_of(ids)
         if not len(rel):
             return
+        cache = self._cache
         seqs = sweep.seq[sweep.lo + rel]
-        chunks = [self._cache.loaded[c] for c in cids]
-        if all(ch.positions is None for ch in chunks):  # no sequence dropped: index j is sequence j
-            sizes = np.array([len(ch) for ch in chunks], dtype=np.int64)
-            js = np.where(seqs < sizes[owner], seqs, -1)
+        slots, at_unit = np.unique(cache.slot_of[ids], return_inverse=True)
+        units = cache.units(slots)
+        if all(u.positions is None for u in units):  # no sequence dropped: index j is sequence j
+            js = np.where(seqs < cache.size_of[ids][owner], seqs, -1)
         else:
             js = np.empty(len(rel), dtype=np.int64)
             bounds = np.searchsorted(owner, np.arange(len(cids) + 1))
             for k, cid in enumerate(cids):
                 a, b = int(bounds[k]), int(bounds[k + 1])
                 if b > a:
-                    js[a:b] = self._cache.lookup(cid, seqs[a:b])
+                    js[a:b] = cache.lookup(cid, seqs[a:b])
         sweep.pos_j[rel] = js
         if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
             from recordkit.engine.bptt import step_counts
-            lengths = [step_counts(ch, self.streams)[0] for ch in chunks]
+            lengths = [step_counts(u, self.streams)[0] for u in units]
         else:
-            lengths = [ch.lengths for ch in chunks]
+            lengths = [u.lengths for u in units]
         flat = np.concatenate(lengths) if len(lengths) > 1 else np.asarray(lengths[0])
-        base = np.zeros(len(lengths), dtype=np.int64)
-        np.cumsum([len(x) for x in lengths[:-1]], out=base[1:])
+        unit_base = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum([len(x) for x in lengths[:-1]], out=unit_base[1:])
+        # each chunk's first sequence in ``flat``: its unit's place there plus its place in the unit
+        base = unit_base[at_unit.reshape(-1)] + cache.first_of[ids]
         # a chunk whose every sequence was dropped has no lengths at all (js all -1)
         ok = js >= 0
         sweep.pos_len[rel] = np.where(ok, flat[np.where(ok, base[owner] + js, 0)], 0) if len(flat) else 0
@@ -722,16 +736,18 @@ class MinibatchSource(Checkpointing):
         cids, js, _, sweeps, _ = picked
         cache = self._cache
         slots = cache.slot_of[cids] if len(cids) else cids
+        at = js + cache.first_of[cids] if len(cids) else js  # the sequences' places in their slots' units
         layout = cache.layout
         lent = None
         if layout is not None:  # consecutive sequences of one chunk (in file order): views of its columns
-            lent = lend_from_table(cache.columns, layout, slots, js, self.streams, frame_mode=self.frame_mode)
+            lent = lend_from_table(cache.columns, layout, slots, at, self.streams, frame_mode=self.frame_mode)
         if lent is not None:
             streams, keys, lengths, total, viewed = lent
-            if viewed:
-                cache.lend(int(cids[0]))
+            if viewed:  # the picks are of one held unit: every chunk of it they are from
+                for cid in np.unique(cids).tolist():
+                    cache.lend(cid)
         elif layout is not None and (slots >= 0).all():
-            streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, js, self.streams,
+            streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, at, self.streams,
                                                             frame_mode=self.frame_mode)
         else:  # chunks of different dtypes (a hand-built deserializer's): the per-chunk way
             found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))
