@@ -436,9 +436,13 @@ class CBFReader(ChecksPresence, ClosingReader):
         if self.trace_level >= TRACE_INFO:
             for cid in run:
                 trace_chunk_loaded(self.path, self._chunks[cid], level=self.trace_level)
-        starts = np.zeros(len(run), dtype=np.int64)
-        np.cumsum(counts[:-1], out=starts[1:])
-        keys = (np.repeat(self._first_key[run] - starts, counts) + np.arange(int(counts.sum()))).astype(np.uint64)
+        first, total = int(self._first_key[run[0]]), int(counts.sum())
+        if run[-1] - run[0] == len(run) - 1:  # chunks that follow each other: their keys do too
+            keys = np.arange(first, first + total, dtype=np.uint64)
+        else:  # a chunk not asked for between (read through): each chunk's keys from its own first
+            starts = np.zeros(len(run), dtype=np.int64)
+            np.cumsum(counts[:-1], out=starts[1:])
+            keys = (np.repeat(self._first_key[run] - starts, counts) + np.arange(total)).astype(np.uint64)
         return self._chunk_data_of(run[0], keys, lengths, columns)
 
     def _runs(self, ids: list) -> list:
