@@ -118,3 +118,20 @@ def test_a_minibatch_over_every_held_chunk_drops_them_all_in_one_eviction_pass(s
     assert len(calls) == 1 and len(calls[0]) == len(src.chunks)
     assert src.held_chunks() == []
     src.close()
+
+
+def test_dropping_used_up_chunks_leaves_their_positions_behind_the_cursor_alone(small_chunks, monkeypatch):
+    """Positions are read from the cursor on: a file-order sweep looks up each chunk's positions
+    once, when it loads (to record where its sequences are), not again when it drops it."""
+    from recordkit.engine.sweep import Sweep
+    looked_up = []
+    positions_of = Sweep.positions_of
+    monkeypatch.setattr(Sweep, "positions_of", lambda sw, cids: looked_up.extend(np.asarray(cids).tolist()) or
+                        positions_of(sw, cids))
+    src = MinibatchSource(CBFReader(small_chunks), randomize=False, max_sweeps=1, max_memory=None)
+    keys = []
+    while (mb := src.next_minibatch(64)) is not None:
+        keys += mb.keys.tolist()
+    src.close()
+    assert keys == list(range(900))
+    assert sorted(looked_up) == list(range(len(src.chunks)))

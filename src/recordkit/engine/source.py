@@ -340,13 +340,18 @@ class MinibatchSource(Checkpointing):
             late = sw.per_chunk(sw.first_at, held) >= self._reach(size)
             if soon and late.any():
                 late &= ~np.isin(held, soon)
-            gone = (last < cursor) | late
+            used_up = last < cursor
+            gone = used_up | late
             if gone.any():
-                dropped = held[gone]
-                self._cache.drop_many(dropped.tolist())
-                rel, _ = sw.positions_of(dropped)
-                sw.pos_j[rel] = -2
-                sw.pos_len[rel] = 0
+                self._cache.drop_many(held[gone].tolist())
+                # positions are read from the cursor on, never behind it (a restore or a new split
+                # builds a new sweep): only a chunk dropped before its first use needs its
+                # positions marked not loaded (a sweep of small chunks drops hundreds used up)
+                ahead = late & ~used_up
+                if ahead.any():
+                    rel, _ = sw.positions_of(held[ahead])
+                    sw.pos_j[rel] = -2
+                    sw.pos_len[rel] = 0
                 last = last[~gone]
             if len(last):
                 until = int(last.min())
