@@ -135,9 +135,9 @@ def test_a_splitting_reader_starts_no_prefetch_beside_the_chunk_a_minibatch_wait
     src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2, prefetch_chunks=2)
     orig = src._cache.start
 
-    def start(cids):
+    def start(cids, **kw):
         seen.append((list(cids), [c for c, _, _ in reader.loads]))
-        return orig(cids)
+        return orig(cids, **kw)
     src._cache.start = start
     src.next_minibatch(1)
     assert seen and all(0 in loads for _, loads in seen)  # every start came after chunk 0's load

@@ -135,3 +135,18 @@ def test_dropping_used_up_chunks_leaves_their_positions_behind_the_cursor_alone(
     src.close()
     assert keys == list(range(900))
     assert sorted(looked_up) == list(range(len(src.chunks)))
+
+
+def test_the_prefetch_of_a_few_tiny_chunks_ahead_waits_for_the_next_burst_instead_of_a_load_of_its_own(small_chunks):
+    """File order, chunks held in runs: the 2 chunks the prefetch wants ahead are a few hundred
+    bytes here, far under a hand-off's worth; they load with the next awaited burst, in its run."""
+    reader = RecordingCBF(small_chunks)
+    src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2, prefetch_chunks=2, max_memory=None)
+    keys = []
+    while (mb := src.next_minibatch(64)) is not None:
+        keys += mb.keys.tolist()
+    src.close()
+    assert keys == list(range(900))
+    assert sorted(c for c, _ in reader.loads) == list(range(len(reader.chunks)))
+    assert not [c for c, name in reader.loads if name.startswith("recordkit-prefetch")]
+    assert len(reader.calls) * 3 <= len(reader.chunks)

@@ -295,12 +295,18 @@ class ChunkCache:
             self.futures[cid] = fut
         self.version += 1
 
-    def start(self, cids) -> None:
+    def start(self, cids, *, ahead: bool = False) -> None:
         """Begin loading these chunks on the background threads (those neither held nor under way),
-        small ones several to a task."""
+        small ones several to a task. ``ahead``: the prefetch after a minibatch; where runs are
+        joined, chunks adding up to less than ``MIN_TASK_BYTES`` are not started (they load with
+        the next awaited burst, in its unit, not as a unit of their own: a 16 KB file-order sweep
+        made 83 loads, 27 of them the prefetch's 2 chunks ahead)."""
         if self.pool is None:
             return
         todo = [c for c in cids if c not in self.loaded and c not in self.futures]
+        if (ahead and self._joined and todo and self._nbytes is not None
+                and int(self._nbytes[np.asarray(todo, dtype=np.int64)].sum()) < MIN_TASK_BYTES):
+            return
         for group in self._groups(todo, GROUP_BYTES):
             self._submit(group)
 

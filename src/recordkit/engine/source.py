@@ -375,7 +375,7 @@ class MinibatchSource(Checkpointing):
         sw, cursor, memo = self._current, self._cursor, self._prefetch_memo
         if memo is not None and memo[0] is sw and memo[1] == self._cache.version and memo[2] < cursor <= memo[3]:
             return
-        self._cache.start(self._wanted_ahead())
+        self._cache.start(self._wanted_ahead(), ahead=True)
         # wanted_ahead's list changes only when the cursor passes a chunk's first use: it depends on
         # k = the number of first uses before the cursor, the same while first_pos[k-1] < cursor <= first_pos[k]
         k = int(np.searchsorted(sw.first_pos, cursor, side="left"))
