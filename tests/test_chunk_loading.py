@@ -42,6 +42,11 @@ class RecordingCBF(CBFReader):
         self.loads.extend((c, 1, threading.current_thread().name) for c in ids)
         return super().load_chunks(ids)
 
+    def load_joined(self, chunk_ids):  # runs of small chunks as one unit each: each chunk noted as a load
+        ids = list(chunk_ids)
+        self.loads.extend((c, 1, threading.current_thread().name) for c in ids)
+        return super().load_joined(ids)
+
 
 def _ctf(tmp_path, n=400, chunk_size=2000):
     text = "".join(f"{i} |x {i} {i + 0.5} |y {i % 7}:1\n" for i in range(n))
@@ -130,9 +135,9 @@ def test_a_splitting_reader_starts_no_prefetch_beside_the_chunk_a_minibatch_wait
     src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2, prefetch_chunks=2)
     orig = src._cache.start
 
-    def start(cids):
+    def start(cids, **kw):
         seen.append((list(cids), [c for c, _, _ in reader.loads]))
-        return orig(cids)
+        return orig(cids, **kw)
     src._cache.start = start
     src.next_minibatch(1)
     assert seen and all(0 in loads for _, loads in seen)  # every start came after chunk 0's load

@@ -2,6 +2,7 @@
 and nothing a reader of minibatches sees changes (order, values, partitions, checkpoints), nor
 which chunk an error names."""
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -31,9 +32,17 @@ def tiny(tmp_path_factory):
 
 
 class OneAtATime(CBFReader):
-    """The reader as it loads without runs: a chunk per ``load_chunk`` call."""
+    """The reader as it loads without runs: a chunk per ``load_chunk`` call, a length table per
+    ``sequence_lengths`` call."""
     load_chunks = None
+    load_joined = None
+    all_sequence_lengths = None
     run_bytes = 0
+
+
+class NotJoined(CBFReader):
+    """The reader as it loads runs of chunks without holding them as one unit: a ChunkData per chunk."""
+    load_joined = None
 
 
 class CountingReads(CBFReader):
@@ -55,14 +64,14 @@ class CountingReads(CBFReader):
             return read(*a, **kw)
         source.pread_into, source.pread = pread_into, pread
 
-    def _decode_run(self, run):
+    def _decode_run(self, run, **kw):
         self.decodes += 1
-        return super()._decode_run(run)
+        return super()._decode_run(run, **kw)
 
 
 def minibatches(reader, sizes=(37, 5, 120), limit=None, **kw):
     """Every minibatch as plain values: keys, lengths, sweeps, x's padded data, y's CSR arrays."""
-    src = MinibatchSource(reader, max_sweeps=2, max_memory=None, **kw)
+    src = MinibatchSource(reader, max_sweeps=2, **{"max_memory": None, **kw})
     out = []
     k = 0
     while (limit is None or k < limit) and (mb := src.next_minibatch(sizes[k % len(sizes)])) is not None:
@@ -205,6 +214,77 @@ def test_opening_reads_the_sample_count_tables_of_many_chunks_with_one_file_chec
     assert all(reader.sequence_lengths(c.id).tolist() == reference.sequence_lengths(c.id).tolist()
                for c in reader.chunks)
     src.close()
+
+
+def test_load_joined_gives_each_run_as_the_concatenation_of_its_chunks(tiny):
+    """Runs (with a chunk not asked for between: read through, not joined), a chunk alone, keys,
+    lengths, dense rows, sparse values, indices and row pointers running across the run."""
+    from recordkit.engine.chunk import concat_chunks
+    ids = [7, 3, 4, 5, 30, 6, 0, 9, 10]
+    units = CBFReader(tiny).load_joined(ids)
+    assert sorted(c for unit, _ in units for c in unit) == sorted(ids) and len(units) < len(ids)
+    single = OneAtATime(tiny)
+    for unit, got in units:
+        assert unit == sorted(unit)
+        want = concat_chunks([single.load_chunk(c) for c in unit])
+        assert got.keys.tolist() == want.keys.tolist() and got.lengths.tolist() == want.lengths.tolist()
+        for name in ("x", "y"):
+            a, b = got.columns[name], want.columns[name]
+            for field in ("values", "seq_offsets", "indices", "indptr"):
+                x, y = getattr(a, field, None), getattr(b, field, None)
+                assert (x is None) == (y is None)
+                if x is not None:
+                    assert x.dtype == y.dtype and x.shape == y.shape and (x == y).all()
+
+
+def _count_prepared(monkeypatch) -> list:
+    """The chunks (units) whose gather columns a source made from here on."""
+    from recordkit.engine import source as engine_source
+    made = []
+    columns = engine_source.chunk_columns
+    monkeypatch.setattr(engine_source, "chunk_columns", lambda data, specs: made.append(len(data)) or
+                        columns(data, specs))
+    return made
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+def test_a_run_of_small_chunks_is_held_as_one_unit_with_one_set_of_gather_columns(tiny, randomize, monkeypatch):
+    made = _count_prepared(monkeypatch)
+    src = MinibatchSource(CBFReader(tiny), randomize=randomize, max_sweeps=1, seed=2, max_memory=None)
+    n = len(src.chunks)
+    seen = 0
+    while (mb := src.next_minibatch(200)) is not None:
+        seen += mb.num_sequences
+    src.close()
+    assert seen == sum(made) == 300
+    assert len(made) * 3 <= n, (len(made), n)
+
+
+def test_under_a_memory_bound_smaller_than_every_chunk_at_once_chunks_are_held_one_by_one(tiny, monkeypatch):
+    whole = MinibatchSource(CBFReader(tiny), randomize=True, max_sweeps=1).memory.whole_bytes
+    made = _count_prepared(monkeypatch)
+    kw = dict(randomize=True, window=5, seed=4, max_memory=whole // 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src, got = minibatches(CBFReader(tiny), **kw)
+        src.close()
+        _, want = minibatches(NotJoined(tiny), **kw)
+    assert got == want
+    assert len(made) >= 2 * len(src.chunks)  # each chunk its own unit, in both sweeps and both sources
+
+
+def test_opening_takes_every_chunks_sample_counts_at_once_not_a_call_per_chunk(tiny, monkeypatch):
+    asked = []
+    one = CBFReader.sequence_lengths
+    monkeypatch.setattr(CBFReader, "sequence_lengths", lambda self, cid: asked.append(cid) or one(self, cid))
+    src = MinibatchSource(CBFReader(tiny), randomize=True, max_sweeps=1)
+    assert asked == []
+    reference = MinibatchSource(OneAtATime(tiny), randomize=True, max_sweeps=1)
+    assert len(asked) == len(reference.chunks) > 40
+    got, want = src.length_table, reference.length_table
+    assert got.flat.tolist() == want.flat.tolist() and got.base.tolist() == want.base.tolist()
+    src.close()
+    reference.close()
 
 
 @pytest.mark.parametrize("randomize", [False, True])

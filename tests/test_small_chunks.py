@@ -81,6 +81,12 @@ class RecordingCBF(CBFReader):
         self.loads.extend((c, threading.current_thread().name) for c in ids)
         return super().load_chunks(ids)
 
+    def load_joined(self, chunk_ids):
+        ids = list(chunk_ids)
+        self.calls.append(ids)
+        self.loads.extend((c, threading.current_thread().name) for c in ids)
+        return super().load_joined(ids)
+
 
 @pytest.mark.parametrize("randomize", [False, True])
 def test_small_chunks_load_several_to_a_pool_task(small_chunks, randomize, monkeypatch):
@@ -112,3 +118,35 @@ def test_a_minibatch_over_every_held_chunk_drops_them_all_in_one_eviction_pass(s
     assert len(calls) == 1 and len(calls[0]) == len(src.chunks)
     assert src.held_chunks() == []
     src.close()
+
+
+def test_dropping_used_up_chunks_leaves_their_positions_behind_the_cursor_alone(small_chunks, monkeypatch):
+    """Positions are read from the cursor on: a file-order sweep looks up each chunk's positions
+    once, when it loads (to record where its sequences are), not again when it drops it."""
+    from recordkit.engine.sweep import Sweep
+    looked_up = []
+    positions_of = Sweep.positions_of
+    monkeypatch.setattr(Sweep, "positions_of", lambda sw, cids: looked_up.extend(np.asarray(cids).tolist()) or
+                        positions_of(sw, cids))
+    src = MinibatchSource(CBFReader(small_chunks), randomize=False, max_sweeps=1, max_memory=None)
+    keys = []
+    while (mb := src.next_minibatch(64)) is not None:
+        keys += mb.keys.tolist()
+    src.close()
+    assert keys == list(range(900))
+    assert sorted(looked_up) == list(range(len(src.chunks)))
+
+
+def test_the_prefetch_of_a_few_tiny_chunks_ahead_waits_for_the_next_burst_instead_of_a_load_of_its_own(small_chunks):
+    """File order, chunks held in runs: the 2 chunks the prefetch wants ahead are a few hundred
+    bytes here, far under a hand-off's worth; they load with the next awaited burst, in its run."""
+    reader = RecordingCBF(small_chunks)
+    src = MinibatchSource(reader, randomize=False, max_sweeps=1, threads=2, prefetch_chunks=2, max_memory=None)
+    keys = []
+    while (mb := src.next_minibatch(64)) is not None:
+        keys += mb.keys.tolist()
+    src.close()
+    assert keys == list(range(900))
+    assert sorted(c for c, _ in reader.loads) == list(range(len(reader.chunks)))
+    assert not [c for c, name in reader.loads if name.startswith("recordkit-prefetch")]
+    assert len(reader.calls) * 3 <= len(reader.chunks)

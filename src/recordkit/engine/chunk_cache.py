@@ -13,6 +13,12 @@ costs about as much as decoding a 16 KB chunk, and one task per chunk put that c
 A reader with ``load_chunks`` (CBF) gets each such group, and each burst of awaited small chunks,
 in one call: it reads and decodes chunks adjacent in the file together (about 60 us per 16 KB
 chunk, most of it per call, was left after the grouping into tasks).
+
+``joined`` (a reader with ``load_joined``): such a run is held as one unit, one ChunkData and one
+set of prepared columns in one slot, each of its chunks a (slot, first sequence) in it
+(``slot_of``, ``first_of``): a chunk's own arrays, ChunkData, columns and slot cost about as much
+as its decode, a few microseconds each. The unit's memory is freed when its last chunk is dropped
+(the source joins only where every chunk fits in its memory bound at once).
 """
 from __future__ import annotations
 
@@ -23,8 +29,8 @@ from typing import Any, Callable
 import numpy as np
 
 from recordkit.engine.chunk import ChunkData
-from recordkit.engine.deserializer import (load_chunk, load_chunks, loads_batches, retaining_buffers, splits_chunks,
-                                           takes_threads)
+from recordkit.engine.deserializer import (load_chunk, load_chunks, loads_batches, loads_joined, retaining_buffers,
+                                           splits_chunks, takes_threads)
 
 # The bytes of small chunks one prefetch task loads together: each pool task costs a hand-off
 # between threads (~50-100 us under the GIL); a 1 MB group keeps that to a few percent of its decode.
@@ -40,7 +46,8 @@ class ChunkCache:
     groups small chunks into one pool task; None: a chunk per task)."""
 
     def __init__(self, deserializer, described: dict, *, prefetch: bool, threads: int, on_load=None,
-                 prepare: Callable[[ChunkData], tuple] | None = None, nbytes: np.ndarray | None = None):
+                 prepare: Callable[[ChunkData], tuple] | None = None, nbytes: np.ndarray | None = None,
+                 joined: bool = False):
         self.deserializer = deserializer
         self.described = described  # chunk id -> sequences the index describes
         self.threads = max(1, int(threads))
@@ -48,6 +55,12 @@ class ChunkCache:
         self.futures: dict[int, Future] = {}
         size = max(described) + 1 if described else 0
         self.slot_of = np.full(size, -1, dtype=np.int64)  # chunk id -> slot in ``columns`` (-1: not held)
+        self.first_of = np.zeros(size, dtype=np.int64)  # chunk id -> its first sequence in the slot's unit
+        self.size_of = np.zeros(size, dtype=np.int64)  # chunk id -> its sequences in the slot's unit
+        self._members: list = []  # slot -> how many held chunks its unit holds (the slot is freed at 0)
+        self._units: list = []  # slot -> the unit's ChunkData (a chunk's own, or a joined run's)
+        self._views: dict[int, ChunkData] = {}  # chunks of joined units asked for alone (``get``)
+        self._joined = bool(joined) and loads_joined(deserializer)
         self.columns: list = []  # slot -> the held chunk's prepared columns (None: a free slot)
         self._layout: list = []  # slot -> the layout ``prepare`` gave (None: a free slot)
         self._layouts: dict = {}  # layout -> how many held chunks have it
@@ -93,7 +106,7 @@ class ChunkCache:
         """Where the described sequences ``seqs`` of held chunk ``cid`` are in the loaded chunk (-1: dropped)."""
         data = self.loaded[cid]
         if data.positions is None:
-            return np.where(seqs < len(data), seqs, -1)
+            return np.where(seqs < int(self.size_of[cid]), seqs, -1)
         lk = self._lookups.get(cid)
         if lk is None:
             lk = self._lookups[cid] = data.position_lookup(self.described[cid])
@@ -101,7 +114,29 @@ class ChunkCache:
 
     # -- loading ---------------------------------------------------------------------------------
     def get(self, cid: int) -> ChunkData:
-        """The chunk, loaded now (or its background load awaited) if it is not held."""
+        """The chunk, loaded now (or its background load awaited) if it is not held. A chunk of a
+        joined unit: its sequences taken out of the unit (a copy, kept while the chunk is held)."""
+        data = self._hold(cid)
+        if self.first_of[cid] == 0 and self.size_of[cid] == len(data):
+            return data
+        view = self._views.get(cid)
+        if view is None:
+            first = int(self.first_of[cid])
+            view = self._views[cid] = data.take(np.arange(first, first + int(self.size_of[cid])))
+            view.chunk_id = cid
+        return view
+
+    def unit(self, cid: int) -> ChunkData:
+        """The ChunkData held chunk ``cid`` is part of (its own, or its joined run's): its sequences
+        are ``first_of[cid]`` on, ``size_of[cid]`` of them."""
+        return self.loaded[cid]
+
+    def units(self, slots) -> list:
+        """The ChunkData held in each of these slots."""
+        return [self._units[s] for s in slots.tolist()]
+
+    def _hold(self, cid: int) -> ChunkData:
+        """The chunk's unit, loaded now (or its background load awaited) if it is not held."""
         self._raise_failed(cid)
         data = self.loaded.get(cid)
         if data is None:
@@ -127,11 +162,18 @@ class ChunkCache:
         if self._takes_threads is None:
             self._takes_threads = takes_threads(self.deserializer)
         data = load_chunk(self.deserializer, cid, self.threads, self._takes_threads)
-        return cid, data, self._prepare(data) if self._prepare is not None else None
+        return (cid,), data, self._prepare(data) if self._prepare is not None else None
 
     def _prepared(self, cids: list, datas: list) -> list:
-        return [(cid, data, self._prepare(data) if self._prepare is not None else None)
+        return [((cid,), data, self._prepare(data) if self._prepare is not None else None)
                 for cid, data in zip(cids, datas)]
+
+    def _load_many(self, cids: list) -> list:
+        """Several chunks at once: as joined units where the cache joins, else a result per chunk."""
+        if self._joined:
+            return [(tuple(ids), data, self._prepare(data) if self._prepare is not None else None)
+                    for ids, data in self.deserializer.load_joined(cids)]
+        return self._prepared(cids, load_chunks(self.deserializer, cids))
 
     def _load_group(self, cids: list) -> list:
         """A pool task: load these chunks (in one ``load_chunks`` call where the reader has it);
@@ -142,14 +184,14 @@ class ChunkCache:
         batch_error = None
         if self._batches and len(cids) > 1:
             try:
-                return self._prepared(cids, load_chunks(self.deserializer, cids))
+                return self._load_many(cids)
             except Exception as e:  # noqa: BLE001 - which chunk failed is found below, one at a time
                 batch_error = e
         out = []
         for cid in cids:
             try:
                 data = self.deserializer.load_chunk(cid)
-                out.append((cid, data, self._prepare(data) if self._prepare is not None else None))
+                out.append(((cid,), data, self._prepare(data) if self._prepare is not None else None))
             except Exception as e:  # noqa: BLE001 - raised by get(cid), where the caller wants it
                 self._failed[cid] = e
         if batch_error is not None and len(out) == len(cids):
@@ -167,36 +209,66 @@ class ChunkCache:
     def _collect(self, fut: Future) -> list:
         """Wait for a pool task: what it loaded of its chunks still wanted, no longer under way."""
         results = fut.result()
-        mine = [r for r in results if self.futures.get(r[0]) is fut]
+        mine = [r for r in results if any(self.futures.get(c) is fut for c in r[0])]
         for cid in [c for c, f in self.futures.items() if f is fut]:
             del self.futures[cid]
         return mine
 
     def _install(self, results: list) -> None:
-        fresh = []
-        for cid, data, prep in results:
-            if cid in self.loaded:
+        """Hold loaded units ((chunk ids, ChunkData, prepared columns) each): one slot per unit, its
+        chunks (those not held already) placed in it one after another."""
+        fresh: list = []
+        for unit_ids, data, prep in results:
+            ids = [c for c in unit_ids if c not in self.loaded]
+            if not ids:
                 continue
-            self.loaded[cid] = data
+            if len(unit_ids) == 1:  # a chunk's own ChunkData
+                sizes, firsts = [len(data)], [0]
+            else:
+                sizes, firsts = self._placed(list(unit_ids), data)
+                if len(ids) < len(unit_ids):  # some were held already (loaded again): those stay as they are
+                    keep = np.isin(np.asarray(unit_ids, dtype=np.int64), ids)
+                    sizes, firsts = sizes[keep], firsts[keep]
             slot = self._free.pop() if self._free else len(self.columns)
             if slot == len(self.columns):
                 self.columns.append(None)
                 self._layout.append(None)
-            if cid >= len(self.slot_of):  # a chunk the description did not list (a wrapper's own ids)
-                grown = np.full(cid + 1, -1, dtype=np.int64)
-                grown[:len(self.slot_of)] = self.slot_of
-                self.slot_of = grown
-            self.slot_of[cid] = slot
+                self._members.append(0)
+                self._units.append(None)
+            top = max(ids)
+            if top >= len(self.slot_of):  # a chunk the description did not list (a wrapper's own ids)
+                grow = top + 1 - len(self.slot_of)
+                self.slot_of = np.concatenate([self.slot_of, np.full(grow, -1, dtype=np.int64)])
+                self.first_of = np.concatenate([self.first_of, np.zeros(grow, dtype=np.int64)])
+                self.size_of = np.concatenate([self.size_of, np.zeros(grow, dtype=np.int64)])
+            for cid in ids:
+                self.loaded[cid] = data
+            self.slot_of[ids] = slot
+            self.first_of[ids] = firsts
+            self.size_of[ids] = sizes
             cols, layout = prep if prep is not None else (None, None)
             self.columns[slot] = cols
             self._layout[slot] = layout
+            self._members[slot] = len(ids)
+            self._units[slot] = data
             self._layouts[layout] = self._layouts.get(layout, 0) + 1
-            fresh.append(cid)
+            fresh += ids
         if fresh:
             self.version += 1
             on_load = self._on_load() if self._weak_on_load else self._on_load
             if on_load is not None:
                 on_load(fresh)
+
+    def _placed(self, ids: list, data: ChunkData) -> tuple:
+        """(sequences, first sequence) of each of ``ids`` in their joined unit ``data``: their
+        described sequences one after another (a joined unit drops none)."""
+        sizes = np.array([self.described[c] for c in ids], dtype=np.int64)
+        firsts = np.zeros(len(ids), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=firsts[1:])
+        if data.positions is not None or int(sizes.sum()) != len(data):
+            raise ValueError(f"chunks {ids[0]}-{ids[-1]} loaded as one unit hold {len(data)} sequences, "
+                             f"their descriptions {int(sizes.sum())}")
+        return sizes, firsts
 
     def _groups(self, cids: list, target: int) -> list:
         """``cids`` in order, cut into runs of about ``target`` estimated bytes (at least a chunk each)."""
@@ -223,12 +295,18 @@ class ChunkCache:
             self.futures[cid] = fut
         self.version += 1
 
-    def start(self, cids) -> None:
+    def start(self, cids, *, ahead: bool = False) -> None:
         """Begin loading these chunks on the background threads (those neither held nor under way),
-        small ones several to a task."""
+        small ones several to a task. ``ahead``: the prefetch after a minibatch; where runs are
+        joined, chunks adding up to less than ``MIN_TASK_BYTES`` are not started (they load with
+        the next awaited burst, in its unit, not as a unit of their own: a 16 KB file-order sweep
+        made 83 loads, 27 of them the prefetch's 2 chunks ahead)."""
         if self.pool is None:
             return
         todo = [c for c in cids if c not in self.loaded and c not in self.futures]
+        if (ahead and self._joined and todo and self._nbytes is not None
+                and int(self._nbytes[np.asarray(todo, dtype=np.int64)].sum()) < MIN_TASK_BYTES):
+            return
         for group in self._groups(todo, GROUP_BYTES):
             self._submit(group)
 
@@ -283,7 +361,7 @@ class ChunkCache:
         else:
             here = missing
         if len(cids) == 1:
-            self.get(cids[0])
+            self._hold(cids[0])
             return
         # one burst: each load reuses the last one's text buffers; the chunks loaded here and those
         # the awaited pool tasks loaded are installed together (one look-up pass over all of them)
@@ -293,7 +371,7 @@ class ChunkCache:
                 results += self._collect(fut)
             self._install(results)
             for cid in cids:
-                self.get(cid)
+                self._hold(cid)
 
     def _load_burst(self, cids: list) -> list:
         """Awaited chunks loaded here: small ones in one ``load_chunks`` call where the reader has it
@@ -302,7 +380,7 @@ class ChunkCache:
         if (self._batches and len(cids) > 1 and self._nbytes is not None
                 and int(self._nbytes[np.asarray(cids, dtype=np.int64)].max()) < GROUP_BYTES):
             try:
-                return self._prepared(cids, load_chunks(self.deserializer, cids))
+                return self._load_many(cids)
             except Exception as e:  # noqa: BLE001 - loaded again, one at a time: the failing chunk's error
                 for cid in cids:
                     self._load_here(cid)
@@ -329,17 +407,26 @@ class ChunkCache:
         self.drop_many([cid])
 
     def drop_many(self, cids) -> None:
-        """Stop holding these chunks (held ones). Their slots are freed with one array operation
-        and their layouts counted off once per layout (a sweep of small chunks drops hundreds at once)."""
+        """Stop holding these chunks (held ones). Their slots are looked up with one array
+        operation; a unit's slot is freed, and its layout counted off, once its last chunk is
+        dropped (a sweep of small chunks drops hundreds at once)."""
         ids = [int(c) for c in cids]
         if ids:
             slots = self.slot_of[ids].tolist()
             self.slot_of[ids] = -1
-            loaded, columns, layout_of = self.loaded, self.columns, self._layout
-            gone: dict = {}
-            for cid, slot in zip(ids, slots):
+            loaded, members = self.loaded, self._members
+            for cid in ids:
                 del loaded[cid]
+            freed = []
+            for slot in slots:
+                members[slot] -= 1
+                if not members[slot]:
+                    freed.append(slot)
+            gone: dict = {}
+            columns, layout_of, units = self.columns, self._layout, self._units
+            for slot in freed:
                 columns[slot] = None
+                units[slot] = None
                 layout = layout_of[slot]
                 layout_of[slot] = None
                 gone[layout] = gone.get(layout, 0) + 1
@@ -349,10 +436,13 @@ class ChunkCache:
                     self._layouts[layout] = left
                 else:
                     del self._layouts[layout]
-            self._free.extend(slots)
+            self._free.extend(freed)
             if self._lookups:
                 for cid in ids:
                     self._lookups.pop(cid, None)
+            if self._views:
+                for cid in ids:
+                    self._views.pop(cid, None)
             if self._lent:
                 self._lent.difference_update(ids)
         self.version += 1

@@ -147,10 +147,14 @@ def load_in_order(load, n: int, *, threads: int = 2, prefetch: int | None = None
 #   keys_are_ids: bool                        keys are ids from the file, not ordinals (else a CTF
 #                                             index's id_mode says so)
 #   estimated_chunk_bytes() -> int array      decoded bytes per chunk (engine/memory.py)
+#   all_sequence_lengths() -> (flat, counts)  every chunk's sequence_lengths at once, flat in chunk
+#                                             order, and the sequences of each chunk
 #   load_chunk(chunk_id, threads=N)           may use N threads on one chunk
 #   load_chunks(chunk_ids) -> [ChunkData]     several chunks at once, each ``load_chunk``'s result (CBF:
 #                                             adjacent ones in one read and one decode); raises the
 #                                             first wrong chunk's error. Without it: load_chunk in turn
+#   load_joined(chunk_ids) -> [(ids, ChunkData)] the chunks as units: each run load_chunks would
+#                                             decode together one ChunkData of all its sequences
 #   run_bytes: int                            the most bytes load_chunks reads at once for chunks
 #                                             smaller than that (what a load in flight holds: plan.py)
 #   iter_chunks(threads=N)                    every chunk in order, N decoded at once
@@ -162,6 +166,13 @@ def sequence_lengths(d, chunk_id: int):
     without decoding."""
     get = getattr(d, "sequence_lengths", None)
     return None if get is None else get(chunk_id)
+
+
+def all_sequence_lengths(d):
+    """``d.all_sequence_lengths()`` -- (every chunk's index lengths flat in chunk order, sequences per
+    chunk) -- where the deserializer has it, else None."""
+    get = getattr(d, "all_sequence_lengths", None)
+    return None if get is None else get()
 
 
 def has_keys(d) -> bool:
@@ -215,6 +226,11 @@ def retaining_buffers(d):
 def loads_batches(d) -> bool:
     """Whether ``d`` has ``load_chunks`` (asked once per deserializer by its callers)."""
     return callable(getattr(d, "load_chunks", None))
+
+
+def loads_joined(d) -> bool:
+    """Whether ``d`` has ``load_joined`` (runs of small chunks decoded into one ChunkData each)."""
+    return callable(getattr(d, "load_joined", None))
 
 
 def load_chunks(d, chunk_ids) -> list[ChunkData]:

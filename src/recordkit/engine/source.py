@@ -49,7 +49,7 @@ from recordkit.engine.minibatch import (Minibatch, chunk_columns, counted, lend_
                                         pack_from_table)
 from recordkit.engine.randomizer import BlockRandomizer, NoRandomizer
 from recordkit.engine.resume import Checkpointing
-from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, estimate_lengths, order_positions,
+from recordkit.engine.sweep import (LengthTable, Sweep, build_sweep, cumulative, index_length_table, order_positions,
                                     reach, share_sweep, wanted_ahead)
 
 if TYPE_CHECKING:  # annotations only: the elastic planner is imported where a resume needs it
@@ -154,7 +154,7 @@ class MinibatchSource(Checkpointing):
         self.frame_mode = bool(frame_mode)
         self.truncation_length = int(truncation_length)
         self._default_partitions = (num_data_partitions, partition_index)
-        self._lengths = LengthTable(estimate_lengths(self.deserializer, self._chunks))
+        self._lengths = index_length_table(self.deserializer, self._chunks)
         self.sweep_samples = int(self._lengths.flat.sum())
         if getattr(self.randomizer, "constant_sweeps", None) is not None:  # a mixture: its sweeps are its own
             if self.randomizer.constant_sweeps:
@@ -174,7 +174,7 @@ class MinibatchSource(Checkpointing):
         self._prefetch_chunks = max(0, int(prefetch_chunks))
         self._cache = ChunkCache(deserializer, self._described, prefetch=self._prefetch_chunks > 0, threads=threads,
                                  on_load=self._on_load, prepare=functools.partial(chunk_columns, specs=self.streams),
-                                 nbytes=self._chunk_nbytes)
+                                 nbytes=self._chunk_nbytes, joined=self._joins())
         self._bptt: Any = None  # truncated BPTT slots (engine/bptt.py)
         self._last_size = 1
         self._evict_memo: tuple | None = None  # (sweep, size, cache version, cursor from, cursor to): see _evict
@@ -186,6 +186,15 @@ class MinibatchSource(Checkpointing):
         self._group: int | None = None
 
     # -- setup -------------------------------------------------------------------------------------
+    def _joins(self) -> bool:
+        """Whether runs of small chunks are held as one unit each (``ChunkCache(joined=True)``): a
+        unit's memory stays held until its last chunk is dropped, which the memory plan does not
+        count chunk by chunk, so only where every chunk fits in the bound at once; not with BPTT or
+        image stages, which take chunks one at a time (``chunk(cid)``)."""
+        choice = self.memory
+        fits = choice.max_memory is None or choice.whole_bytes <= choice.max_memory
+        return fits and not self.truncation_length and self.image_streams is None
+
     def _choose_memory(self, max_memory, randomize, window, sample_based, seed, prefetch, threads, cache):
         """Fit the window (and prefetch) to the memory bound; warn where the choice changes what
         was asked for, or where an unbounded plan needs more memory than is available."""
@@ -262,33 +271,38 @@ class MinibatchSource(Checkpointing):
 
     def _resolve(self, sweep: Sweep, cids: list) -> None:
         """Record, for the share's positions that use the held chunks ``cids``, where each sequence
-        is and its length: a few array operations for all of them (a batch of small chunks loads at once)."""
+        is and its length: a few array operations for all of them (a batch of small chunks loads at
+        once, a joined run of them is one unit: ``ChunkCache.first_of``)."""
         if not cids:
             return
-        rel, owner = sweep.positions_of(np.asarray(cids, dtype=np.int64))
+        ids = np.asarray(cids, dtype=np.int64)
+        rel, owner = sweep.positions_of(ids)
         if not len(rel):
             return
+        cache = self._cache
         seqs = sweep.seq[sweep.lo + rel]
-        chunks = [self._cache.loaded[c] for c in cids]
-        if all(ch.positions is None for ch in chunks):  # no sequence dropped: index j is sequence j
-            sizes = np.array([len(ch) for ch in chunks], dtype=np.int64)
-            js = np.where(seqs < sizes[owner], seqs, -1)
+        slots, at_unit = np.unique(cache.slot_of[ids], return_inverse=True)
+        units = cache.units(slots)
+        if all(u.positions is None for u in units):  # no sequence dropped: index j is sequence j
+            js = np.where(seqs < cache.size_of[ids][owner], seqs, -1)
         else:
             js = np.empty(len(rel), dtype=np.int64)
             bounds = np.searchsorted(owner, np.arange(len(cids) + 1))
             for k, cid in enumerate(cids):
                 a, b = int(bounds[k]), int(bounds[k + 1])
                 if b > a:
-                    js[a:b] = self._cache.lookup(cid, seqs[a:b])
+                    js[a:b] = cache.lookup(cid, seqs[a:b])
         sweep.pos_j[rel] = js
         if self.truncation_length:  # BPTT counts steps (the first stream's samples: engine/bptt.py)
             from recordkit.engine.bptt import step_counts
-            lengths = [step_counts(ch, self.streams)[0] for ch in chunks]
+            lengths = [step_counts(u, self.streams)[0] for u in units]
         else:
-            lengths = [ch.lengths for ch in chunks]
+            lengths = [u.lengths for u in units]
         flat = np.concatenate(lengths) if len(lengths) > 1 else np.asarray(lengths[0])
-        base = np.zeros(len(lengths), dtype=np.int64)
-        np.cumsum([len(x) for x in lengths[:-1]], out=base[1:])
+        unit_base = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum([len(x) for x in lengths[:-1]], out=unit_base[1:])
+        # each chunk's first sequence in ``flat``: its unit's place there plus its place in the unit
+        base = unit_base[at_unit.reshape(-1)] + cache.first_of[ids]
         # a chunk whose every sequence was dropped has no lengths at all (js all -1)
         ok = js >= 0
         sweep.pos_len[rel] = np.where(ok, flat[np.where(ok, base[owner] + js, 0)], 0) if len(flat) else 0
@@ -326,13 +340,18 @@ class MinibatchSource(Checkpointing):
             late = sw.per_chunk(sw.first_at, held) >= self._reach(size)
             if soon and late.any():
                 late &= ~np.isin(held, soon)
-            gone = (last < cursor) | late
+            used_up = last < cursor
+            gone = used_up | late
             if gone.any():
-                dropped = held[gone]
-                self._cache.drop_many(dropped.tolist())
-                rel, _ = sw.positions_of(dropped)
-                sw.pos_j[rel] = -2
-                sw.pos_len[rel] = 0
+                self._cache.drop_many(held[gone].tolist())
+                # positions are read from the cursor on, never behind it (a restore or a new split
+                # builds a new sweep): only a chunk dropped before its first use needs its
+                # positions marked not loaded (a sweep of small chunks drops hundreds used up)
+                ahead = late & ~used_up
+                if ahead.any():
+                    rel, _ = sw.positions_of(held[ahead])
+                    sw.pos_j[rel] = -2
+                    sw.pos_len[rel] = 0
                 last = last[~gone]
             if len(last):
                 until = int(last.min())
@@ -356,7 +375,7 @@ class MinibatchSource(Checkpointing):
         sw, cursor, memo = self._current, self._cursor, self._prefetch_memo
         if memo is not None and memo[0] is sw and memo[1] == self._cache.version and memo[2] < cursor <= memo[3]:
             return
-        self._cache.start(self._wanted_ahead())
+        self._cache.start(self._wanted_ahead(), ahead=True)
         # wanted_ahead's list changes only when the cursor passes a chunk's first use: it depends on
         # k = the number of first uses before the cursor, the same while first_pos[k-1] < cursor <= first_pos[k]
         k = int(np.searchsorted(sw.first_pos, cursor, side="left"))
@@ -722,16 +741,18 @@ class MinibatchSource(Checkpointing):
         cids, js, _, sweeps, _ = picked
         cache = self._cache
         slots = cache.slot_of[cids] if len(cids) else cids
+        at = js + cache.first_of[cids] if len(cids) else js  # the sequences' places in their slots' units
         layout = cache.layout
         lent = None
         if layout is not None:  # consecutive sequences of one chunk (in file order): views of its columns
-            lent = lend_from_table(cache.columns, layout, slots, js, self.streams, frame_mode=self.frame_mode)
+            lent = lend_from_table(cache.columns, layout, slots, at, self.streams, frame_mode=self.frame_mode)
         if lent is not None:
             streams, keys, lengths, total, viewed = lent
-            if viewed:
-                cache.lend(int(cids[0]))
+            if viewed:  # the picks are of one held unit: every chunk of it they are from
+                for cid in np.unique(cids).tolist():
+                    cache.lend(cid)
         elif layout is not None and (slots >= 0).all():
-            streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, js, self.streams,
+            streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, at, self.streams,
                                                             frame_mode=self.frame_mode)
         else:  # chunks of different dtypes (a hand-built deserializer's): the per-chunk way
             found = _gather.chunk_slots(np.ascontiguousarray(cids, dtype=np.int64))

@@ -79,6 +79,20 @@ def estimate_lengths(deserializer, chunks) -> dict:
     return out
 
 
+def index_length_table(deserializer, chunks) -> "LengthTable":
+    """``LengthTable(estimate_lengths(deserializer, chunks))``, from one ``all_sequence_lengths()``
+    call where the deserializer has it and ``chunks`` are all of its chunks in id order (a reader
+    of thousands of small chunks: no array per chunk)."""
+    from recordkit.engine.deserializer import all_sequence_lengths
+    ids = np.fromiter((c.id for c in chunks), dtype=np.int64, count=len(chunks))
+    known = all_sequence_lengths(deserializer) if np.array_equal(ids, np.arange(len(ids))) else None
+    if known is not None:
+        flat, counts = known
+        if len(counts) == len(ids) and len(flat) == int(counts.sum()):
+            return LengthTable.of_flat(np.asarray(flat, dtype=np.int64), counts)
+    return LengthTable(estimate_lengths(deserializer, chunks))
+
+
 class LengthTable:
     """The estimates flattened in chunk-id order, to gather a sweep's lengths in one step."""
 
@@ -89,6 +103,16 @@ class LengthTable:
         if ids:
             sizes = np.array([len(lengths[c]) for c in ids], dtype=np.int64)
             self.base[ids] = np.cumsum(sizes) - sizes
+
+    @classmethod
+    def of_flat(cls, flat: np.ndarray, counts: np.ndarray) -> "LengthTable":
+        """The table of chunks 0..n-1 whose lengths are ``flat``, ``counts[c]`` of them chunk c's."""
+        table = cls.__new__(cls)
+        table.flat = flat
+        table.base = np.zeros(len(counts), dtype=np.int64)
+        if len(counts) > 1:
+            np.cumsum(counts[:-1], out=table.base[1:])
+        return table
 
     def of(self, chunk: np.ndarray, seq: np.ndarray) -> np.ndarray:
         return self.flat[self.base[chunk] + seq] if len(chunk) else np.zeros(0, np.int64)

@@ -269,7 +269,7 @@ def decode_chunk(const uint8_t[::1] buf, int64_t nseq, list sparse, list dims, l
 
 def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1] sizes,
                   const int64_t[::1] nseqs, const int64_t[::1] table_samples, list sparse, list dims,
-                  list esizes, list dtypes):
+                  list esizes, list dtypes, bint joined=False):
     """Validate and gather several chunks held in one buffer (a run of adjacent chunks read at
     once), each into arrays of its own: one call instead of one per chunk, and a chunk held or
     dropped alone frees exactly its own memory (none of them is a view of the others').
@@ -280,7 +280,12 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
     ``dtypes[s]`` ((samples, dim) dense, (nnz,) sparse), indices int32 | None, indptr int64 |
     None, seq_offsets int64[nseq + 1]); samples[c, s]: stream s's samples in chunk c; problem None
     or (c, code, stream, seq, offset, a, b), the first chunk found wrong: every chunk is checked before any column is allocated, and
-    nothing is returned then."""
+    nothing is returned then.
+
+    ``joined``: the chunks gathered into one set of arrays instead, as if they were one chunk of
+    all their sequences in order (seq offsets and row pointers running across them): chunks is
+    then [(lengths, columns)] of the whole run, one array per stream and kind instead of one per
+    chunk (what a run held as one unit needs; its memory is freed all at once)."""
     _check_streams(sparse, dims, esizes)
     cdef int64_t nc = starts.shape[0], ns = len(dims), c, s, q, n, nseq, total_seq = 0, at
     if sizes.shape[0] != nc or nseqs.shape[0] != nc or table_samples.shape[0] != nc or len(dtypes) != ns:
@@ -355,7 +360,11 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
             raise ValueError(f"stream {s}: dtype {dt} is not a native float of {es[s]} bytes")
         typenum.push_back(dt.num)
     out = []
-    for c in range(nc):
+    cdef vector[int64_t] sbase, nbase  # joined: each chunk's first sample and non-zero, per stream
+    if joined:
+        _joined_columns(out, nc, ns, nseqs, total_seq, sp, dm, typenum, samples, nnz, sbase, nbase, vals, ind,
+                        ptr, offs, lens)
+    for c in range(nc if not joined else 0):
         nseq = nseqs[c]
         shape[0] = nseq
         lengths = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
@@ -395,15 +404,97 @@ def decode_chunks(const uint8_t[::1] buf, const int64_t[::1] starts, const int64
             for s in range(ns):
                 o = offs[ns * c + s]
                 cnt = counts.data() + base[c] + s * nseq
-                o[0] = 0
+                o[0] = sbase[ns * c + s] if joined else 0
                 for q in range(nseq):
                     o[q + 1] = o[q] + cnt[q]
+                if joined and sp[s]:
+                    ptr[ns * c + s][0] = 0
             _gather_range(p, nseq, cuts[2 * c], cuts[2 * c + 1], sp.data(), dm.data(), es.data(),
                           vals.data() + ns * c, ind.data() + ns * c, ptr.data() + ns * c)
+            if joined:  # the chunk's row pointers, made from 0, moved to where its non-zeros start in the run
+                for s in range(ns):
+                    if sp[s] and nbase[ns * c + s]:
+                        o = ptr[ns * c + s]
+                        for q in range(samples[ns * c + s] + 1):
+                            o[q] += nbase[ns * c + s]
     per_chunk = np.empty((nc, ns), dtype=np.int64)
     if nc * ns:
         memcpy(cnp.PyArray_DATA(per_chunk), samples.data(), nc * ns * sizeof(int64_t))
     return out, per_chunk, None
+
+
+cdef void _joined_columns(list out, int64_t nc, int64_t ns, const int64_t[::1] nseqs, int64_t total_seq,
+                          vector[uint8_t]& sp, vector[int64_t]& dm, vector[int]& typenum, vector[int64_t]& samples,
+                          vector[int64_t]& nnz, vector[int64_t]& sbase, vector[int64_t]& nbase,
+                          vector[uint8_t*]& vals, vector[int32_t*]& ind, vector[int64_t*]& ptr,
+                          vector[int64_t*]& offs, vector[int64_t*]& lens) except *:
+    """``decode_chunks(joined=True)``'s arrays: one per stream and kind for the whole run, each
+    chunk's pointers (``vals``, ``ind``, ``ptr``, ``offs``, ``lens``, indexed as the per-chunk
+    ones) into it where the chunk's part starts, and ``out`` = [(lengths, columns)]."""
+    cdef cnp.npy_intp shape[2]
+    cdef int64_t c, s, at, tot_s, tot_n, seq_at, isz
+    cdef uint8_t* v0
+    cdef int32_t* i0
+    cdef int64_t* r0
+    cdef int64_t* o0
+    sbase.resize(ns * nc if ns * nc > 0 else 1)
+    nbase.resize(ns * nc if ns * nc > 0 else 1)
+    vals.resize(ns * nc)
+    ind.resize(ns * nc)
+    ptr.resize(ns * nc)
+    offs.resize(ns * nc)
+    lens.resize(nc)
+    shape[0] = total_seq
+    lengths = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
+    seq_at = 0
+    for c in range(nc):
+        lens[c] = <int64_t*>cnp.PyArray_DATA(lengths) + seq_at
+        seq_at += nseqs[c]
+    cols = []
+    for s in range(ns):
+        tot_s = tot_n = 0
+        for c in range(nc):
+            at = ns * c + s
+            sbase[at], nbase[at] = tot_s, tot_n
+            tot_s += samples[at]
+            tot_n += nnz[at]
+        shape[0] = total_seq + 1
+        so = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
+        o0 = <int64_t*>cnp.PyArray_DATA(so)
+        o0[0] = 0  # a run without sequences
+        if sp[s]:
+            shape[0] = tot_n
+            v = cnp.PyArray_EMPTY(1, shape, typenum[s], 0)
+            i = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT32, 0)
+            shape[0] = tot_s + 1
+            r = cnp.PyArray_EMPTY(1, shape, cnp.NPY_INT64, 0)
+            r0 = <int64_t*>cnp.PyArray_DATA(r)
+            r0[0] = 0
+            i0 = <int32_t*>cnp.PyArray_DATA(i)
+        else:
+            shape[0] = tot_s
+            shape[1] = dm[s]
+            v = cnp.PyArray_EMPTY(2, shape, typenum[s], 0)
+            i = r = None
+            r0 = NULL
+            i0 = NULL
+        v0 = <uint8_t*>cnp.PyArray_DATA(v)
+        isz = cnp.PyArray_ITEMSIZE(<cnp.ndarray>v)
+        seq_at = 0
+        for c in range(nc):
+            at = ns * c + s
+            offs[at] = o0 + seq_at
+            seq_at += nseqs[c]
+            if sp[s]:
+                vals[at] = v0 + nbase[at] * isz
+                ind[at] = i0 + nbase[at]
+                ptr[at] = r0 + sbase[at]
+            else:
+                vals[at] = v0 + sbase[at] * dm[s] * isz
+                ind[at] = NULL
+                ptr[at] = NULL
+        cols.append((v, i, r, so))
+    out.append((lengths, cols))
 
 
 cdef class _Gather:

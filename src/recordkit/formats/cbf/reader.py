@@ -254,6 +254,23 @@ class CBFReader(ChecksPresence, ClosingReader):
             self._opening = self._source  # every table is here: the open's blocks are not needed any more
         return mine
 
+    def all_sequence_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk's per-sequence sample counts at once, flat in chunk order, and the sequences of
+        each chunk: what opening a source needs, without an array, a dict entry and a slice per
+        chunk (``sequence_lengths`` of each cost ~4 us a 16 KB chunk, a third of opening a file of
+        them). One read per chunk table (they are apart, at each chunk's start), one file check."""
+        counts = self.header.table["sequences"].astype(np.int64)
+        if self._source.remote or not self._chunks:  # remote: every table comes in the first call's fetch
+            flat = [np.asarray(self.sequence_lengths(k), dtype=np.int64) for k in range(len(self._chunks))]
+            return (np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)), counts
+        ranges = [(c.offset, 4 * c.num_sequences) for c in self._chunks]
+        datas = read_ranges(self._opening, ranges)
+        if sum(map(len, datas)) != 4 * int(counts.sum()):
+            for k, (offset, n), data in zip(range(len(ranges)), ranges, datas):
+                self._check_read(len(data), n, offset, k)
+        self._lengths.clear()  # nothing read ahead by ``sequence_lengths`` is asked for again
+        return np.frombuffer(b"".join(datas), dtype="<u4").astype(np.int64), counts
+
     def estimated_chunk_bytes(self) -> np.ndarray:
         """Decoded bytes of each chunk (what ``max_memory`` and ``recordkit plan`` count): about
         its bytes in the file (values and indices are stored as they are decoded), scaled when
@@ -391,6 +408,43 @@ class CBFReader(ChecksPresence, ClosingReader):
         self._presence.check()  # the last unread chunk: a stream empty in the whole file is an error now
         return out
 
+    def load_joined(self, chunk_ids: Iterable[int]) -> list[tuple[list[int], ChunkData]]:
+        """These chunks as (chunk ids, one ChunkData of all their sequences in that order) units:
+        each run of small chunks that ``load_chunks`` reads and decodes together is one unit, its
+        arrays made once for the whole run (a 16 KB chunk's own arrays, ``ChunkData`` and gather
+        columns cost about as much as its decode), the others a unit of one chunk. A unit's memory
+        is one allocation: it is freed when nothing refers to any of its chunks any more. Errors as
+        ``load_chunks``'s (a wrong chunk raises its own; the units before it are not returned)."""
+        ids = list(dict.fromkeys(int(c) for c in chunk_ids))
+        if self.keep_data_in_memory:  # the memory keeps each chunk's own ChunkData
+            return [([c], d) for c, d in zip(ids, self.load_chunks(ids))]
+        out = []
+        for run in self._runs(sorted(ids)):
+            if len(run) == 1:
+                out.append((run, self._load_chunk(run[0])))
+                continue
+            out.append((run, self._decode_joined(run)))
+        self._presence.check()
+        return out
+
+    def _decode_joined(self, run: list) -> ChunkData:
+        """``_decode_run`` of a run into one ChunkData (``decode_chunks(joined=True)``), counted as
+        each of its chunks' loads."""
+        (lengths, columns), samples = self._decode_run(run, joined=True)
+        counts = np.array([self._chunks[c].num_sequences for c in run], dtype=np.int64)
+        self._presence.count_many(run, samples[:, [i for i, _ in self._selected]], counts)
+        if self.trace_level >= TRACE_INFO:
+            for cid in run:
+                trace_chunk_loaded(self.path, self._chunks[cid], level=self.trace_level)
+        first, total = int(self._first_key[run[0]]), int(counts.sum())
+        if run[-1] - run[0] == len(run) - 1:  # chunks that follow each other: their keys do too
+            keys = np.arange(first, first + total, dtype=np.uint64)
+        else:  # a chunk not asked for between (read through): each chunk's keys from its own first
+            starts = np.zeros(len(run), dtype=np.int64)
+            np.cumsum(counts[:-1], out=starts[1:])
+            keys = (np.repeat(self._first_key[run] - starts, counts) + np.arange(total)).astype(np.uint64)
+        return self._chunk_data_of(run[0], keys, lengths, columns)
+
     def _runs(self, ids: list) -> list:
         """Sorted chunk ids cut into runs of at most ``RUN_BYTES`` to read (a larger chunk alone;
         a gap read through counts)."""
@@ -458,9 +512,10 @@ class CBFReader(ChecksPresence, ClosingReader):
             raise
         return view, starts, buf
 
-    def _decode_run(self, run: list) -> tuple[list[ChunkData], np.ndarray]:
+    def _decode_run(self, run: list, joined: bool = False) -> tuple:
         """Chunks ``run`` (in file order) read and decoded at once, and the samples of each of the
-        file's streams in each (chunks x streams)."""
+        file's streams in each (chunks x streams). ``joined``: the run's one (lengths, columns)
+        instead of a ChunkData per chunk."""
         infos = [self._chunks[c] for c in run]
         data, starts, buf = self._read_run(infos)
         hs = self.header.streams
@@ -470,7 +525,7 @@ class CBFReader(ChecksPresence, ClosingReader):
                 np.array([i.num_sequences for i in infos], dtype=np.int64),
                 np.array([i.num_samples for i in infos], dtype=np.int64),
                 [s.format == "sparse" for s in hs], [s.dim for s in hs], [s.dtype.itemsize for s in hs],
-                [s.dtype for s in hs])
+                [s.dtype for s in hs], joined)
         finally:
             del data
             if buf is not None:
@@ -478,11 +533,18 @@ class CBFReader(ChecksPresence, ClosingReader):
         if problem is not None:
             k, *rest = problem
             raise self._problem(run[k], *rest)
+        if joined:
+            return decoded[0], samples
         return [self._chunk_data(info, lengths, columns) for info, (lengths, columns) in zip(infos, decoded)], samples
 
     def _chunk_data(self, info: ChunkInfo, lengths: np.ndarray, columns: list) -> ChunkData:
         """A decoded chunk's ChunkData: the selected streams under their names, converted where
         the precision asks (``_outputs``: what that takes per stream, worked out once)."""
+        first = int(self._first_key[info.id])
+        return self._chunk_data_of(info.id, np.arange(first, first + info.num_sequences, dtype=np.uint64), lengths,
+                                   columns)
+
+    def _chunk_data_of(self, chunk_id: int, keys: np.ndarray, lengths: np.ndarray, columns: list) -> ChunkData:
         cols = {}
         for i, name, dtype, dim in self._outputs:
             values, ind, ptr, seq_offsets = columns[i]
@@ -490,8 +552,7 @@ class CBFReader(ChecksPresence, ClosingReader):
                 values = values.astype(dtype)
             cols[name] = DenseColumn(values, seq_offsets) if ind is None else \
                 SparseColumn(values, ind, ptr, seq_offsets, dim)
-        first = int(self._first_key[info.id])
-        return ChunkData(info.id, np.arange(first, first + info.num_sequences, dtype=np.uint64), lengths, cols)
+        return ChunkData(chunk_id, keys, lengths, cols)
 
     def iter_chunks(self, threads: int = 2, prefetch: int | None = None) -> Iterator[ChunkData]:
         """Every chunk in file order, decoded ``threads`` at a time."""
