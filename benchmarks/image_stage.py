@@ -196,6 +196,97 @@ def run(path: str, rounds: int) -> int:
     return 0
 
 
+def breakdown(path: str, repeat: int) -> int:
+    """Where one image's CPU goes in ``ImageStage._one``: every step timed alone over the shard's JPEGs on
+    this thread (thread CPU time, best of ``repeat``), with the same seeded windows and flips as the stage,
+    then the whole ``_one`` on one thread and ``batches()`` on every core (process CPU per image: the
+    difference is the pool's hand-offs and the prefetch thread)."""
+    import cv2
+
+    from recordkit.formats.webdataset.images import encoded_images
+    from recordkit.images import ImageStage, codec, pool
+    from recordkit.images import _kernel
+
+    blobs = [b for b, _ in encoded_images(path)]
+    stage = ImageStage(SIZE, mean=MEAN, std=STD, seed=0)
+    seeds = np.random.default_rng(0).integers(0, 1 << 63, size=len(blobs))
+    plans = []  # (data, window, scale, mirror) as _one draws them
+    for data, seed in zip(blobs, seeds):
+        rng = np.random.default_rng(int(seed))
+        _, w, h = codec.header_size(data)
+        win = codec.random_crop_window(h, w, rng, random_area=stage.scale, random_aspect_ratio=stage.ratio)
+        scale = codec.reduced_scale(win[2], win[3], (SIZE, SIZE))
+        plans.append((data, win, scale, rng.random() < stage.flip))
+
+    def timed(fn, items):
+        best = math.inf
+        for _ in range(repeat):
+            t0 = time.thread_time()
+            for it in items:
+                fn(it)
+            best = min(best, time.thread_time() - t0)
+        return best / len(items) * 1e3  # ms per image
+
+    def flags(scale):
+        return codec._imread_flags(cv2, "RGB", scale)[0]  # noqa: SLF001 - what the stage asks for
+
+    def decode(p):
+        return cv2.imdecode(np.frombuffer(p[0], np.uint8), flags(p[2]))
+
+    def crop(p, im):
+        y, x, h, w = p[1]
+        s = p[2]
+        return im[y // s:-(-(y + h) // s), x // s:-(-(x + w) // s)]
+
+    def python_part(p):
+        rng = np.random.default_rng(1)
+        fmt, w, h = codec.header_size(p[0])
+        codec._check_declared_size(fmt, w, h, p[0], codec.pixel_budget(None))  # noqa: SLF001
+        codec.random_crop_window(h, w, rng, random_area=stage.scale, random_aspect_ratio=stage.ratio)
+        codec.resample_filter("auto", (w, h), (SIZE, SIZE))
+        return rng.random() < stage.flip
+
+    decoded = [decode(p) for p in plans]
+    views = [crop(p, im) for p, im in zip(plans, decoded)]
+    copies = [np.ascontiguousarray(v) for v in views]
+    resized = [codec.resize_image(c, SIZE, SIZE, codec.resample_filter("auto", c.shape[1::-1], (SIZE, SIZE)))
+               for c in copies]
+    out = np.empty((3, SIZE, SIZE), np.float32)
+    idx = list(range(len(plans)))
+    rows = {
+        "python: seed rng, header, checks, window, flip draw": timed(python_part, plans),
+        "decode (reduced where the crop allows)": timed(decode, plans),
+        "decode full scale (for reference)": timed(lambda p: cv2.imdecode(np.frombuffer(p[0], np.uint8),
+                                                                          cv2.IMREAD_COLOR), plans),
+        "crop copy / BGR->RGB": timed(lambda i: (cv2.cvtColor(views[i], cv2.COLOR_BGR2RGB) if plans[i][2] > 1
+                                                 else np.ascontiguousarray(views[i])), idx),
+        "resize to 224 (area down / bilinear up)": timed(lambda i: codec.resize_image(
+            copies[i], SIZE, SIZE, codec.resample_filter("auto", copies[i].shape[1::-1], (SIZE, SIZE))), idx),
+        "flip + normalize + HWC->CHW (one pass)": timed(lambda i: _kernel.normalize_lut(
+            resized[i], stage.table, out, True, plans[i][3]), idx),
+    }
+    rows["sum of the steps"] = sum(v for k, v in rows.items() if "reference" not in k)
+    one = np.empty((1, 3, SIZE, SIZE), np.float32)
+    rows["ImageStage._one, one thread"] = timed(lambda i: stage._one(blobs[i], seeds[i], one[0], "x"), idx)  # noqa: SLF001
+    saved = pool.THREADS
+    for threads in (1, pool.cores()):
+        pool.THREADS = threads
+        best = math.inf
+        for _ in range(repeat):
+            c0 = time.process_time()
+            for _b in stage.batches(iter(blobs), BATCH):
+                pass
+            best = min(best, time.process_time() - c0)
+        rows[f"batches(), {threads} thread(s), process CPU"] = best / len(blobs) * 1e3
+    pool.THREADS = saved
+    rows["cv2 threads"] = cv2.getNumThreads()
+    print(json.dumps({"ms_per_image": {k: round(v, 3) for k, v in rows.items()},
+                      "scales": {s: sum(p[2] == s for p in plans) for s in (1, 2, 4, 8)},
+                      "flipped": sum(p[3] for p in plans), "load": [round(v, 2) for v in os.getloadavg()]},
+                     indent=1))
+    return 0
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="action", required=True)
@@ -203,10 +294,15 @@ def main(argv) -> int:
     r = sub.add_parser("run")
     r.add_argument("path")
     r.add_argument("--rounds", type=int, default=5)
+    d = sub.add_parser("breakdown")
+    d.add_argument("path")
+    d.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
     if a.action == "write":
         write(a.path)
         return 0
+    if a.action == "breakdown":
+        return breakdown(a.path, a.repeat)
     return run(a.path, a.rounds)
 
 
