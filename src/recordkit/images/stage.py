@@ -19,9 +19,6 @@ one and keeps the checkpointed state at the first batch not yet handed out.
 """
 from __future__ import annotations
 
-import sys
-import threading
-import weakref
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -29,22 +26,9 @@ import numpy as np
 from recordkit.errors import FormatError
 from recordkit.images import codec
 from recordkit.images.pool import ahead, parallel_for
+from recordkit.images.spares import Spares
 
 _STATE_KEYS = {"bit_generator", "state", "has_uint32", "uinteger"}
-
-#: Batches a stage keeps to write later batches into once nothing else holds them (see
-#: :meth:`ImageStage._batch_array`): the batch being made, the one prepared ahead, the caller's.
-_KEPT = 3
-_kept_lock = threading.Lock()
-
-
-def _refs(items: list, i: int) -> int:
-    """``items[i]``'s reference count as seen from here (compared with :data:`_LONE`, counted the same way)."""
-    return sys.getrefcount(items[i])
-
-
-#: :func:`_refs` of an object nothing but its list holds (None where the interpreter keeps no counts).
-_LONE = _refs([object()], 0) if hasattr(sys, "getrefcount") else None
 
 
 class ImageStage:
@@ -88,10 +72,8 @@ class ImageStage:
         self.max_pixels = None if max_pixels is None else codec.pixel_budget(max_pixels)
         self._rng = np.random.default_rng(seed)
         self._undelivered = None  # the generator's state before the first batch prepared but not handed out
-        self._kept: list = []  # the last batches made (see _batch_array)
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_kept": []}  # a copy of the stage takes its settings and random state
+        # the last batches made: the one being made, the one prepared ahead, the caller's (_batch_array)
+        self._spares = Spares(3)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -171,24 +153,14 @@ class ImageStage:
         return job
 
     def _batch_array(self, shape: tuple) -> np.ndarray:
-        """The array of a new batch: one of the last batches made when nothing holds it any more -- no
-        reference, strong or weak, but the stage's: every image of the new batch overwrites it, so no
-        one sees the change --, else a new one. A reused batch's pages are mapped already: a new array
-        of 64 x 3 x 224 x 224 float32 makes the kernel map and zero 38 MB, about 4 % of the stage's
-        CPU per image."""
-        with _kept_lock:
-            kept = self._kept
-            out = None
-            if _LONE is not None:
-                for i in range(len(kept)):
-                    if kept[i].shape == shape and _refs(kept, i) == _LONE and not weakref.getweakrefcount(kept[i]):
-                        out = kept.pop(i)
-                        break
-            if out is None:
-                out = np.empty(shape, dtype=self.dtype)
-            kept.append(out)
-            del kept[:-_KEPT]
-            return out
+        """The array of a new batch: one of the last batches made when nothing else holds it any more
+        (every image of the new batch overwrites it), else a new one. A reused batch's pages are
+        mapped already: a new 64 x 3 x 224 x 224 float32 array makes the kernel map and zero 38 MB."""
+        out = self._spares.take(shape, self.dtype)
+        if out is None:
+            out = np.empty(shape, dtype=self.dtype)
+        self._spares.give(out)
+        return out
 
     def _one(self, data, seed, out: np.ndarray, name) -> None:
         rng = np.random.default_rng(int(seed))
