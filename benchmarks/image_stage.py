@@ -196,6 +196,133 @@ def run(path: str, rounds: int) -> int:
     return 0
 
 
+def breakdown(path: str, repeat: int) -> int:
+    """Where one image's CPU goes in ``ImageStage``: each step alone over the shard's JPEGs with the
+    windows, scales and flips the stage draws (thread CPU per image on this thread), the decode on
+    every core at once (process CPU: what two busy cores cost each other), the whole per-image work
+    ``_one`` on one thread, and ``batches()`` on one thread and on every core (process CPU: adds the
+    batch arrays, the pool's hand-offs and the prefetch thread). Every round runs every row once, in
+    turn; medians of ``repeat`` rounds (a loaded machine drifts: compare rows of one run)."""
+    import threading
+
+    import cv2
+
+    from recordkit.formats.webdataset.images import encoded_images
+    from recordkit.images import ImageStage, codec, pool
+    from recordkit.images import _kernel
+
+    blobs = [b for b, _ in encoded_images(path)]
+    stage = ImageStage(SIZE, mean=MEAN, std=STD, seed=0)
+    seeds = np.random.default_rng(0).integers(0, 1 << 63, size=len(blobs))
+    plans = []  # (data, window, scale, mirror) as _one draws them
+    for data, seed in zip(blobs, seeds):
+        rng = np.random.default_rng(int(seed))
+        _, w, h = codec.header_size(data)
+        win = codec.random_crop_window(h, w, rng, random_area=stage.scale, random_aspect_ratio=stage.ratio)
+        scale = codec.reduced_scale(win[2], win[3], (SIZE, SIZE))
+        plans.append((data, win, scale, rng.random() < stage.flip))
+
+    def flags(scale):
+        return codec._imread_flags(cv2, "RGB", scale)[0]  # noqa: SLF001 - what the stage asks for
+
+    def decode(p):
+        return cv2.imdecode(np.frombuffer(p[0], np.uint8), flags(p[2]))
+
+    def crop(p, im):
+        y, x, h, w = p[1]
+        s = p[2]
+        return im[y // s:-(-(y + h) // s), x // s:-(-(x + w) // s)]
+
+    def python_part(p):
+        rng = np.random.default_rng(1)
+        fmt, w, h = codec.header_size(p[0])
+        codec._check_declared_size(fmt, w, h, p[0], codec.pixel_budget(None))  # noqa: SLF001
+        codec.random_crop_window(h, w, rng, random_area=stage.scale, random_aspect_ratio=stage.ratio)
+        codec.resample_filter("auto", (w, h), (SIZE, SIZE))
+        return rng.random() < stage.flip
+
+    views = [crop(p, decode(p)) for p in plans]
+    filters = [codec.resample_filter("auto", v.shape[1::-1], (SIZE, SIZE)) for v in views]
+    resized = [codec.resize_image(v, SIZE, SIZE, f) for v, f in zip(views, filters)]
+    out = np.empty((3, SIZE, SIZE), np.float32)
+    one = np.empty((1, 3, SIZE, SIZE), np.float32)
+    area = [i for i, f in enumerate(filters) if f == "BOX"]
+    grow = [i for i, f in enumerate(filters) if f != "BOX"]
+
+    def each(fn, items):
+        def run():
+            t0 = time.thread_time()
+            for it in items:
+                fn(it)
+            return (time.thread_time() - t0) / len(items)
+        return run
+
+    def decode_on_every_core():
+        n = pool.cores()
+        threads = [threading.Thread(target=lambda k=k: [decode(p) for p in plans[k::n]]) for k in range(n)]
+        c0 = time.process_time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return (time.process_time() - c0) / len(plans)
+
+    def batches(threads):
+        def run():
+            saved, pool.THREADS = pool.THREADS, threads
+            try:
+                c0 = time.process_time()
+                for _b in stage.batches(iter(blobs), BATCH):
+                    pass
+                return (time.process_time() - c0) / len(blobs)
+            finally:
+                pool.THREADS = saved
+        return run
+
+    def read_shard():
+        t0 = time.thread_time()
+        n = sum(1 for _ in encoded_images(path))
+        return (time.thread_time() - t0) / n
+
+    steps = {
+        "read the shard (encoded_images)": read_shard,
+        "python: seed rng, header, checks, window, flip draw": each(python_part, plans),
+        "decode (the stage's flags; reduced where the crop allows)": each(decode, plans),
+        "decode full scale IMREAD_COLOR (the floor's call)": each(
+            lambda p: cv2.imdecode(np.frombuffer(p[0], np.uint8), cv2.IMREAD_COLOR), plans),
+        "decode, every core at once (process CPU)": decode_on_every_core,
+        "crop copy (no longer made: resize reads the view)": each(lambda v: np.ascontiguousarray(v), views),
+        f"resize, area down ({len(area)} images)": each(lambda i: codec.resize_image(views[i], SIZE, SIZE, "BOX"),
+                                                        area),
+        f"resize, bilinear up ({len(grow)} images)": each(lambda i: codec.resize_image(
+            views[i], SIZE, SIZE, "BILINEAR"), grow),
+        "flip + normalize + HWC->CHW into the slot (one pass)": each(lambda i: _kernel.normalize_lut(
+            resized[i], stage.table, out, True, plans[i][3]), range(len(plans))),
+        "ImageStage._one, one thread": each(
+            lambda i: stage._one(blobs[i], seeds[i], one[0], "x"), range(len(plans))),  # noqa: SLF001
+        "batches(), one thread (process CPU)": batches(1),
+        f"batches(), {pool.cores()} threads (process CPU)": batches(pool.cores()),
+    }
+    samples: dict = {k: [] for k in steps}
+    for _ in range(repeat):
+        for k, fn in steps.items():
+            samples[k].append(fn() * 1e3)
+    ms = {k: statistics.median(v) for k, v in samples.items()}
+    resize = (ms[f"resize, area down ({len(area)} images)"] * len(area)
+              + ms[f"resize, bilinear up ({len(grow)} images)"] * len(grow)) / len(plans)
+    ms["resize, per image of the shard"] = resize
+    ms["sum of the steps of _one"] = (ms["python: seed rng, header, checks, window, flip draw"] + resize
+                                      + ms["decode (the stage's flags; reduced where the crop allows)"]
+                                      + ms["flip + normalize + HWC->CHW into the slot (one pass)"])
+    ms["batches() on every core beyond the decode on every core"] = (
+        ms[f"batches(), {pool.cores()} threads (process CPU)"] - ms["decode, every core at once (process CPU)"])
+    print(json.dumps({"ms_per_image": {k: round(v, 3) for k, v in ms.items()},
+                      "scales": {s: sum(p[2] == s for p in plans) for s in (1, 2, 4, 8)},
+                      "flipped": int(sum(p[3] for p in plans)), "cv2_threads": cv2.getNumThreads(),
+                      "load": [round(v, 2) for v in os.getloadavg()]}, indent=1))
+    return 0
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="action", required=True)
@@ -203,10 +330,15 @@ def main(argv) -> int:
     r = sub.add_parser("run")
     r.add_argument("path")
     r.add_argument("--rounds", type=int, default=5)
+    d = sub.add_parser("breakdown")
+    d.add_argument("path")
+    d.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args(argv)
     if a.action == "write":
         write(a.path)
         return 0
+    if a.action == "breakdown":
+        return breakdown(a.path, a.repeat)
     return run(a.path, a.rounds)
 
 

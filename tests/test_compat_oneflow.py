@@ -362,7 +362,7 @@ def test_crop_mirror_normalize_reuses_an_output_only_once_nobody_holds_it():
     assert np.array_equal(held[2].numpy(), expect_a) and np.array_equal(kept, expect_a[1])
     import pickle
     copy = pickle.loads(pickle.dumps(cmn))  # the spares stay behind
-    assert copy._spares == [] and np.array_equal(copy(a).numpy(), expect_a)
+    assert copy._spares.items == [] and np.array_equal(copy(a).numpy(), expect_a)
 
 
 def test_global_placement_is_refused():

@@ -105,6 +105,56 @@ def test_large_jpegs_are_decoded_at_reduced_scale_unless_turned_off(monkeypatch)
     assert scales == []
 
 
+def test_the_stage_resizes_the_crop_from_a_view_of_the_decoded_image(monkeypatch):
+    from recordkit.images import codec
+    seen = []
+    real = codec.resize_image
+
+    def spy(image, *a, **kw):
+        seen.append(image)
+        return real(image, *a, **kw)
+
+    monkeypatch.setattr(codec, "resize_image", spy)
+    stage = ImageStage(16, scale=(0.2, 0.3), dtype="uint8", seed=0)
+    out = stage(BLOBS[1:3])
+    assert seen and all(not im.flags.c_contiguous and im.base is not None for im in seen)
+    pixels = [codec.decode_image(b, "RGB", window=(0, 0, 20, 30)) for b in BLOBS[1:3]]
+    view = [codec.decode_image(b, "RGB", window=(0, 0, 20, 30), contiguous=False) for b in BLOBS[1:3]]
+    assert all(p.flags.c_contiguous and p.tobytes() == np.ascontiguousarray(v).tobytes() for p, v in zip(pixels, view))
+    monkeypatch.setattr(codec, "resize_image", real)
+    assert out.tobytes() == ImageStage(16, scale=(0.2, 0.3), dtype="uint8", seed=0)(BLOBS[1:3]).tobytes()
+
+
+def test_a_batch_nothing_holds_any_more_is_written_again_and_a_held_one_never(monkeypatch):
+    monkeypatch.setattr(pool, "THREADS", 1)
+    expect = [b.copy() for b in ImageStage(12, seed=3).batches(BLOBS * 3, 3, prefetch=False)]
+    stage = ImageStage(12, seed=3)
+    made = []
+    real_empty = np.empty
+
+    def empty(shape, *a, **kw):
+        made.append(shape == (3, 3, 12, 12))
+        return real_empty(shape, *a, **kw)
+
+    monkeypatch.setattr(np, "empty", empty)
+    kept = {}
+    for k, b in enumerate(stage.batches(BLOBS * 3, 3)):
+        if k == 0:
+            kept["view"] = b[1:]
+        elif k == 2:
+            kept["array"] = b
+        assert b.tobytes() == expect[k].tobytes()
+    assert 3 <= sum(made) < 7  # 7 batches, 2 held by the caller: the dropped ones were written again
+    assert kept["view"].tobytes() == expect[0][1:].tobytes()
+    assert kept["array"].tobytes() == expect[2].tobytes()
+    first = stage(BLOBS[:3])
+    again = stage(BLOBS[:3])
+    assert first.ctypes.data != again.ctypes.data  # the caller holds the first: a new array
+    import pickle
+    copy = pickle.loads(pickle.dumps(stage))  # the kept batches are not part of a copy
+    assert copy._spares.items == [] and copy(BLOBS[:3]).tobytes() == stage(BLOBS[:3]).tobytes()
+
+
 @pytest.mark.parametrize("kw, msg", [(dict(size=0), "size must be"), (dict(flip=2), "flip must be"),
                                      (dict(layout="CHW"), "layout must be"), (dict(dtype="int8"), "dtype must be"),
                                      (dict(std=[1, 0, 1]), "std must not be 0"), (dict(mean=[1, 2]), "mean must have"),

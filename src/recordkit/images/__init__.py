@@ -6,7 +6,8 @@ core, with OpenCV, which releases the GIL while it works.
   :func:`open_images`: a data set's encoded images, whatever its format;
 * :mod:`recordkit.images.codec`: decoding (pixel budget and truncation checks first), crop
   windows, resizing, normalizing;
-* :mod:`recordkit.images.pool`: the thread pool a batch runs on.
+* :mod:`recordkit.images.pool`: the thread pool a batch runs on;
+* :mod:`recordkit.images.spares`: batches written again once nothing holds them any more.
 """
 from recordkit._lazy import resolver
 

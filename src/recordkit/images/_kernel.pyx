@@ -83,9 +83,13 @@ cdef extern from *:
     }
     /* The same for a row of packed pixels (3 bytes each, ``s1 == 3``): the row is turned into floats
        first, 16 bytes at a time (exact), so that a tap is one unaligned load, a multiply and an add;
-       ``frow`` has room for 3 * sw + 16 floats. */
-    static inline void rk_area_row3_packed(const uint8_t* row, int sw, const Tap* taps, const int* first,
-                                           int dw, float* buf, float* frow) {
+       ``frow`` has room for 3 * sw + 16 floats. Every output pixel has ``K`` taps (``src``/``alpha``,
+       ``K`` per pixel): a pixel with fewer taps has its last ones padded with weight 0 on a pixel it reads anyway, and
+       v + 0.0f * x is v exactly (x finite, v >= 0), so the sums are the same floats; the tap loop then
+       runs the same number of times for every pixel (K = 2 or 3 unrolled) instead of mispredicting
+       its end at the 2-or-3-tap boundaries every few pixels. */
+    static inline void rk_area_row3_fixed(const uint8_t* row, int sw, const int* src, const float* alpha, int K,
+                                          int dw, float* buf, float* frow) {
         const __m128i zero = _mm_setzero_si128();
         int n = 3 * sw, i = 0;
         for (; i + 16 <= n; i += 16) {
@@ -98,18 +102,31 @@ cdef extern from *:
         }
         for (; i < n; i++) frow[i] = (float)row[i];
         frow[n] = 0.0f;
-        for (int dx = 0; dx < dw; dx++) {
-            int k = first[dx];
-            __m128 v = _mm_mul_ps(_mm_loadu_ps(frow + 3 * taps[k].src), _mm_set1_ps(taps[k].alpha));
-            for (k++; k < first[dx + 1]; k++)
-                v = _mm_add_ps(v, _mm_mul_ps(_mm_loadu_ps(frow + 3 * taps[k].src), _mm_set1_ps(taps[k].alpha)));
-            _mm_storeu_ps(buf + 3 * dx, v);
+        #define RK_TAP(j) _mm_mul_ps(_mm_loadu_ps(frow + 3 * src[j]), _mm_set1_ps(alpha[j]))
+        if (K == 2) {
+            for (int dx = 0; dx < dw; dx++) {
+                const int j = 2 * dx;
+                _mm_storeu_ps(buf + 3 * dx, _mm_add_ps(RK_TAP(j), RK_TAP(j + 1)));
+            }
+        } else if (K == 3) {
+            for (int dx = 0; dx < dw; dx++) {
+                const int j = 3 * dx;
+                _mm_storeu_ps(buf + 3 * dx, _mm_add_ps(_mm_add_ps(RK_TAP(j), RK_TAP(j + 1)), RK_TAP(j + 2)));
+            }
+        } else {
+            for (int dx = 0; dx < dw; dx++) {
+                const int j = K * dx;
+                __m128 v = RK_TAP(j);
+                for (int k = 1; k < K; k++) v = _mm_add_ps(v, RK_TAP(j + k));
+                _mm_storeu_ps(buf + 3 * dx, v);
+            }
         }
+        #undef RK_TAP
     }
     #define RK_AREA_ROW3 1
     #else
+    static inline void rk_area_row3_fixed(const uint8_t*, int, const int*, const float*, int, int, float*, float*) {}
     static inline void rk_area_row3(const uint8_t*, Py_ssize_t, int, int, const Tap*, const int*, int, float*) {}
-    static inline void rk_area_row3_packed(const uint8_t*, int, const Tap*, const int*, int, float*, float*) {}
     static inline void rk_area_accumulate(float* acc, const float* buf, float beta, int n, int first) {
         for (int k = 0; k < n; k++) acc[k] = first ? beta * buf[k] : acc[k] + beta * buf[k];
     }
@@ -128,8 +145,8 @@ cdef extern from *:
         float alpha  # its weight
     void rk_area_row3(const uint8_t* row, Py_ssize_t s1, int lo, int hi, const Tap* taps, const int* first, int dw,
                       float* buf) noexcept nogil
-    void rk_area_row3_packed(const uint8_t* row, int sw, const Tap* taps, const int* first, int dw, float* buf,
-                             float* frow) noexcept nogil
+    void rk_area_row3_fixed(const uint8_t* row, int sw, const int* src, const float* alpha, int K, int dw,
+                            float* buf, float* frow) noexcept nogil
     void rk_area_accumulate(float* acc, const float* buf, float beta, int n, int first) noexcept nogil
     void rk_saturate_u8(const float* acc, uint8_t* out, int n) noexcept nogil
     bint RK_AREA_ROW3
@@ -183,6 +200,9 @@ def resize_area(const uint8_t[:, :, :] src, uint8_t[:, :, ::1] dst) -> None:
     cdef vector[Tap] xt, yt
     cdef vector[int] xfirst, yfirst
     cdef vector[float] buf, acc, frow
+    cdef vector[int] psrc
+    cdef vector[float] palpha
+    cdef int K = 0, j0, j1
     cdef Py_ssize_t s0 = src.strides[0], s1 = src.strides[1], s2 = src.strides[2]
     cdef const uint8_t* base = &src[0, 0, 0]
     cdef const uint8_t* row
@@ -196,6 +216,17 @@ def resize_area(const uint8_t[:, :, :] src, uint8_t[:, :, ::1] dst) -> None:
     with nogil:
         _area_taps(sw, dw, 1.0 / (<double>dw / sw), xt, xfirst)
         _area_taps(sh, dh, 1.0 / (<double>dh / sh), yt, yfirst)
+        for dx in range(dw):  # the taps padded to K per pixel (weight 0 on the pixel's last tap)
+            if xfirst[dx + 1] - xfirst[dx] > K:
+                K = xfirst[dx + 1] - xfirst[dx]
+        psrc.resize(K * dw)
+        palpha.resize(K * dw)
+        for dx in range(dw):
+            j0 = xfirst[dx]
+            j1 = xfirst[dx + 1]
+            for k in range(K):
+                psrc[K * dx + k] = xt[j0 + k].src if j0 + k < j1 else xt[j1 - 1].src
+                palpha[K * dx + k] = xt[j0 + k].alpha if j0 + k < j1 else 0.0
         buf.resize(n + 1)  # rk_area_row3 writes one float past the last pixel
         frow.resize(3 * sw + 16)
         acc.resize(n)
@@ -208,7 +239,7 @@ def resize_area(const uint8_t[:, :, :] src, uint8_t[:, :, ::1] dst) -> None:
                     prev_sy = sy
                     row = base + sy * s0
                     if cn == 3 and s2 == 1 and s1 == 3 and RK_AREA_ROW3:
-                        rk_area_row3_packed(row, sw, xt.data(), xfirst.data(), dw, buf.data(), frow.data())
+                        rk_area_row3_fixed(row, sw, psrc.data(), palpha.data(), K, dw, buf.data(), frow.data())
                     elif cn == 3 and s2 == 1 and RK_AREA_ROW3:
                         rk_area_row3(row, s1, wide_lo, wide_hi, xt.data(), xfirst.data(), dw, buf.data())
                     else:

@@ -271,7 +271,8 @@ def open_image(data, *, max_pixels=None):
     return im
 
 
-def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None, cover=None) -> np.ndarray:
+def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None, cover=None,
+                 contiguous: bool = True) -> np.ndarray:
     """Decode encoded image bytes to an HWC uint8 array.
 
     ``color_space`` is "RGB", "BGR" (C=3) or "GRAY" (C=1). JPEG and PNG are
@@ -295,6 +296,10 @@ def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None
     :data:`MAX_PIXELS`: Pillow's ``Image.MAX_IMAGE_PIXELS``) or more than its
     bytes can hold (both from the header, before anything is decoded), and for
     truncated pixel data (never zero-filled rows).
+
+    ``contiguous=False`` lets a JPEG/PNG window come back as a view into the decoded image (rows
+    apart by the image's stride) rather than a copy: for a caller that only reads it once, as
+    :func:`resize_image` does.
     """
     channels_of(color_space)
     if cover is not None:
@@ -313,7 +318,7 @@ def decode_image(data, color_space: str = "BGR", *, window=None, max_pixels=None
         _check_declared_size(fmt, width, height, data, pixel_budget(max_pixels))
     if callable(window):
         window = window(height, width)
-    return _decode_cv(data, fmt, height, width, color_space, window, cover)
+    return _decode_cv(data, fmt, height, width, color_space, window, cover, contiguous)
 
 
 def cover_size(cover) -> tuple[int, int]:
@@ -352,7 +357,8 @@ def _imread_flags(cv2, color_space: str, scale: int) -> tuple[int, bool]:
     return flag | cv2.IMREAD_IGNORE_ORIENTATION, rgb
 
 
-def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str, window, cover) -> np.ndarray:
+def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str, window, cover,
+               contiguous: bool = True) -> np.ndarray:
     """``cv2.imdecode`` of a JPEG/PNG whose header said ``height`` x ``width``; ``window`` in full-scale
     pixels. OpenCV returns no image (never a partial one) for corrupt or truncated data."""
     cv2 = _cv2()
@@ -378,7 +384,7 @@ def _decode_cv(data: bytes, fmt: str, height: int, width: int, color_space: str,
             arr = arr[y // scale:min(hs, -(-(y + h) // scale)), x // scale:min(ws, -(-(x + w) // scale))]
     if color_space == "RGB" and not rgb:
         return cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
-    return np.ascontiguousarray(arr)
+    return np.ascontiguousarray(arr) if contiguous else arr
 
 
 def _decode_pillow(im, data: bytes, color_space: str, window) -> np.ndarray:

@@ -9,8 +9,6 @@ dtypes and OneFlow's stateful behaviour (a module keeps its random stream from c
 from __future__ import annotations
 
 import os
-import sys
-import threading
 import warnings
 
 import numpy as np
@@ -18,6 +16,7 @@ import numpy as np
 from recordkit.compat.oneflow import _tensor as T
 from recordkit.compat.oneflow._module import Module
 from recordkit.compat.oneflow.nn import image  # noqa: F401  (flow.nn.image.Resize, ...)
+from recordkit.images.spares import Spares
 
 __all__ = ["Module", "OFRecordReader", "OfrecordReader", "OFRecordRawDecoder", "OfrecordRawDecoder",
            "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordImageDecoderRandomCrop", "CoinFlip",
@@ -329,11 +328,6 @@ class CropMirrorNormalize(Module):
     zeroing it page by page.
     """
 
-    #: outputs kept for reuse once nobody else holds them
-    _SPARES = 2
-    #: one lock for every instance's spares (an instance stays picklable): a spare is taken out of the
-    #: list while a call writes it, so two threads calling one module never write the same one
-    _spares_lock = threading.Lock()
 
     def __init__(self, color_space: str = "BGR", output_layout: str = "NCHW", crop_h: int = 0, crop_w: int = 0,
                  crop_pos_y: float = 0.5, crop_pos_x: float = 0.5, mean=(0.0,), std=(1.0,), output_dtype=None):
@@ -349,7 +343,7 @@ class CropMirrorNormalize(Module):
         self.output_dtype = T.float32 if output_dtype is None else T.as_dtype(output_dtype)
         if not self.output_dtype.is_floating_point:
             raise ValueError(f"CropMirrorNormalize output_dtype must be a float type, not {self.output_dtype}")
-        self._spares: list = []
+        self._spares = Spares(2)  # outputs kept for reuse once nobody else holds them
 
     def forward(self, input, mirror=None):
         from recordkit.compat.oneflow import ops as decoders
@@ -366,19 +360,7 @@ class CropMirrorNormalize(Module):
         out = decoders.crop_mirror_normalize(
             images, color_space=self.color_space, output_layout=self.output_layout, crop_h=self.crop_h,
             crop_w=self.crop_w, crop_pos_y=self.crop_pos_y, crop_pos_x=self.crop_pos_x, mean=self.mean,
-            std=self.std, mirror=flags, out=self._free_output())
-        with self._spares_lock:
-            self._spares = (self._spares + [out])[-self._SPARES:]
+            std=self.std, mirror=flags, out=self._spares.take())
+        self._spares.give(out)
         return T.Tensor(out.astype(self.output_dtype.np, copy=False))
 
-    def _free_output(self):
-        """A previous output nobody else holds any more (only the list did), taken out of the list; or None."""
-        with self._spares_lock:
-            for k in range(len(self._spares)):
-                # references: the list's, and getrefcount's argument
-                if sys.getrefcount(self._spares[k]) == 2:
-                    return self._spares.pop(k)
-        return None
-
-    def __getstate__(self):
-        return {**self.__dict__, "_spares": []}
