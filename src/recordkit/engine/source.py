@@ -749,7 +749,10 @@ class MinibatchSource(Checkpointing):
         if lent is not None:
             streams, keys, lengths, total, viewed = lent
             if viewed:  # the picks are of one held unit: every chunk of it they are from
-                for cid in np.unique(cids).tolist():
+                first, last = int(cids[0]), int(cids[-1])
+                # consecutive sequences in file order: one chunk when the first and last agree (an
+                # np.unique a minibatch cost ~45 us, a tenth of an in-order OFRecord minibatch)
+                for cid in ([first] if first == last else np.unique(cids).tolist()):
                     cache.lend(cid)
         elif layout is not None and (slots >= 0).all():
             streams, keys, lengths, total = pack_from_table(cache.columns, layout, slots, at, self.streams,
