@@ -388,21 +388,43 @@ cdef inline Py_ssize_t _field(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, 
     return a + <Py_ssize_t>n
 
 
-cdef inline int _entry(const uint8_t* b, Py_ssize_t x, Py_ssize_t y, Py_ssize_t* ks, Py_ssize_t* ke,
-                       Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
-    """A map entry ``{key: 1, value: 2}`` in ``[x, y)``, key first (the canonical order): its key's
-    body in ``ks``/``ke``, its value's in ``vs``/``ve`` (an absent value is empty); -1 if not so."""
+cdef inline Py_ssize_t _map_entry(const uint8_t* b, Py_ssize_t x, Py_ssize_t e, Py_ssize_t* ks, Py_ssize_t* ke,
+                                  Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
+    """The map entry field ``{key: 1, value: 2}`` at ``x`` (within ``[x, e)``), key first (the
+    canonical order): its end, its key's body in ``ks``/``ke``, its value's in ``vs``/``ve`` (an absent
+    value is empty); -1 if not so."""
     cdef uint8_t t
-    ke[0] = _field(b, x, y, &t, ks)
+    cdef Py_ssize_t xa
+    cdef Py_ssize_t ex = _field(b, x, e, &t, &xa)
+    if ex < 0 or t != 0x0A:
+        return -1
+    ke[0] = _field(b, xa, ex, &t, ks)
     if ke[0] < 0 or t != 0x0A:
         return -1
     vs[0] = ke[0]
     ve[0] = ke[0]
-    if ke[0] < y:
-        ve[0] = _field(b, ke[0], y, &t, vs)
-        if ve[0] != y or t != 0x12:
+    if ke[0] < ex:
+        ve[0] = _field(b, ke[0], ex, &t, vs)
+        if ve[0] != ex or t != 0x12:
             return -1
-    return 0
+    return ex
+
+
+cdef inline int _name_index(const uint8_t* b, Py_ssize_t ks, Py_ssize_t ke, const uint8_t** nptr,
+                            const Py_ssize_t* nlen, Py_ssize_t W) noexcept nogil:
+    """Which of the ``W`` wanted names the key ``b[ks:ke]`` is (-1: none)."""
+    cdef Py_ssize_t j
+    for j in range(W):
+        if nlen[j] == ke - ks and memcmp(b + ks, nptr[j], nlen[j]) == 0:
+            return <int>j
+    return -1
+
+
+cdef void _wanted(list names, vector[const uint8_t*]& nptr, vector[Py_ssize_t]& nlen):
+    """The wanted names' bytes as the walkers compare them (``names`` keeps them alive)."""
+    for name in names:
+        nptr.push_back(<const uint8_t*>(<bytes>name))
+        nlen.push_back(len(<bytes>name))
 
 
 cdef Py_ssize_t _payload(const uint8_t* b, Py_ssize_t p, Py_ssize_t fend, uint8_t list_tag,
@@ -447,9 +469,10 @@ def sequence_examples(const uint8_t[::1] data, const int64_t[::1] offs, const in
     cdef vector[const uint8_t*] nptr
     cdef vector[Py_ssize_t] nlen
     cdef vector[uint8_t] ltag
-    for name, tag in zip(names, list_tags):
-        nptr.push_back(<const uint8_t*>(<bytes>name))
-        nlen.push_back(len(<bytes>name))
+    if len(list_tags) != W:
+        raise ValueError(f"{W} names, {len(list_tags)} list tags")
+    _wanted(names, nptr, nlen)
+    for tag in list_tags:
         ltag.push_back(<uint8_t>tag)
     keys = np.zeros(n, dtype=np.uint64)
     found = np.zeros(n, dtype=np.bool_)
@@ -477,11 +500,8 @@ def sequence_examples(const uint8_t[::1] data, const int64_t[::1] offs, const in
                     break
                 x = a
                 while x < e:
-                    ex = _field(b, x, e, &t, &xa)
-                    if ex < 0 or t != 0x0A:
-                        bad = 1
-                        break
-                    if _entry(b, xa, ex, &ks, &ke, &vs, &ve) < 0:
+                    ex = _map_entry(b, x, e, &ks, &ke, &vs, &ve)
+                    if ex < 0:
                         bad = 1
                         break
                     if not seen_ctx and b[pos] == 0x0A:   # a context entry: the key?
@@ -496,11 +516,7 @@ def sequence_examples(const uint8_t[::1] data, const int64_t[::1] offs, const in
                                     kv[r] = value
                                     fv[r] = 1
                     elif b[pos] == 0x12:
-                        hit = -1
-                        for j in range(W):
-                            if nlen[j] == ke - ks and memcmp(b + ks, nptr[j], nlen[j]) == 0:
-                                hit = <int>j
-                                break
+                        hit = _name_index(b, ks, ke, nptr.data(), nlen.data(), W)
                         if hit >= 0:
                             if bd[r, hit, 0] >= 0:
                                 bad = 1    # a list twice
@@ -612,9 +628,7 @@ def example_features(const uint8_t[::1] data, const int64_t[::1] offs, const int
     cdef int bad = 0, known = 1, hit, nfields
     cdef vector[const uint8_t*] nptr
     cdef vector[Py_ssize_t] nlen
-    for name in names:
-        nptr.push_back(<const uint8_t*>(<bytes>name))
-        nlen.push_back(len(<bytes>name))
+    _wanted(names, nptr, nlen)
     tags = np.zeros((n, W), dtype=np.uint8)
     starts = np.full((n, W), -1, dtype=np.int64)
     lengths = np.full((n, W), -1, dtype=np.int64)
@@ -637,18 +651,11 @@ def example_features(const uint8_t[::1] data, const int64_t[::1] offs, const int
                 nfields = 1
                 x = a
                 while x < e:
-                    ex = _field(b, x, e, &t, &xa)
-                    if ex < 0 or t != 0x0A:
+                    ex = _map_entry(b, x, e, &ks, &ke, &vs, &ve)
+                    if ex < 0:
                         bad = 1
                         break
-                    if _entry(b, xa, ex, &ks, &ke, &vs, &ve) < 0:
-                        bad = 1
-                        break
-                    hit = -1
-                    for j in range(W):
-                        if nlen[j] == ke - ks and memcmp(b + ks, nptr[j], nlen[j]) == 0:
-                            hit = <int>j
-                            break
+                    hit = _name_index(b, ks, ke, nptr.data(), nlen.data(), W)
                     if hit < 0:
                         known = 0
                     elif tg[r, hit] != 0:
