@@ -257,23 +257,30 @@ def _compare_stream(name, ca, ia, cb, ib, n) -> dict:
 
 def _check_streams(src, dst, result: VerifyResult, max_differences: int) -> list[str]:
     """Names of the streams to compare; a stream on one side only, or declared differently, is a difference."""
-    a = {s.name: s for s in src.streams}
-    b = {s.name: s for s in dst.streams}
-    names = []
-    for name, s in a.items():
-        t = b.get(name)
+    streams = list(src.streams)
+    return [streams[i].name for i in _declared_alike(streams, "SRC", dst, result, max_differences)]
+
+
+def _declared_alike(streams: list, side: str, dst, result: VerifyResult, max_differences: int) -> list[int]:
+    """The indexes in ``streams`` (those of SRC or of a manifest: ``side`` names it in messages) of the
+    streams ``dst`` declares alike; a stream on one side only, or declared differently, is a difference."""
+    have = {s.name: s for s in dst.streams}
+    alike = []
+    for i, s in enumerate(streams):
+        t = have.get(s.name)
         if t is None:
-            result._add(Difference("stream", -1, f"stream '{name}' of SRC is not in DST (DST has: "
-                                                 f"{', '.join(b) or 'none'})"), max_differences)
+            result._add(Difference("stream", -1, f"stream '{s.name}' of {side} is not in DST (DST has: "
+                                                 f"{', '.join(have) or 'none'})"), max_differences)
         elif (s.format, s.dim) != (t.format, t.dim):
-            result._add(Difference("stream", -1, f"stream '{name}' is {s.format} dim {s.dim} in SRC, {t.format} "
-                                                 f"dim {t.dim} in DST"), max_differences)
+            result._add(Difference("stream", -1, f"stream '{s.name}' is {s.format} dim {s.dim} in {side}, "
+                                                 f"{t.format} dim {t.dim} in DST"), max_differences)
         else:
-            names.append(name)
-    for name in b:
-        if name not in a:
-            result._add(Difference("stream", -1, f"stream '{name}' of DST is not in SRC"), max_differences)
-    return names
+            alike.append(i)
+    ours = {s.name for s in streams}
+    for name in have:
+        if name not in ours:
+            result._add(Difference("stream", -1, f"stream '{name}' of DST is not in {side}"), max_differences)
+    return alike
 
 
 def verify(src, dst, *, max_differences: int = 10, compare_keys: bool | None = None) -> VerifyResult:
@@ -570,22 +577,8 @@ def verify_manifest(manifest: Manifest, dst, *, max_differences: int = 10,
                     compare_keys: bool | None = None) -> VerifyResult:
     """Compare every sequence of ``dst`` with the manifest: keys, sample counts, digests of values."""
     result = VerifyResult()
-    have = {s.name: s for s in dst.streams}
-    names, cols = [], []
-    for s, spec in enumerate(manifest.streams):
-        t = have.get(spec.name)
-        if t is None:
-            result._add(Difference("stream", -1, f"stream '{spec.name}' of the manifest is not in DST (DST has: "
-                                                 f"{', '.join(have) or 'none'})"), max_differences)
-        elif (t.format, t.dim) != (spec.format, spec.dim):
-            result._add(Difference("stream", -1, f"stream '{spec.name}' is {spec.format} dim {spec.dim} in the "
-                                                 f"manifest, {t.format} dim {t.dim} in DST"), max_differences)
-        else:
-            names.append(spec)
-            cols.append(s)
-    for name in have:
-        if name not in {s.name for s in manifest.streams}:
-            result._add(Difference("stream", -1, f"stream '{name}' of DST is not in the manifest"), max_differences)
+    cols = _declared_alike(list(manifest.streams), "the manifest", dst, result, max_differences)
+    names = [manifest.streams[i] for i in cols]
     dst_keyed = keyed(dst)
     both = bool(manifest.meta.get("keyed")) and dst_keyed
     result.keys_compared = both if compare_keys is None else bool(compare_keys)
