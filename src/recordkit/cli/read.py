@@ -222,14 +222,9 @@ def run(args) -> int:
     if getattr(args, "resume", None):
         resume(source, args)
     samples = sequences = minibatches = 0
-    stop_after = getattr(args, "stop_after", None)
     t1 = time.perf_counter()
     with source:
-        while stop_after is None or minibatches < stop_after:
-            mb = source.next_minibatch(args.mb_size, num_data_partitions=args.partitions,
-                                       partition_index=args.partition_index)
-            if mb is None:
-                break
+        for mb in minibatches_of(source, args):
             samples += mb.num_samples
             sequences += mb.num_sequences
             minibatches += 1
@@ -258,6 +253,20 @@ def run(args) -> int:
     return 0
 
 
+def minibatches_of(source, args):
+    """The minibatches ``read`` takes from ``source``: ``--mb-size`` samples each, of this worker's
+    partition, at most ``--stop-after`` of them."""
+    stop_after = getattr(args, "stop_after", None)
+    taken = 0
+    while stop_after is None or taken < stop_after:
+        mb = source.next_minibatch(args.mb_size, num_data_partitions=args.partitions,
+                                   partition_index=args.partition_index)
+        if mb is None:
+            return
+        taken += 1
+        yield mb
+
+
 def run_images(args) -> int:
     """``read --images FIELD``: the data set's encoded images through ``ImageStage`` in batches. Where
     FIELD is a bytes stream of the data set (declared with ``--stream``, or inferred), the images
@@ -278,11 +287,7 @@ def run_images(args) -> int:
         if getattr(args, "resume", None):
             resume(source, args)
         with source:
-            while stop_after is None or batches < stop_after:
-                mb = source.next_minibatch(args.mb_size, num_data_partitions=args.partitions,
-                                           partition_index=args.partition_index)
-                if mb is None:
-                    break
+            for mb in minibatches_of(source, args):
                 images += mb.num_sequences
                 batches += 1
                 shape = list(mb[name].data.shape[1:])
