@@ -55,24 +55,18 @@ import json, sys, time
 import tensorflow as tf
 files, streams, kind = json.loads(sys.argv[1])
 t0 = time.perf_counter()
+dense = tf.io.FixedLenFeature if kind == "example" else tf.io.FixedLenSequenceFeature
+spec = {}
+for s in streams:
+    if s["format"] == "dense":
+        spec[s["name"]] = dense([s["dim"]], tf.float32)
+    else:
+        spec[s["name"] + ".indices"] = tf.io.VarLenFeature(tf.int64)
+        spec[s["name"] + ".values"] = tf.io.VarLenFeature(tf.float32)
 if kind == "example":
-    spec = {}
-    for s in streams:
-        if s["format"] == "dense":
-            spec[s["name"]] = tf.io.FixedLenFeature([s["dim"]], tf.float32)
-        else:
-            spec[s["name"] + ".indices"] = tf.io.VarLenFeature(tf.int64)
-            spec[s["name"] + ".values"] = tf.io.VarLenFeature(tf.float32)
     parse = lambda r: tf.io.parse_example(r, spec)
 else:
-    seq = {}
-    for s in streams:
-        if s["format"] == "dense":
-            seq[s["name"]] = tf.io.FixedLenSequenceFeature([s["dim"]], tf.float32)
-        else:
-            seq[s["name"] + ".indices"] = tf.io.VarLenFeature(tf.int64)
-            seq[s["name"] + ".values"] = tf.io.VarLenFeature(tf.float32)
-    parse = lambda r: tf.io.parse_sequence_example(r, sequence_features=seq)
+    parse = lambda r: tf.io.parse_sequence_example(r, sequence_features=spec)
 n = 0
 for batch in tf.data.TFRecordDataset(files).batch(1024).map(parse, num_parallel_calls=tf.data.AUTOTUNE):
     n += 1
