@@ -82,6 +82,17 @@ def minibatches(reader, sizes=(37, 5, 120), limit=None, **kw):
     return src, out
 
 
+def assert_same_columns(got, want):
+    """Every array of streams x and y equal in dtype, shape and values."""
+    for name in ("x", "y"):
+        a, b = got.columns[name], want.columns[name]
+        for field in ("values", "seq_offsets", "indices", "indptr"):
+            x, y = getattr(a, field, None), getattr(b, field, None)
+            assert (x is None) == (y is None)
+            if x is not None:
+                assert x.dtype == y.dtype and x.shape == y.shape and (x == y).all()
+
+
 @pytest.mark.parametrize("kw", [dict(randomize=False), dict(randomize=True, seed=3),
                                 dict(randomize=True, window=5, seed=4, prefetch_chunks=0),
                                 dict(randomize=True, window=9, seed=5, num_data_partitions=2, partition_index=1),
@@ -137,13 +148,7 @@ def test_load_chunks_gives_load_chunks_results_in_the_order_asked(tiny):
         want = single.load_chunk(cid)
         assert got.chunk_id == cid and got.keys.tolist() == want.keys.tolist()
         assert got.lengths.dtype == want.lengths.dtype and got.lengths.tolist() == want.lengths.tolist()
-        for name in ("x", "y"):
-            a, b = got.columns[name], want.columns[name]
-            for field in ("values", "seq_offsets", "indices", "indptr"):
-                x, y = getattr(a, field, None), getattr(b, field, None)
-                assert (x is None) == (y is None)
-                if x is not None:
-                    assert x.dtype == y.dtype and x.shape == y.shape and (x == y).all()
+        assert_same_columns(got, want)
 
 
 def _corrupt(path, chunk_id: int) -> int:
@@ -228,13 +233,7 @@ def test_load_joined_gives_each_run_as_the_concatenation_of_its_chunks(tiny):
         assert unit == sorted(unit)
         want = concat_chunks([single.load_chunk(c) for c in unit])
         assert got.keys.tolist() == want.keys.tolist() and got.lengths.tolist() == want.lengths.tolist()
-        for name in ("x", "y"):
-            a, b = got.columns[name], want.columns[name]
-            for field in ("values", "seq_offsets", "indices", "indptr"):
-                x, y = getattr(a, field, None), getattr(b, field, None)
-                assert (x is None) == (y is None)
-                if x is not None:
-                    assert x.dtype == y.dtype and x.shape == y.shape and (x == y).all()
+        assert_same_columns(got, want)
 
 
 def _count_prepared(monkeypatch) -> list:
