@@ -88,3 +88,29 @@ def test_an_ofrecord_set_without_declarations_reads_a_bytes_feature_declared_and
     code, _, err = cli(capsys, "cat", tmp_path / "of", "--stream", "t=bytes:tags")
     assert code == 1 and "feature 'tags' is a bytes_list of 2 values: bytes stream 't' reads a bytes_list of one" in err
     assert "record 0" in err
+
+
+def test_the_peers_own_readers_read_the_bytes_recordkit_wrote(tmp_path, capsys):
+    """pyarrow, `datasets`, webdataset and the `tfrecord` package read recordkit's bytes streams back
+    byte for byte: an image and a text, as their users would."""
+    import glob
+    src = strings_and_images(tmp_path / "in.parquet")
+    outs = {}
+    for to in ("parquet", "hf", "webdataset", "tfrecord"):
+        outs[to] = tmp_path / f"out.{to}"
+        code, _, err = cli(capsys, "convert", src, outs[to], "--to", to)
+        assert code == 0, err
+    images, texts = [PNG, JPEG, b""], [b"a", "d\u00e9j\u00e0".encode(), b""]
+    table = pq.read_table(str(outs["parquet"]))
+    assert table.column("image").to_pylist() == images and table.column("text").to_pylist() == texts
+    datasets = pytest.importorskip("datasets")
+    hf = datasets.load_from_disk(str(outs["hf"]))
+    assert hf["image"] == images and hf["text"] == texts
+    wds = pytest.importorskip("webdataset")
+    shards = sorted(glob.glob(str(outs["webdataset"] / "*.tar")))
+    samples = list(wds.WebDataset(shards, shardshuffle=False))
+    assert [s["image.bin"] for s in samples] == images and [s["text"] for s in samples] == texts  # "text" is itself an extension: the member
+    tfrecord = pytest.importorskip("tfrecord")
+    parts = sorted(glob.glob(str(outs["tfrecord"] / "*.tfrecord")))
+    records = [r for p in parts for r in tfrecord.tfrecord_loader(p, None, {"image": "byte", "text": "byte"})]
+    assert [bytes(r["image"]) for r in records] == images and [bytes(r["text"]) for r in records] == texts
