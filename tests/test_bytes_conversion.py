@@ -109,7 +109,8 @@ def test_the_peers_own_readers_read_the_bytes_recordkit_wrote(tmp_path, capsys):
     wds = pytest.importorskip("webdataset")
     shards = sorted(glob.glob(str(outs["webdataset"] / "*.tar")))
     samples = list(wds.WebDataset(shards, shardshuffle=False))
-    assert [s["image.bin"] for s in samples] == images and [s["text"] for s in samples] == texts  # "text" is itself an extension: the member
+    # "text" is itself an extension: the member is KEY.text; "image" is not: KEY.image.bin
+    assert [s["image.bin"] for s in samples] == images and [s["text"] for s in samples] == texts
     tfrecord = pytest.importorskip("tfrecord")
     parts = sorted(glob.glob(str(outs["tfrecord"] / "*.tfrecord")))
     records = [r for p in parts for r in tfrecord.tfrecord_loader(p, None, {"image": "byte", "text": "byte"})]
